@@ -1,0 +1,144 @@
+"""Documents → token shards: ``train.bin`` / ``val.bin`` (flat little-endian uint16/uint32) + ``meta.json``.
+
+Each document is encoded, followed by the end-of-text id, and appended to the split chosen by a
+seeded hash of its id, so the split does not depend on file order, worker count or chunking.
+Encoding fans out to a process pool over batches of documents; results come back in order, so the
+shards are byte-identical for any ``workers``. Read them with ``np.memmap(path, dtype=meta["dtype"])``
+(the layout nanoGPT's ``prepare.py`` uses).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing as mp
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.io import atomic_path, read_jsonl, write_json
+from pipeline.tokenizer import Tokenizer
+
+EOT = "<|endoftext|>"
+_BATCH_DOCS = 64
+
+
+def document_paths(input_path: str | Path) -> list[Path]:
+    """A documents file, or every ``*.jsonl.gz`` in a folder (sorted)."""
+    path = Path(input_path)
+    if path.is_dir():
+        paths = sorted(path.glob("*.jsonl.gz"))
+    elif path.is_file():
+        paths = [path]
+    else:
+        raise FileNotFoundError(f"documents not found: {path}")
+    if not paths:
+        raise FileNotFoundError(f"no *.jsonl.gz documents in {path}")
+    return paths
+
+
+def iter_texts(input_path: str | Path) -> Iterator[tuple[str, str]]:
+    """(id, text) of every document, in file order."""
+    for path in document_paths(input_path):
+        for lineno, doc in enumerate(read_jsonl(path), 1):
+            if not isinstance(doc.get("text"), str):
+                raise ValueError(f"{path}:{lineno}: document has no string 'text'")
+            yield str(doc.get("id", f"{path.name}:{lineno}")), doc["text"]
+
+
+def is_val(doc_id: str, val_fraction: float, seed: int) -> bool:
+    digest = hashlib.blake2b(f"{seed}:{doc_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") / 2**64 < val_fraction
+
+
+def tokenizer_checksum(tokenizer_dir: str | Path) -> str:
+    h = hashlib.sha256()
+    for name in ("vocab.json", "merges.txt"):
+        h.update((Path(tokenizer_dir) / name).read_bytes())
+    return h.hexdigest()
+
+
+def load_tokenizer(tokenizer_dir: str | Path, special_tokens: list[str] | None = None) -> Tokenizer:
+    d = Path(tokenizer_dir)
+    for name in ("vocab.json", "merges.txt"):
+        if not (d / name).is_file():
+            raise FileNotFoundError(f"tokenizer file missing: {d / name}")
+    return Tokenizer.from_files(d / "vocab.json", d / "merges.txt", special_tokens or [EOT])
+
+
+_tok: Tokenizer | None = None
+
+
+def _init(tokenizer: Tokenizer) -> None:
+    global _tok
+    _tok = tokenizer
+
+
+def _encode_batch(batch: tuple[list[str], list[bool]]) -> tuple[list[list[int]], list[bool]]:
+    texts, flags = batch
+    return [_tok.encode(t) for t in texts], flags
+
+
+def _batches(docs: Iterator[tuple[str, str]], val_fraction: float, seed: int):
+    """Yield (texts, is_val flags) batches for the pool."""
+    texts, flags = [], []
+    for doc_id, text in docs:
+        texts.append(text)
+        flags.append(is_val(doc_id, val_fraction, seed))
+        if len(texts) == _BATCH_DOCS:
+            yield texts, flags
+            texts, flags = [], []
+    if texts:
+        yield texts, flags
+
+
+def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, workers=1) -> dict:
+    """Tokenize every document into ``out_dir/{train,val}.bin`` + ``meta.json``; return the meta."""
+    from tqdm import tqdm
+
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"shards.val_fraction must be in [0, 1), got {val_fraction}")
+    tokenizer = load_tokenizer(tokenizer_dir)
+    eot = tokenizer.special_token_ids[EOT]
+    dtype = np.dtype("<u2") if tokenizer.vocab_size <= 2**16 else np.dtype("<u4")
+    out_dir = Path(out_dir)
+    counts = {"train": [0, 0], "val": [0, 0]}  # documents, tokens
+    start = time.perf_counter()
+    batches = _batches(iter_texts(input_path), val_fraction, seed)
+    pool = mp.get_context("fork").Pool(workers, _init, (tokenizer,)) if workers > 1 else None
+    _init(tokenizer)
+    try:
+        with atomic_path(out_dir / "train.bin") as train_tmp, atomic_path(out_dir / "val.bin") as val_tmp, \
+                open(train_tmp, "wb") as train_fh, open(val_tmp, "wb") as val_fh, \
+                tqdm(desc="tokenize", unit="doc", dynamic_ncols=True) as bar:
+            encoded = pool.imap(_encode_batch, batches) if pool else map(_encode_batch, batches)
+            for ids_batch, flags in encoded:
+                for ids, val in zip(ids_batch, flags):
+                    split = "val" if val else "train"
+                    arr = np.asarray(ids + [eot], dtype=dtype)
+                    (val_fh if val else train_fh).write(arr.tobytes())
+                    counts[split][0] += 1
+                    counts[split][1] += len(arr)
+                bar.update(len(ids_batch))
+    finally:
+        if pool:
+            pool.close()
+            pool.join()
+    seconds = time.perf_counter() - start
+    meta = {
+        "dtype": dtype.name,
+        "vocab_size": tokenizer.vocab_size,
+        "eot_id": eot,
+        "train_tokens": counts["train"][1],
+        "val_tokens": counts["val"][1],
+        "train_docs": counts["train"][0],
+        "val_docs": counts["val"][0],
+        "val_fraction": val_fraction,
+        "seed": seed,
+        "tokenizer_sha256": tokenizer_checksum(tokenizer_dir),
+        "seconds": round(seconds, 3),
+        "tokens_per_s": round((counts["train"][1] + counts["val"][1]) / max(seconds, 1e-9)),
+    }
+    write_json(out_dir / "meta.json", meta)
+    return meta
