@@ -1,0 +1,74 @@
+"""``python -m pipeline.bench``: every pipeline benchmark, side by side with its baseline, in one run.
+
+1. Extraction quality (trafilatura's eval snippets) and docs/s: ours vs trafilatura vs Resiliparse.
+2. BPE training seconds and peak RSS: ours vs HF ``tokenizers``, on TinyStories and the generated crawl.
+3. Encoding MB/s with GPT-2's vocabulary: ours vs tiktoken vs HF, one core and all cores.
+
+Record results in docs/benchmarks.md with the date, the machine and this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+from pipeline.bench_extract import DEFAULT_WEB, bench_extract, format_rows
+from pipeline.bench_tokenizer import DEFAULT_CORPUS, DEFAULT_GPT2, EOT, bench_bpe_training, bench_encode, format_table
+
+
+def sample_corpus(docs_dir: Path, scratch: Path, pages: int) -> Path:
+    """The generated crawl's documents as one text file (``make repro``'s, else made here)."""
+    from pipeline.extract import ExtractConfig, run_extract
+    from pipeline.sample import generate_sample
+    from pipeline.shards import iter_texts
+
+    if not any(docs_dir.glob("*.jsonl.gz")):
+        generate_sample(scratch / "sample.warc.gz", scratch / "manifest.jsonl", pages=pages, seed=0)
+        docs_dir = scratch / "docs"
+        run_extract([scratch / "sample.warc.gz"], docs_dir, scratch / "extract.json",
+                    ExtractConfig(extractor="resiliparse"))
+    corpus = scratch / "sample_corpus.txt"
+    with open(corpus, "w", encoding="utf-8") as fh:
+        for _, text in iter_texts(docs_dir):
+            fh.write(text + EOT)
+    return corpus
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipeline.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="shared web folder (trafilatura eval pages)")
+    parser.add_argument("--tinystories", type=Path, default=DEFAULT_CORPUS, help="TinyStories text for BPE/encoding")
+    parser.add_argument("--docs", type=Path, default=Path("data/documents"),
+                        help="generated-crawl documents (made on the fly when absent)")
+    parser.add_argument("--pages", type=int, default=3000, help="pages to generate when --docs is empty")
+    parser.add_argument("--vocab-size", type=int, default=10000, help="BPE vocabulary size")
+    parser.add_argument("--only", choices=("extract", "bpe", "encode"), nargs="*", help="run only these parts")
+    args = parser.parse_args(argv)
+    parts = set(args.only or ("extract", "bpe", "encode"))
+    print(f"# pipeline.bench {time.strftime('%Y-%m-%d')} on {platform.node()} "
+          f"({platform.processor() or platform.machine()}, python {platform.python_version()})\n")
+    if "extract" in parts:
+        if (args.web_dir / "trafilatura-evaldata.json").is_file():
+            print("## Extraction (one core)\n" + format_rows(bench_extract(args.web_dir)) + "\n")
+        else:
+            print(f"## Extraction: skipped, {args.web_dir} has no trafilatura eval pages\n")
+    if "bpe" in parts:
+        with tempfile.TemporaryDirectory() as scratch:
+            corpora = [c for c in (args.tinystories,) if c.is_file()]
+            corpora.append(sample_corpus(args.docs, Path(scratch), args.pages))
+            rows = [r for c in corpora for r in bench_bpe_training(c, args.vocab_size, [EOT])]
+        print(f"## BPE training, vocab {args.vocab_size}\n" + format_table(rows) + "\n")
+    if "encode" in parts:
+        if args.tinystories.is_file() and DEFAULT_GPT2[0].is_file():
+            rows = bench_encode(args.tinystories.read_text(encoding="utf-8"))
+            print("## Encoding with the GPT-2 vocabulary\n" + format_table(rows) + "\n")
+        else:
+            print("## Encoding: skipped, shared TinyStories / GPT-2 files absent\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
