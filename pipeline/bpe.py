@@ -22,6 +22,7 @@ import multiprocessing as mp
 import os
 import re
 from collections import Counter, defaultdict
+from itertools import chain
 from pathlib import Path
 
 import regex
@@ -141,18 +142,49 @@ def descending_key(token: bytes) -> str:
     return token.decode("latin-1").translate(_INVERT) + _END
 
 
-def _merge_word(word: tuple[int, ...], a: int, b: int, new: int) -> tuple[int, ...]:
-    """Replace every non-overlapping ``(a, b)`` in ``word``, scanning left to right, by ``new``."""
-    out: list[int] = []
-    i, n = 0, len(word)
-    while i < n:
-        if i + 1 < n and word[i] == a and word[i + 1] == b:
-            out.append(new)
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return tuple(out)
+def _merge_word(word: tuple[int, ...], a: int, b: int, new: int) -> tuple[tuple[int, ...], list, list]:
+    """Replace every non-overlapping ``(a, b)`` in ``word``, left to right, by ``new``.
+
+    Returns ``(merged, removed_pairs, added_pairs)``, the pair occurrences that changed: only
+    those next to a merge, so a long word (a CJK run is one pre-token) costs what its matches
+    cost, with the scans and copies done by ``tuple.index`` and slicing in C.
+    """
+    n = len(word)
+    starts, i, index = [], 0, word.index
+    try:
+        while True:
+            j = index(a, i, n - 1)
+            if word[j + 1] == b:
+                starts.append(j)
+                i = j + 2
+            else:
+                i = j + 1
+    except ValueError:
+        pass
+    if not starts:
+        return word, [], []
+    if len(starts) == 1:  # the common case, without the set bookkeeping
+        j = starts[0]
+        removed, added = [(a, b)], []
+        if j > 0:
+            removed.append((word[j - 1], a))
+            added.append((word[j - 1], new))
+        if j + 2 < n:
+            removed.append((b, word[j + 2]))
+            added.append((new, word[j + 2]))
+        return word[:j] + (new,) + word[j + 2 :], removed, added
+    old_at = {p for j in starts for p in (j - 1, j, j + 1) if 0 <= p < n - 1}
+    parts, prev = [], 0
+    for j in starts:
+        parts += (word[prev:j], (new,))
+        prev = j + 2
+    parts.append(word[prev:])
+    merged = tuple(chain.from_iterable(parts))
+    m = len(merged)
+    new_at = {p for k, j in enumerate(starts) for p in (j - k - 1, j - k) if 0 <= p < m - 1}
+    removed = [(word[p], word[p + 1]) for p in old_at]
+    added = [(merged[p], merged[p + 1]) for p in new_at]
+    return merged, removed, added
 
 
 def merge_counts(
@@ -160,9 +192,9 @@ def merge_counts(
 ) -> list[tuple[bytes, bytes]]:
     """Learn up to ``num_merges`` merges from pre-token counts, adding new tokens to ``vocab``.
 
-    Incremental: ``pair_counts`` and ``where`` (pair -> indices of words containing it) are
-    updated only for the words a merge touches. Heap entries go stale when a count changes; a
-    popped entry is used only if its count still matches.
+    Incremental: ``pair_counts`` changes only next to each merge, and ``where`` (pair -> words
+    that may contain it; a superset, never scanned in full) gains the words of new pairs. Heap
+    entries go stale when a count changes; a popped entry is used only if its count still matches.
     """
     words = [tuple(w) for w in word_counts]  # each word as a tuple of token ids (byte ids first)
     freqs = list(word_counts.values())
@@ -174,9 +206,13 @@ def merge_counts(
             where[pair].add(idx)
 
     keys = {i: descending_key(token) for i, token in vocab.items()}
+    pair_keys: dict[tuple[int, int], str] = {}
 
     def entry(pair: tuple[int, int]) -> tuple[int, str, tuple[int, int]]:
-        return (-pair_counts[pair], keys[pair[0]] + keys[pair[1]], pair)
+        key = pair_keys.get(pair)
+        if key is None:
+            key = pair_keys[pair] = keys[pair[0]] + keys[pair[1]]
+        return (-pair_counts[pair], key, pair)
 
     heap = [entry(pair) for pair in pair_counts]
     heapq.heapify(heap)
@@ -193,27 +229,24 @@ def merge_counts(
         merges.append((vocab[a], vocab[b]))
         changed: set[tuple[int, int]] = set()
         for idx in where.pop((a, b)):
-            old, freq = words[idx], freqs[idx]
-            merged = _merge_word(old, a, b, new)
-            words[idx] = merged
-            for pair in zip(old, old[1:]):
+            merged, removed, added = _merge_word(words[idx], a, b, new)
+            if not removed:
+                continue  # the word lost this pair to an earlier merge
+            words[idx], freq = merged, freqs[idx]
+            for pair in removed:
                 pair_counts[pair] -= freq
-                changed.add(pair)
-            for pair in zip(merged, merged[1:]):
+            for pair in added:
                 pair_counts[pair] += freq
-                changed.add(pair)
-            old_pairs, new_pairs = set(zip(old, old[1:])), set(zip(merged, merged[1:]))
-            for pair in old_pairs - new_pairs:
-                if pair in where:
-                    where[pair].discard(idx)
-            for pair in new_pairs - old_pairs:
                 where[pair].add(idx)
+            changed.update(removed)
+            changed.update(added)
         for pair in changed:
             if pair_counts[pair] > 0:
                 heapq.heappush(heap, entry(pair))
             else:
                 del pair_counts[pair]
                 where.pop(pair, None)
+                pair_keys.pop(pair, None)
     return merges
 
 

@@ -214,3 +214,26 @@ def test_pretokenize_ascii_fast_path_matches_regex():
 def test_train_bpe_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="input_path"):
         train_bpe(tmp_path / "nope.txt", 300, [])
+
+
+def test_merge_word_matches_a_plain_rewrite_and_pair_recount():
+    """The incremental merge of one word against a left-to-right rewrite and a full pair recount."""
+    rng = random.Random(0)
+    for _ in range(3000):
+        word = tuple(rng.choice((1, 2, 3)) for _ in range(rng.randint(0, 14)))
+        a, b = rng.choice((1, 2, 3)), rng.choice((1, 2, 3))
+        expected, i = [], 0
+        while i < len(word):
+            if word[i : i + 2] == (a, b):
+                expected.append(9)
+                i += 2
+            else:
+                expected.append(word[i])
+                i += 1
+        merged, removed, added = bpe._merge_word(word, a, b, 9)
+        assert merged == tuple(expected)
+        delta = Counter(zip(merged, merged[1:]))
+        delta.subtract(Counter(zip(word, word[1:])))
+        got = Counter(added)
+        got.subtract(Counter(removed))
+        assert +delta == +got and -delta == -got, (word, a, b)
