@@ -1,0 +1,48 @@
+"""``dvc repro`` on a small copy of the default pipeline: runs end to end, then reruns only what changed."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # the venv's dvc and python
+pytestmark = pytest.mark.skipif(shutil.which("dvc", path=PATH) is None, reason="dvc not installed")
+
+
+def _run(args, cwd):
+    env = {**os.environ, "PATH": PATH}
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def _ran(output: str) -> list[str]:
+    return [line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")]
+
+
+@pytest.mark.slow
+def test_dvc_repro_runs_once_then_only_changed_stages(tmp_path):
+    for name in ("dvc.yaml", "params.yaml", ".dvcignore"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    shutil.copytree(ROOT / "pipeline", tmp_path / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    params["sample"]["pages"] = 60
+    params["tokenizer"]["vocab_size"] = 400
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    _run(["git", "init", "-q"], tmp_path)
+    _run(["dvc", "init", "-q"], tmp_path)
+
+    assert _ran(_run(["dvc", "repro"], tmp_path)) == ["sample", "extract", "train_tokenizer", "tokenize"]
+    for out in ("data/raw/sample.warc.gz", "data/documents/sample.jsonl.gz", "data/tokenizer/merges.txt",
+                "data/shards/train.bin", "data/shards/meta.json", "metrics/extract.json"):
+        assert (tmp_path / out).is_file(), out
+    assert _ran(_run(["dvc", "repro"], tmp_path)) == []
+
+    params["tokenizer"]["vocab_size"] = 420
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    assert _ran(_run(["dvc", "repro"], tmp_path)) == ["train_tokenizer", "tokenize"]
