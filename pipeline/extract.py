@@ -148,7 +148,8 @@ def output_name(input_path: Path) -> str:
     return name + ".jsonl.gz"
 
 
-def _extract_file(path: Path, out_path: Path, cfg: ExtractConfig, pool, bar) -> dict:
+def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool=None, bar=None) -> dict:
+    """Extract one input into ``out_dir`` (its records spread over ``pool`` if given); return its stats."""
     drops: Counter = Counter()
     counts = {"records": 0, "docs": 0}
     start = time.perf_counter()
@@ -161,64 +162,79 @@ def _extract_file(path: Path, out_path: Path, cfg: ExtractConfig, pool, bar) -> 
     def documents() -> Iterator[dict]:
         results = pool.imap(_extract_one, payloads(), chunksize=4) if pool else map(_extract_one, payloads())
         for result in results:
-            bar.update(1)
+            if bar is not None:
+                bar.update(1)
             if isinstance(result, str):
                 drops[result] += 1
                 continue
             counts["docs"] += 1
             yield result
 
-    write_jsonl(out_path, documents())
+    write_jsonl(out_dir / output_name(path), documents())
     counts["records"] += sum(v for k, v in drops.items() if k.startswith("warc_"))
-    return {"input": str(path), "records": counts["records"], "docs": counts["docs"],
-            "drops": dict(sorted(drops.items())), "seconds": round(time.perf_counter() - start, 3)}
+    stats = {"input": str(path), "records": counts["records"], "docs": counts["docs"],
+             "drops": dict(sorted(drops.items())), "seconds": round(time.perf_counter() - start, 3)}
+    write_json(_stats_path(path, out_dir), stats)  # written last: marks the input as done
+    return stats
+
+
+def _stats_path(path: Path, out_dir: Path) -> Path:
+    return out_dir / "_stats" / (output_name(path) + ".json")
+
+
+def _extract_file_in_worker(args: tuple[Path, Path]) -> dict:
+    return _extract_file(*args, _worker_cfg)
 
 
 def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path, cfg: ExtractConfig, force: bool = False) -> dict:
-    """Extract every input into ``out_dir``; skip inputs already done unless ``force``."""
+    """Extract every input into ``out_dir``; skip inputs already done unless ``force``.
+
+    With at least as many pending inputs as workers, each worker takes whole files; otherwise the
+    records of each file are spread over the workers.
+    """
     from tqdm import tqdm
 
-    out_dir = Path(out_dir)
-    missing = [p for p in inputs if not Path(p).is_file()]
+    inputs, out_dir = [Path(p) for p in inputs], Path(out_dir)
+    missing = [p for p in inputs if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"input not found: {missing[0]}")
-    per_file = []
-    ctx = mp.get_context("fork")
-    pool = ctx.Pool(cfg.workers, _init_worker, (cfg,)) if cfg.workers > 1 else None
+    done = {p: read_json(_stats_path(p, out_dir)) for p in inputs
+            if not force and (out_dir / output_name(p)).exists() and _stats_path(p, out_dir).exists()}
+    todo = [p for p in inputs if p not in done]
     _init_worker(cfg)
-    try:
-        with tqdm(desc="extract", unit="rec", dynamic_ncols=True) as bar:
-            for path in map(Path, inputs):
-                out_path = out_dir / output_name(path)
-                stats_path = out_dir / "_stats" / (output_name(path) + ".json")
-                if out_path.exists() and stats_path.exists() and not force:
-                    per_file.append(read_json(stats_path))
-                    continue
-                stats = _extract_file(path, out_path, cfg, pool, bar)
-                write_json(stats_path, stats)
-                per_file.append(stats)
-    finally:
-        if pool:
-            pool.close()
-            pool.join()
-    metrics = summarize(per_file, cfg)
+    start = time.perf_counter()
+    fresh = []
+    if cfg.workers > 1 and len(todo) >= cfg.workers:
+        with mp.get_context("fork").Pool(cfg.workers, _init_worker, (cfg,)) as pool:
+            tasks = pool.imap_unordered(_extract_file_in_worker, [(p, out_dir) for p in todo])
+            fresh = list(tqdm(tasks, total=len(todo), desc="extract", unit="file", dynamic_ncols=True))
+    elif todo:
+        pool = mp.get_context("fork").Pool(cfg.workers, _init_worker, (cfg,)) if cfg.workers > 1 else None
+        try:
+            with tqdm(desc="extract", unit="rec", dynamic_ncols=True) as bar:
+                fresh = [_extract_file(p, out_dir, cfg, pool, bar) for p in todo]
+        finally:
+            if pool:
+                pool.close()
+                pool.join()
+    metrics = summarize(list(done.values()) + fresh, cfg)
+    wall = time.perf_counter() - start
+    metrics["docs_per_s"] = round(sum(s["docs"] for s in fresh) / wall, 2) if fresh else None
     write_json(metrics_path, metrics)
     return metrics
 
 
 def summarize(per_file: list[dict], cfg: ExtractConfig) -> dict:
+    """Stage metrics over every input: records read, documents out, drops per reason."""
     drops: Counter = Counter()
     for stats in per_file:
         drops.update(stats["drops"])
-    seconds = sum(s["seconds"] for s in per_file)
-    docs = sum(s["docs"] for s in per_file)
     return {
         "stage": "extract",
         "extractor": cfg.extractor,
         "files": len(per_file),
         "records_read": sum(s["records"] for s in per_file),
-        "docs_out": docs,
+        "docs_out": sum(s["docs"] for s in per_file),
         "drops": dict(sorted(drops.items())),
-        "seconds": round(seconds, 3),
-        "docs_per_s": round(docs / seconds, 2) if seconds else None,
+        "worker_seconds": round(sum(s["seconds"] for s in per_file), 3),
     }

@@ -114,3 +114,17 @@ def test_every_shared_warc_extracts_without_crashing(tmp_path, extractor):
     assert m["records_read"] == 998
     assert m["docs_out"] > 900
     assert not {k for k in m["drops"] if k in ("extract_error", "extract_timeout", "warc_corrupt_file")}
+
+
+def test_many_inputs_are_spread_over_workers_by_file(tmp_path):
+    inputs = []
+    for k in range(3):
+        path = tmp_path / f"part-{k}.warc.gz"
+        path.write_bytes(b"".join(response(f"http://s{k}.example/{i}", page(f"P{k}.{i}", PROSE), i) for i in range(4)))
+        inputs.append(path)
+    serial = run_extract(inputs, tmp_path / "serial", tmp_path / "s.json", ExtractConfig(workers=1))
+    parallel = run_extract(inputs, tmp_path / "parallel", tmp_path / "p.json", ExtractConfig(workers=2))
+    assert serial["docs_out"] == parallel["docs_out"] == 12 and parallel["files"] == 3
+    for k in range(3):
+        name = f"part-{k}.jsonl.gz"
+        assert (tmp_path / "serial" / name).read_bytes() == (tmp_path / "parallel" / name).read_bytes()
