@@ -94,7 +94,11 @@ def _batches(docs: Iterator[tuple[str, str]], val_fraction: float, seed: int):
 
 
 def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, workers=1) -> dict:
-    """Tokenize every document into ``out_dir/{train,val}.bin`` + ``meta.json``; return the meta."""
+    """Tokenize every document into ``out_dir/{train,val}.bin`` + ``meta.json``.
+
+    Returns the meta plus this run's ``seconds`` and ``tokens_per_s`` (kept out of ``meta.json``,
+    which must be byte-identical on a rerun).
+    """
     from tqdm import tqdm
 
     if not 0.0 <= val_fraction < 1.0:
@@ -137,8 +141,7 @@ def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, 
         "val_fraction": val_fraction,
         "seed": seed,
         "tokenizer_sha256": tokenizer_checksum(tokenizer_dir),
-        "seconds": round(seconds, 3),
-        "tokens_per_s": round((counts["train"][1] + counts["val"][1]) / max(seconds, 1e-9)),
     }
     write_json(out_dir / "meta.json", meta)
-    return meta
+    tokens = counts["train"][1] + counts["val"][1]
+    return {**meta, "seconds": round(seconds, 3), "tokens_per_s": round(tokens / max(seconds, 1e-9))}
