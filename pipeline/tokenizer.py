@@ -26,6 +26,7 @@ from pipeline.io import atomic_open
 
 CACHE_SIZE = 1 << 20
 STREAM_CHARS = 1 << 14
+SHORT_PRETOKEN = 16  # bytes; longer pre-tokens are merged with a heap
 
 
 @lru_cache(maxsize=1)
@@ -190,6 +191,8 @@ class Tokenizer:
         """
         ids: list[int | None] = [self._byte_ids[b] for b in pretoken.encode("utf-8")]
         get, merged, n = self._ranks.get, self._merged, len(ids)
+        if n <= SHORT_PRETOKEN:
+            return self._remember(pretoken, self._bpe_short(ids))
         nxt, prv = list(range(1, n + 1)), list(range(-1, n - 1))
         heap = [(r, i) for i, pair in enumerate(zip(ids, ids[1:])) if (r := get(pair)) is not None]
         heapq.heapify(heap)
@@ -206,11 +209,27 @@ class Tokenizer:
                     heapq.heappush(heap, (r, i))
             if prv[i] >= 0 and (r := get((ids[prv[i]], ids[i]))) is not None:
                 heapq.heappush(heap, (r, prv[i]))
-        out = [t for t in ids if t is not None]
+        return self._remember(pretoken, [t for t in ids if t is not None])
+
+    def _bpe_short(self, ids: list[int]) -> list[int]:
+        """The same merges by rescanning: faster than the heap below ``SHORT_PRETOKEN`` bytes."""
+        get, merged = self._ranks.get, self._merged
+        while len(ids) > 1:
+            best = None
+            for i in range(len(ids) - 1):
+                r = get((ids[i], ids[i + 1]))
+                if r is not None and (best is None or r < best):  # strict: the leftmost wins ties
+                    best, at = r, i
+            if best is None:
+                break
+            ids[at : at + 2] = (merged[best],)
+        return ids
+
+    def _remember(self, pretoken: str, ids: list[int]) -> list[int]:
         if len(self._cache) >= CACHE_SIZE:
             self._cache.clear()
-        self._cache[pretoken] = out
-        return out
+        self._cache[pretoken] = ids
+        return ids
 
     def _encode_plain(self, text: str) -> list[int]:
         """Encode text that holds no special token."""
