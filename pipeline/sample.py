@@ -30,11 +30,27 @@ from html import escape
 from pathlib import Path
 
 from pipeline.io import atomic_path, write_jsonl
-from pipeline.sample_html import (CHARSETS, FRAMES, PII_FRAMES, SERVERS, UI, Site, article_body, encode_page,
-                                  forum_body, jpeg_bytes, json_bytes, page_records, pdf_bytes, pii_value, record_id,
-                                  redirect_html, render_page, warcinfo_record)
-from pipeline.sample_text import (FORUM_BITS, INSULTS, KEYWORD_MODS, LEXICON, SPAM, SWAPS, TOPICS, TOXIC,
-                                  EnglishProse)
+from pipeline.sample_html import (
+    CHARSETS,
+    FRAMES,
+    PII_FRAMES,
+    SERVERS,
+    UI,
+    Site,
+    article_body,
+    encode_page,
+    forum_body,
+    jpeg_bytes,
+    json_bytes,
+    page_records,
+    pdf_bytes,
+    pii_value,
+    record_id,
+    redirect_html,
+    render_page,
+    warcinfo_record,
+)
+from pipeline.sample_text import FORUM_BITS, INSULTS, KEYWORD_MODS, LEXICON, SPAM, SWAPS, TOPICS, TOXIC, EnglishProse
 
 LANGS = {"en": 0.70, "de": 0.06, "fr": 0.05, "es": 0.05, "ru": 0.04, "ja": 0.04, "zh": 0.04, "it": 0.02}
 LOCALES = {"en": "en_US", "de": "de_DE", "fr": "fr_FR", "es": "es_ES", "it": "it_IT", "ru": "ru_RU",

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.bpe import train_bpe
 from pipeline import tokenizer
+from pipeline.bpe import train_bpe
 from pipeline.tokenizer import STREAM_CHARS, Tokenizer
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
