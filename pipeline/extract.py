@@ -23,7 +23,6 @@ from pathlib import Path
 from pipeline.io import read_json, write_json, write_jsonl
 from pipeline.warc import Payload, iter_payloads
 
-
 EXTRACTORS = ("trafilatura", "resiliparse")
 _MAX_REPLACEMENT_SHARE = 0.02  # more U+FFFD than this after decoding: the charset was wrong
 
