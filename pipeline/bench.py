@@ -23,7 +23,7 @@ def sample_corpus(docs_dir: Path, scratch: Path, pages: int) -> Path:
     """The generated crawl's documents as one text file (``make repro``'s, else made here)."""
     from pipeline.extract import ExtractConfig, run_extract
     from pipeline.sample import generate_sample
-    from pipeline.shards import iter_texts
+    from pipeline.train_tokenizer import write_corpus
 
     if not any(docs_dir.glob("*.jsonl.gz")):
         generate_sample(scratch / "sample.warc.gz", scratch / "manifest.jsonl", pages=pages, seed=0)
@@ -31,9 +31,7 @@ def sample_corpus(docs_dir: Path, scratch: Path, pages: int) -> Path:
         run_extract([scratch / "sample.warc.gz"], docs_dir, scratch / "extract.json",
                     ExtractConfig(extractor="resiliparse"))
     corpus = scratch / "sample_corpus.txt"
-    with open(corpus, "w", encoding="utf-8") as fh:
-        for _, text in iter_texts(docs_dir):
-            fh.write(text + EOT)
+    write_corpus(docs_dir, corpus, EOT)
     return corpus
 
 

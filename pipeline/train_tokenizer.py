@@ -17,6 +17,18 @@ from pipeline.shards import iter_texts
 from pipeline.tokenizer import Tokenizer
 
 
+def write_corpus(input_path: Path, corpus_path: Path, separator: str) -> tuple[int, int]:
+    """Stream every document's text into one file, each followed by ``separator``; (docs, bytes)."""
+    docs = n_bytes = 0
+    with open(corpus_path, "w", encoding="utf-8", newline="") as fh:
+        for _, text in iter_texts(input_path):
+            fh.write(text)
+            fh.write(separator)
+            docs += 1
+            n_bytes += len(text.encode("utf-8"))
+    return docs, n_bytes
+
+
 def train_tokenizer(input_path: Path, out_dir: Path, vocab_size: int, special_tokens: list[str],
                     workers: int = 1, metrics_path: Path | None = None) -> dict:
     """Train on every document under ``input_path``; write the tokenizer files; return metrics."""
@@ -25,16 +37,10 @@ def train_tokenizer(input_path: Path, out_dir: Path, vocab_size: int, special_to
     separator = special_tokens[0]
     out_dir = Path(out_dir)
     start = time.perf_counter()
-    docs = n_bytes = 0
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".corpus-") as scratch:
         corpus = Path(scratch) / "corpus.txt"
-        with open(corpus, "w", encoding="utf-8", newline="") as fh:
-            for _, text in iter_texts(input_path):
-                fh.write(text)
-                fh.write(separator)
-                docs += 1
-                n_bytes += len(text.encode("utf-8"))
+        docs, n_bytes = write_corpus(input_path, corpus, separator)
         vocab, merges = train_bpe(corpus, vocab_size, special_tokens, num_workers=workers)
     tokenizer = Tokenizer(vocab, merges, special_tokens)
     tokenizer.save(out_dir / "vocab.json", out_dir / "merges.txt")
