@@ -98,7 +98,11 @@ def _count_chunk(args: tuple[str, int, int, list[str]]) -> Counter[str]:
     path, start, end, special_tokens = args
     with open(path, "rb") as fh:
         fh.seek(start)
-        text = fh.read(end - start).decode("utf-8")
+        data = fh.read(end - start)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: invalid UTF-8 at byte {start + e.start}") from None
     split = special_tokens_pattern(special_tokens)
     counts: Counter[str] = Counter()
     for doc in split.split(text) if split else [text]:

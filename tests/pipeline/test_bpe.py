@@ -237,3 +237,10 @@ def test_merge_word_matches_a_plain_rewrite_and_pair_recount():
         got = Counter(added)
         got.subtract(Counter(removed))
         assert +delta == +got and -delta == -got, (word, a, b)
+
+
+def test_train_bpe_names_the_file_on_invalid_utf8(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"hello \xff world")
+    with pytest.raises(ValueError, match=r"bad.txt: invalid UTF-8 at byte 6"):
+        train_bpe(path, 300, [EOT], num_workers=1)
