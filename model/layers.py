@@ -1,0 +1,206 @@
+"""The Transformer's building blocks, written from scratch (CS336 assignment 1, Llama layout).
+
+Reference path uses no nn.Linear / nn.Embedding / F.scaled_dot_product_attention; the `sdpa`
+and `triton` attention switches and the `triton` norm switch are opt-in fast paths.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+def _trunc_normal_(weight: Tensor, std: float) -> Tensor:
+    return nn.init.trunc_normal_(weight, mean=0.0, std=std, a=-3 * std, b=3 * std)
+
+
+class Linear(nn.Module):
+    """y = x Wᵀ, W of shape (d_out, d_in), no bias; init N(0, 2/(d_in+d_out)) clipped at ±3σ."""
+
+    def __init__(self, d_in: int, d_out: int, device=None, dtype=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(d_out, d_in, device=device, dtype=dtype))
+        _trunc_normal_(self.weight, math.sqrt(2.0 / (d_in + d_out)))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x @ self.weight.T
+
+    def extra_repr(self) -> str:
+        d_out, d_in = self.weight.shape
+        return f"d_in={d_in}, d_out={d_out}"
+
+
+class Embedding(nn.Module):
+    """Lookup table (num_embeddings, d); init N(0, 1) clipped at ±3."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, device=None, dtype=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
+        _trunc_normal_(self.weight, 1.0)
+
+    def forward(self, token_ids: Tensor) -> Tensor:
+        return self.weight[token_ids]
+
+
+def rms_norm_ref(x: Tensor, weight: Tensor, eps: float = 1e-5) -> Tensor:
+    """x / RMS(x) · g, computed in fp32 and cast back to x's dtype."""
+    x32 = x.float()
+    normed = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)
+    return (normed * weight.float()).to(x.dtype)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d_model: int, eps: float = 1e-5, impl: str = "torch", device=None, dtype=None):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model, device=device, dtype=dtype))
+        self._norm = rms_norm_ref
+        if impl == "triton":
+            self._norm = _import_kernel("kernels.rmsnorm", "rms_norm", "norm='triton'")
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self._norm(x, self.weight, self.eps)
+
+
+def silu(x: Tensor) -> Tensor:
+    return x * torch.sigmoid(x)
+
+
+class SwiGLU(nn.Module):
+    """FFN(x) = W2(SiLU(W1 x) ⊙ W3 x) (Shazeer 2020)."""
+
+    def __init__(self, d_model: int, d_ff: int, device=None, dtype=None):
+        super().__init__()
+        self.w1 = Linear(d_model, d_ff, device=device, dtype=dtype)
+        self.w2 = Linear(d_ff, d_model, device=device, dtype=dtype)
+        self.w3 = Linear(d_model, d_ff, device=device, dtype=dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w2(silu(self.w1(x)) * self.w3(x))
+
+
+class RotaryEmbedding(nn.Module):
+    """RoPE (Su et al. 2021) rotating consecutive pairs (x[2i], x[2i+1]) by angle p·θ^(-2i/d)."""
+
+    def __init__(self, theta: float, d_head: int, max_seq_len: int, device=None):
+        super().__init__()
+        self.max_seq_len = max_seq_len
+        inv_freq = theta ** (-torch.arange(0, d_head, 2, device=device, dtype=torch.float64) / d_head)
+        angles = torch.arange(max_seq_len, device=device, dtype=torch.float64)[:, None] * inv_freq  # (S, d/2)
+        self.register_buffer("cos", angles.cos().float(), persistent=False)
+        self.register_buffer("sin", angles.sin().float(), persistent=False)
+
+    def forward(self, x: Tensor, positions: Tensor) -> Tensor:
+        """x: (..., seq, d_head); positions: broadcastable to (..., seq), any integer positions."""
+        if positions.numel() and int(positions.max()) >= self.max_seq_len:
+            raise ValueError(f"position {int(positions.max())} is beyond the RoPE table "
+                             f"(context_length={self.max_seq_len})")
+        cos, sin = self.cos[positions], self.sin[positions]  # (..., seq, d/2)
+        x1, x2 = x[..., 0::2].float(), x[..., 1::2].float()
+        rotated = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (..., seq, d/2, 2)
+        return rotated.flatten(-2).to(x.dtype)
+
+
+def softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """Numerically stable softmax: subtract the max before exponentiating."""
+    shifted = x - x.amax(dim=dim, keepdim=True)
+    exp = shifted.exp()
+    return exp / exp.sum(dim=dim, keepdim=True)
+
+
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
+    """softmax(Q Kᵀ / √d) V; q: (..., n, d), k/v: (..., m, d), mask: (..., n, m) bool, True = attend."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., n, m)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return softmax(scores, dim=-1) @ v
+
+
+def _import_kernel(module: str, name: str, switch: str):
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"ModelConfig {switch} needs {module}.{name} (Triton kernels): {exc}") from exc
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention with RoPE on queries and keys, optional QK-norm and KV cache."""
+
+    def __init__(self, d_model: int, n_heads: int, rope: RotaryEmbedding, impl: str = "naive",
+                 qk_norm: bool = False, norm_eps: float = 1e-5, device=None, dtype=None):
+        super().__init__()
+        self.n_heads, self.d_head, self.impl = n_heads, d_model // n_heads, impl
+        self.q_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.k_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.v_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.output_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.rope = rope
+        self.q_norm = RMSNorm(self.d_head, norm_eps, device=device, dtype=dtype) if qk_norm else None
+        self.k_norm = RMSNorm(self.d_head, norm_eps, device=device, dtype=dtype) if qk_norm else None
+        self._flash = _import_kernel("kernels.flash_attention", "flash_attention", "attention='triton'") \
+            if impl == "triton" else None
+
+    def forward(self, x: Tensor, positions: Tensor, cache=None, layer: int = 0,
+                valid: Tensor | None = None) -> Tensor:
+        """x: (B, T, d); positions: (B, T) or (T,); cache: a KVCache (tokens appended in place);
+        valid: (B, T) bool, False for padding tokens (they never serve as keys to real tokens)."""
+        B, T, _ = x.shape
+        q, k, v = (proj(x).view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, dh)
+                   for proj in (self.q_proj, self.k_proj, self.v_proj))
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        pos = positions[:, None, :] if positions.dim() == 2 else positions  # broadcast over heads
+        q, k = self.rope(q, pos), self.rope(k, pos)
+
+        mask = None
+        if cache is not None:
+            start = cache.length  # slots filled before this call
+            k, v, key_valid = cache.update(layer, k, v, valid)  # (B, H, S, dh), (B, S)
+            mask = _cache_mask(start, T, key_valid)
+        elif valid is not None:
+            mask = _cache_mask(0, T, valid)
+        out = self._attend(q, k, v, mask)  # (B, H, T, dh)
+        return self.output_proj(out.transpose(1, 2).reshape(B, T, -1))
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        if self.impl == "triton" and mask is None:
+            return self._flash(q, k, v, True)
+        if self.impl in ("sdpa", "triton"):
+            from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+            return sdpa(q, k, v, is_causal=True) if mask is None else sdpa(q, k, v, attn_mask=mask)
+        if mask is None:
+            T = q.shape[-2]
+            mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+        return scaled_dot_product_attention(q, k, v, mask)
+
+
+def _cache_mask(offset: int, T: int, key_valid: Tensor) -> Tensor:
+    """(B, 1, T, S) bool: query slot offset+i sees key slot j <= offset+i when the key is valid.
+    A query always sees its own slot, so a padding query never has an all-masked (NaN) row."""
+    S = key_valid.shape[1]
+    query_slot = torch.arange(offset, offset + T, device=key_valid.device)[:, None]  # (T, 1)
+    key_slot = torch.arange(S, device=key_valid.device)[None, :]  # (1, S)
+    causal = key_slot <= query_slot  # (T, S)
+    return ((causal & key_valid[:, None, :]) | (key_slot == query_slot))[:, None]
+
+
+class TransformerBlock(nn.Module):
+    """Pre-norm block: x + Attn(RMSNorm(x)), then x + FFN(RMSNorm(x))."""
+
+    def __init__(self, cfg, rope: RotaryEmbedding, device=None, dtype=None):
+        super().__init__()
+        self.ln1 = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
+        self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads, rope, cfg.attention, cfg.qk_norm,
+                                        cfg.norm_eps, device=device, dtype=dtype)
+        self.ln2 = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
+        self.ffn = SwiGLU(cfg.d_model, cfg.d_ff, device=device, dtype=dtype)
+
+    def forward(self, x: Tensor, positions: Tensor, cache=None, layer: int = 0,
+                valid: Tensor | None = None) -> Tensor:
+        x = x + self.attn(self.ln1(x), positions, cache, layer, valid)
+        return x + self.ffn(self.ln2(x))

@@ -1,0 +1,142 @@
+"""``TrainConfig``: every knob of ``python -m model.train``, with help text, defaults and validation.
+
+Defaults come from the dataclass, then the ``train`` section of params.yaml, then CLI flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+
+SCHEDULES = ("cosine", "wsd", "constant")
+DTYPES = ("bf16", "fp16", "fp32")
+TRACKERS = ("none", "tensorboard", "wandb")
+
+
+def _f(default, help: str):
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    data: str = _f("data/shards", "folder with train.bin, val.bin and meta.json")
+    out_dir: str = _f("data/runs/default", "run folder: config.json, checkpoints, latest, metrics.csv")
+    metrics: str | None = _f(None, "also write the run summary JSON here (e.g. metrics/train.json)")
+    # model shape
+    preset: str = _f("micro", "model preset from model.config.PRESETS (nano, micro, tiny, small, ...)")
+    d_model: int | None = _f(None, "override the preset's d_model")
+    n_layers: int | None = _f(None, "override the preset's n_layers")
+    n_heads: int | None = _f(None, "override the preset's n_heads")
+    d_ff: int | None = _f(None, "override the SwiGLU hidden size (default 8/3·d_model rounded to 64)")
+    vocab_size: int | None = _f(None, "model vocabulary (default: the shards' vocab_size)")
+    context_length: int = _f(128, "tokens per training sequence (also the RoPE table size)")
+    rope_theta: float = _f(10000.0, "RoPE base θ")
+    attention: str = _f("naive", "attention implementation: naive | sdpa | triton")
+    norm: str = _f("torch", "RMSNorm implementation: torch | triton")
+    tie_embeddings: bool = _f(False, "share the token embedding and LM head weights")
+    qk_norm: bool = _f(False, "RMSNorm on queries and keys per head")
+    # optimisation
+    batch_size: int = _f(32, "sequences per micro-batch")
+    grad_accum: int = _f(1, "micro-batches per optimizer step")
+    max_steps: int = _f(1000, "optimizer steps (the schedule's length)")
+    max_tokens: int | None = _f(None, "if set, max_steps = ceil(max_tokens / tokens per step)")
+    time_budget_s: float | None = _f(None, "stop early (with a final eval and checkpoint) after this many seconds")
+    lr: float = _f(1e-3, "peak learning rate")
+    min_lr: float = _f(1e-4, "final learning rate (cosine floor / WSD end)")
+    warmup_steps: int = _f(100, "linear warmup steps")
+    schedule: str = _f("cosine", "learning-rate schedule: cosine | wsd | constant")
+    decay_fraction: float = _f(0.2, "WSD: share of steps spent decaying")
+    weight_decay: float = _f(0.1, "AdamW decoupled weight decay (not applied to norm weights)")
+    beta1: float = _f(0.9, "AdamW β1")
+    beta2: float = _f(0.95, "AdamW β2")
+    eps: float = _f(1e-8, "AdamW ε")
+    grad_clip: float = _f(1.0, "clip the global gradient norm to this (0 = off)")
+    max_bad_steps: int = _f(3, "non-finite loss/gradient steps skipped before the run stops")
+    # bookkeeping
+    eval_interval: int = _f(100, "steps between validation passes (and always at the end)")
+    eval_batches: int = _f(10, "validation batches per pass (fixed windows of val.bin)")
+    log_interval: int = _f(10, "steps between metrics.csv rows / log lines")
+    ckpt_interval: int = _f(200, "steps between checkpoints (and always at the end)")
+    keep_last: int = _f(3, "checkpoints kept in the run folder")
+    seed: int = _f(0, "seed of the initial weights and of the batch order")
+    # hardware
+    device: str = _f("auto", "auto | cpu | cuda | cuda:N | mps")
+    dtype: str = _f("bf16", "autocast dtype on CUDA: bf16 | fp16 | fp32 (CPU always runs fp32)")
+    compile: bool = _f(False, "torch.compile the model")
+    deterministic: bool = _f(False, "torch.use_deterministic_algorithms (bit-exact resume on CPU)")
+    threads: int | None = _f(None, "torch CPU threads (default: torch's choice)")
+    peak_flops: float | None = _f(None, "peak FLOP/s for MFU (default: looked up from the GPU name)")
+    tracker: str = _f("none", "also log to: none | tensorboard | wandb (if installed)")
+
+    def __post_init__(self) -> None:
+        positive = ("context_length", "batch_size", "grad_accum", "max_steps", "eval_interval", "eval_batches",
+                    "log_interval", "ckpt_interval", "keep_last")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"TrainConfig.{name} must be > 0, got {getattr(self, name)}")
+        for name, allowed in (("schedule", SCHEDULES), ("dtype", DTYPES), ("tracker", TRACKERS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"TrainConfig.{name}={getattr(self, name)!r}: expected one of {allowed}")
+        if not 0 <= self.min_lr <= self.lr:
+            raise ValueError(f"TrainConfig: need 0 <= min_lr <= lr, got min_lr={self.min_lr}, lr={self.lr}")
+        if self.warmup_steps < 0 or self.max_bad_steps < 0:
+            raise ValueError("TrainConfig.warmup_steps and max_bad_steps must be >= 0")
+        if not 0 < self.decay_fraction <= 1:
+            raise ValueError(f"TrainConfig.decay_fraction must be in (0, 1], got {self.decay_fraction}")
+        if self.max_tokens is not None and self.max_tokens <= 0:
+            raise ValueError(f"TrainConfig.max_tokens must be > 0, got {self.max_tokens}")
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch_size * self.grad_accum * self.context_length
+
+    @property
+    def total_steps(self) -> int:
+        if self.max_tokens is None:
+            return self.max_steps
+        return -(-self.max_tokens // self.tokens_per_step)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"train config: unknown field(s) {', '.join(unknown)}")
+        return cls(**data)
+
+
+_TYPES = {"int": int, "float": float, "str": str}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per TrainConfig field (--max-steps, --no-compile, …), all defaulting to None."""
+    for f in dataclasses.fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f"{f.metadata['help']} (default: {f.default})"
+        if f.type == "bool":
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+        else:
+            parser.add_argument(flag, type=_TYPES[f.type.split(" |")[0]], default=None, help=help_text)
+
+
+def from_sources(section: dict, args: argparse.Namespace) -> TrainConfig:
+    """Dataclass defaults < params.yaml section < flags given on the command line."""
+    values = dict(section)
+    for f in dataclasses.fields(TrainConfig):
+        if getattr(args, f.name, None) is not None:
+            values[f.name] = getattr(args, f.name)
+    return TrainConfig.from_dict(values)
+
+
+def resolve_device(name: str) -> str:
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"TrainConfig.device={name!r} but CUDA is not available")
+    return name

@@ -1,0 +1,98 @@
+"""A pre-norm decoder-only Transformer LM (Llama layout: RMSNorm, SwiGLU, RoPE, untied head).
+
+token ids ─► Embedding ─► n_layers × [x + Attn(RMSNorm x); x + SwiGLU(RMSNorm x)] ─► RMSNorm ─► LM head
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from model.config import ModelConfig
+from model.layers import Embedding, Linear, RMSNorm, RotaryEmbedding, TransformerBlock
+
+
+class KVCache:
+    """Per-layer keys and values for incremental decoding, preallocated to ``max_len`` slots.
+
+    Slot i holds the i-th token fed to the model (prompt padding included); ``valid`` marks the
+    real tokens so padded sequences of different lengths can share a batch.
+    """
+
+    def __init__(self, cfg: ModelConfig, batch_size: int, max_len: int, device=None, dtype=torch.float32):
+        shape = (cfg.n_layers, batch_size, cfg.n_heads, max_len, cfg.d_head)
+        self.k = torch.zeros(shape, device=device, dtype=dtype)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.valid = torch.zeros(batch_size, max_len, device=device, dtype=torch.bool)
+        self.length = 0  # slots filled (advanced after the last layer)
+        self._pending = 0
+
+    @property
+    def max_len(self) -> int:
+        return self.valid.shape[1]
+
+    def update(self, layer: int, k: Tensor, v: Tensor, valid: Tensor | None):
+        """Store this step's k/v (B, H, T, dh) for ``layer``; return all keys/values so far."""
+        T = k.shape[2]
+        start, end = self.length, self.length + T
+        if end > self.max_len:
+            raise ValueError(f"KV cache is full: {end} tokens > max_len={self.max_len}")
+        self.k[layer, :, :, start:end] = k
+        self.v[layer, :, :, start:end] = v
+        if layer == 0:
+            self.valid[:, start:end] = True if valid is None else valid
+        self._pending = T
+        return self.k[layer, :, :, :end], self.v[layer, :, :, :end], self.valid[:, :end]
+
+    def advance(self) -> None:
+        self.length += self._pending
+        self._pending = 0
+
+
+class TransformerLM(nn.Module):
+    def __init__(self, cfg: ModelConfig, device=None, dtype=None):
+        super().__init__()
+        self.cfg = cfg
+        self.token_embeddings = Embedding(cfg.vocab_size, cfg.d_model, device=device, dtype=dtype)
+        rope = RotaryEmbedding(cfg.rope_theta, cfg.d_head, cfg.context_length, device=device)
+        self.layers = nn.ModuleList(TransformerBlock(cfg, rope, device=device, dtype=dtype)
+                                    for _ in range(cfg.n_layers))
+        self.ln_final = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
+        self.lm_head = Linear(cfg.d_model, cfg.vocab_size, device=device, dtype=dtype)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.token_embeddings.weight
+
+    def forward(self, token_ids: Tensor, positions: Tensor | None = None, cache: KVCache | None = None,
+                valid: Tensor | None = None) -> Tensor:
+        """token_ids: (B, T) → logits (B, T, vocab).
+
+        positions default to 0..T-1 (continuing from the cache's length when decoding); valid
+        (B, T) marks real tokens when sequences are padded."""
+        B, T = token_ids.shape
+        if positions is None:
+            start = cache.length if cache is not None else 0
+            positions = torch.arange(start, start + T, device=token_ids.device)
+        if positions.numel() and int(positions.max()) >= self.cfg.context_length:
+            raise ValueError(f"sequence reaches position {int(positions.max())} but the model's "
+                             f"context_length is {self.cfg.context_length}")
+        x = self.token_embeddings(token_ids)  # (B, T, d)
+        for i, block in enumerate(self.layers):
+            x = block(x, positions, cache, i, valid)
+        if cache is not None:
+            cache.advance()
+        return self.lm_head(self.ln_final(x))
+
+    def num_parameters(self, include_embeddings: bool = True) -> int:
+        params = {id(p): p for p in self.parameters()}
+        total = sum(p.numel() for p in params.values())
+        if not include_embeddings:
+            total -= self.token_embeddings.weight.numel()
+            if self.lm_head.weight is not self.token_embeddings.weight:
+                total -= self.lm_head.weight.numel()
+        return total
+
+    def new_cache(self, batch_size: int, max_len: int | None = None) -> KVCache:
+        weight = self.lm_head.weight
+        dtype = torch.get_autocast_dtype(weight.device.type) if torch.is_autocast_enabled(weight.device.type) \
+            else weight.dtype
+        return KVCache(self.cfg, batch_size, max_len or self.cfg.context_length, weight.device, dtype)

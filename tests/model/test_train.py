@@ -1,0 +1,165 @@
+"""The training loop: exact resume after SIGKILL, divergence handling, config errors, metrics.csv."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import model.train as train_mod
+from model.checkpoint import read_latest
+from model.train import main
+
+ROOT = Path(__file__).resolve().parents[2]
+VOCAB = 64
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory) -> Path:
+    """A learnable toy corpus: a repeating pattern with noise, as uint16 shards + meta.json."""
+    d = tmp_path_factory.mktemp("shards")
+    rng = np.random.default_rng(0)
+    pattern = rng.integers(0, VOCAB, size=37)
+    for split, n in (("train", 20_000), ("val", 2_000)):
+        tokens = np.resize(pattern, n)
+        noise = rng.random(n) < 0.1
+        tokens[noise] = rng.integers(0, VOCAB, size=noise.sum())
+        tokens.astype(np.uint16).tofile(d / f"{split}.bin")
+    (d / "meta.json").write_text(json.dumps({"dtype": "uint16", "vocab_size": VOCAB, "eot_id": 0}))
+    return d
+
+
+def _args(shards: Path, out: Path, *extra: str) -> list[str]:
+    return ["--params", str(out.parent / "absent.yaml"), "--data", str(shards), "--out-dir", str(out),
+            "--preset", "nano", "--context-length", "16", "--batch-size", "4", "--warmup-steps", "3",
+            "--eval-interval", "10", "--eval-batches", "2", "--log-interval", "5", "--device", "cpu", *extra]
+
+
+def _run(args: list[str], **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "model.train", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+
+
+def _final_weights(run: Path) -> dict:
+    latest = read_latest(run)
+    return torch.load(run / latest["file"], weights_only=True)["model"]
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_matches_uninterrupted_run(shards, tmp_path):
+    steps = ["--max-steps", "400", "--ckpt-interval", "5", "--keep-last", "3", "--threads", "1", "--deterministic"]
+    reference = _run(_args(shards, tmp_path / "ref", *steps))
+    assert reference.wait(timeout=300) == 0, reference.stderr.read().decode()
+
+    killed_run = tmp_path / "killed"
+    victim = _run(_args(shards, killed_run, *steps))
+    deadline = time.monotonic() + 120
+    while read_latest(killed_run).get("step", 0) < 20:
+        assert victim.poll() is None, "run finished before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    killed_at = read_latest(killed_run)["step"]
+    assert killed_at < 400
+
+    # Also corrupt the newest checkpoint: resume must fall back to the one before it.
+    newest = killed_run / read_latest(killed_run)["file"]
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    resumed = _run(_args(shards, killed_run, *steps, "--resume"))
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read().decode()
+    assert "resumed from" in resumed.stderr.read().decode()
+
+    ref, got = _final_weights(tmp_path / "ref"), _final_weights(killed_run)
+    assert ref.keys() == got.keys()
+    for name in ref:
+        assert torch.equal(ref[name], got[name]), name
+
+    with open(killed_run / "metrics.csv") as fh:
+        logged = [int(row["step"]) for row in csv.DictReader(fh)]
+    assert logged == sorted(set(logged)) and logged[-1] == 400  # no duplicated rows after the resume
+
+
+def test_training_learns_and_writes_contract_files(shards, tmp_path, capsys):
+    run = tmp_path / "run"
+    summary_path = tmp_path / "metrics" / "train.json"
+    assert main(_args(shards, run, "--max-steps", "60", "--lr", "3e-3", "--metrics", str(summary_path))) == 0
+    summary = json.loads(summary_path.read_text())
+    assert summary["val_loss"] < summary["unigram_entropy"] - 1.0  # the pattern is learnable
+    assert json.loads((run / "config.json").read_text())["model"]["d_model"] == 64
+    with open(run / "metrics.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == ["step", "tokens", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "mfu"]
+    assert int(rows[-1]["step"]) == 60 and rows[-1]["val_loss"]
+    assert "unigram entropy" in capsys.readouterr().out
+
+
+def test_nan_loss_stops_with_last_good_checkpoint(shards, tmp_path, monkeypatch, capsys):
+    real = train_mod.cross_entropy
+    calls = {"n": 0}
+
+    def poisoned(logits, targets):
+        calls["n"] += 1
+        loss = real(logits, targets)
+        return loss * float("nan") if calls["n"] > 12 else loss
+
+    monkeypatch.setattr(train_mod, "cross_entropy", poisoned)
+    run = tmp_path / "run"
+    code = main(_args(shards, run, "--max-steps", "50", "--ckpt-interval", "5", "--eval-interval", "100",
+                      "--max-bad-steps", "2"))
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "diverged" in err and "max_bad_steps=2" in err and "ckpt-00000010.pt" in err
+    assert read_latest(run)["step"] == 10  # checkpoints before the NaN are intact
+
+
+def test_skip_budget_tolerates_a_few_bad_steps(shards, tmp_path, monkeypatch):
+    real = train_mod.cross_entropy
+    calls = {"n": 0}
+
+    def flaky(logits, targets):
+        calls["n"] += 1
+        loss = real(logits, targets)
+        return loss * float("inf") if calls["n"] in (5, 9) else loss
+
+    monkeypatch.setattr(train_mod, "cross_entropy", flaky)
+    summary = tmp_path / "summary.json"
+    assert main(_args(shards, tmp_path / "run", "--max-steps", "20", "--eval-interval", "100",
+                      "--metrics", str(summary))) == 0
+    assert json.loads(summary.read_text())["bad_steps"] == 2
+
+
+@pytest.mark.parametrize("extra, field", [
+    (["--n-heads", "3"], "n_heads"),
+    (["--batch-size", "0"], "batch_size"),
+    (["--schedule", "linear"], "schedule"),
+    (["--preset", "huge"], "huge"),
+    (["--context-length", "30000"], "context_length"),
+])
+def test_bad_config_is_one_line_error_naming_the_field(shards, tmp_path, capsys, extra, field):
+    assert main(_args(shards, tmp_path / "run", "--max-steps", "2", *extra)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and field in err and "\n" not in err
+
+
+def test_missing_shard_names_the_file(tmp_path, capsys):
+    assert main(_args(tmp_path / "nowhere", tmp_path / "run")) == 2
+    assert "meta.json" in capsys.readouterr().err
+
+
+def test_existing_run_needs_resume(shards, tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(_args(shards, run, "--max-steps", "5")) == 0
+    assert main(_args(shards, run, "--max-steps", "5")) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert main(_args(shards, run, "--max-steps", "5", "--resume")) == 0  # nothing left to do
