@@ -94,7 +94,8 @@ class RotaryEmbedding(nn.Module):
 
     def forward(self, x: Tensor, positions: Tensor) -> Tensor:
         """x: (..., seq, d_head); positions: broadcastable to (..., seq), any integer positions."""
-        if positions.numel() and int(positions.max()) >= self.max_seq_len:
+        # Checked on CPU only: on CUDA the check would sync every layer (TransformerLM checks once).
+        if positions.device.type == "cpu" and positions.numel() and int(positions.max()) >= self.max_seq_len:
             raise ValueError(f"position {int(positions.max())} is beyond the RoPE table "
                              f"(context_length={self.max_seq_len})")
         cos, sin = self.cos[positions], self.sin[positions]  # (..., seq, d/2)
@@ -105,7 +106,7 @@ class RotaryEmbedding(nn.Module):
 
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
     """Numerically stable softmax: subtract the max before exponentiating."""
-    shifted = x - x.amax(dim=dim, keepdim=True)
+    shifted = x - x.amax(dim=dim, keepdim=True).detach()  # the shift cancels: no gradient needed
     exp = shifted.exp()
     return exp / exp.sum(dim=dim, keepdim=True)
 

@@ -12,7 +12,8 @@ def cross_entropy(logits: Tensor, targets: Tensor, ignore_index: int | None = No
     Computed in fp32 whatever the logits' dtype; positions whose target is ``ignore_index`` are
     left out of the mean."""
     logits = logits.float()
-    shifted = logits - logits.amax(dim=-1, keepdim=True)
+    # The shift cancels in the loss, so it needs no gradient (amax's backward is costly).
+    shifted = logits - logits.amax(dim=-1, keepdim=True).detach()
     log_normalizer = shifted.exp().sum(dim=-1).log()  # log Σ exp(x − max)
     if ignore_index is not None:
         keep = targets != ignore_index

@@ -1,8 +1,9 @@
 """AdamW, learning-rate schedules and global-norm gradient clipping.
 
-AdamW follows Loshchilov & Hutter 2019 (Algorithm 2) with the bias correction folded into the
-step size as in Kingma & Ba 2015 §2: α_t = α·√(1−β₂ᵗ)/(1−β₁ᵗ), θ ← θ − α_t·m/(√v+ε), and the
-decoupled weight decay θ ← θ − α·λ·θ.
+AdamW is Loshchilov & Hutter 2019's decoupled weight decay in the CS336 handout's order: the
+bias correction folded into the step size as in Kingma & Ba 2015 §2, α_t = α·√(1−β₂ᵗ)/(1−β₁ᵗ),
+θ ← θ − α_t·m/(√v+ε), then θ ← θ − α·λ·θ (torch.optim.AdamW decays first and puts ε on √v̂;
+the two differ by O(α²λ) per step).
 """
 
 from __future__ import annotations

@@ -72,8 +72,11 @@ class TransformerLM(nn.Module):
         if positions is None:
             start = cache.length if cache is not None else 0
             positions = torch.arange(start, start + T, device=token_ids.device)
-        if positions.numel() and int(positions.max()) >= self.cfg.context_length:
-            raise ValueError(f"sequence reaches position {int(positions.max())} but the model's "
+            last = start + T - 1  # known without a device sync
+        else:
+            last = int(positions.max()) if positions.numel() else 0
+        if last >= self.cfg.context_length:
+            raise ValueError(f"sequence reaches position {last} but the model's "
                              f"context_length is {self.cfg.context_length}")
         x = self.token_embeddings(token_ids)  # (B, T, d)
         for i, block in enumerate(self.layers):

@@ -25,7 +25,8 @@ _BATCH_DOCS = 64
 
 
 def document_paths(input_path: str | Path) -> list[Path]:
-    """A documents file, or every ``*.jsonl.gz`` in a folder (sorted)."""
+    """A documents file (``.jsonl.gz``, or plain ``.txt`` with documents separated by
+    ``<|endoftext|>``), or every ``*.jsonl.gz`` in a folder (sorted)."""
     path = Path(input_path)
     if path.is_dir():
         paths = sorted(path.glob("*.jsonl.gz"))
@@ -41,10 +42,24 @@ def document_paths(input_path: str | Path) -> list[Path]:
 def iter_texts(input_path: str | Path) -> Iterator[tuple[str, str]]:
     """(id, text) of every document, in file order."""
     for path in document_paths(input_path):
+        if path.suffix == ".txt":
+            yield from _iter_txt(path)
+            continue
         for lineno, doc in enumerate(read_jsonl(path), 1):
             if not isinstance(doc.get("text"), str):
                 raise ValueError(f"{path}:{lineno}: document has no string 'text'")
             yield str(doc.get("id", f"{path.name}:{lineno}")), doc["text"]
+
+
+def _iter_txt(path: Path) -> Iterator[tuple[str, str]]:
+    """Documents of a TinyStories-style text file: stories separated by ``<|endoftext|>``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
+    for index, doc in enumerate(text.split(EOT)):
+        if doc.strip():
+            yield f"{path.name}:{index}", doc.strip()
 
 
 def is_val(doc_id: str, val_fraction: float, seed: int) -> bool:

@@ -414,3 +414,15 @@ def test_qk_norm_adds_parameters_and_runs():
     with torch.no_grad():
         out = normed(torch.randint(0, 97, (2, 8), generator=_gen(19)))
     assert out.shape == (2, 8, 97) and torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("switch", [{"attention": "triton"}, {"norm": "triton"}])
+def test_triton_switch_without_kernels_is_a_clear_error(switch):
+    import importlib.util
+
+    module = "kernels.flash_attention" if "attention" in switch else "kernels.rmsnorm"
+    if importlib.util.find_spec(module) is not None:
+        pytest.skip(f"{module} exists: the switch is tested with the kernels")
+    cfg = ModelConfig(vocab_size=32, context_length=8, d_model=16, n_layers=1, n_heads=2, **switch)
+    with pytest.raises(ValueError, match=module):
+        TransformerLM(cfg)

@@ -29,20 +29,24 @@ def _ran(output: str) -> list[str]:
 def test_dvc_repro_runs_once_then_only_changed_stages(tmp_path):
     for name in ("dvc.yaml", "params.yaml", ".dvcignore"):
         shutil.copy(ROOT / name, tmp_path / name)
-    shutil.copytree(ROOT / "pipeline", tmp_path / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("pipeline", "model"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     params = yaml.safe_load((tmp_path / "params.yaml").read_text())
     params["sample"]["pages"] = 60
     params["tokenizer"]["vocab_size"] = 400
+    params["train"].update(preset="nano", context_length=32, batch_size=4, max_steps=10, warmup_steps=2,
+                           eval_interval=5, eval_batches=2, ckpt_interval=5, device="cpu")
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     _run(["git", "init", "-q"], tmp_path)
     _run(["dvc", "init", "-q"], tmp_path)
 
-    assert _ran(_run(["dvc", "repro"], tmp_path)) == ["sample", "extract", "train_tokenizer", "tokenize"]
+    assert _ran(_run(["dvc", "repro"], tmp_path)) == ["sample", "extract", "train_tokenizer", "tokenize", "train"]
     for out in ("data/raw/sample.warc.gz", "data/documents/sample.jsonl.gz", "data/tokenizer/merges.txt",
-                "data/shards/train.bin", "data/shards/meta.json", "metrics/extract.json"):
+                "data/shards/train.bin", "data/shards/meta.json", "metrics/extract.json",
+                "data/runs/default/metrics.csv", "metrics/train.json"):
         assert (tmp_path / out).is_file(), out
     assert _ran(_run(["dvc", "repro"], tmp_path)) == []
 
     params["tokenizer"]["vocab_size"] = 420
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    assert _ran(_run(["dvc", "repro"], tmp_path)) == ["train_tokenizer", "tokenize"]
+    assert _ran(_run(["dvc", "repro"], tmp_path)) == ["train_tokenizer", "tokenize", "train"]

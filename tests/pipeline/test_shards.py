@@ -88,3 +88,14 @@ def test_rerun_gives_byte_identical_outputs(tmp_path):
     write_shards(docs, tok_dir, tmp_path / "b")
     for name in ("train.bin", "val.bin", "meta.json"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_plain_text_file_with_eot_separators_is_a_document_source(tmp_path):
+    from pipeline.shards import iter_texts
+
+    txt = tmp_path / "stories.txt"
+    txt.write_text(f"Once upon a time.\n{EOT}\nThe end.{EOT}  \n{EOT}Third story", encoding="utf-8")
+    assert [text for _, text in iter_texts(txt)] == ["Once upon a time.", "The end.", "Third story"]
+    (tmp_path / "bad.txt").write_bytes(b"ok\xff")
+    with pytest.raises(ValueError, match="bad.txt: not UTF-8"):
+        list(iter_texts(tmp_path / "bad.txt"))
