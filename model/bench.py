@@ -27,18 +27,8 @@ from torch import nn
 
 from model.config import ModelConfig
 from model.generate import generate
+from model.train import peak_flops
 from model.transformer import TransformerLM
-
-# dense bf16 tensor-core peak FLOP/s; the first substring found in torch.cuda.get_device_name() wins
-PEAK_BF16 = [("H100 PCIe", 756e12), ("H100", 989e12), ("H200", 989e12), ("GH200", 989e12), ("A100", 312e12)]
-
-
-def peak_flops(device: torch.device) -> float | None:
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
-    return next((peak for key, peak in PEAK_BF16 if key in name), None)
-
 
 # ---- the plain-PyTorch reference ----------------------------------------------------------------
 
@@ -119,7 +109,7 @@ def bench_train(cfg: ModelConfig, args, device: torch.device) -> None:
     x, y = data[:, :-1], data[:, 1:]
     tokens = x.numel()
     flops = cfg.flops_per_token()
-    peak = peak_flops(device)
+    peak = peak_flops(str(device), None)
     variants = [("reference (nn.*, F.sdpa)", lambda: RefGPT(cfg)),
                 ("TransformerLM naive", lambda: TransformerLM(cfg.replace(attention="naive"))),
                 ("TransformerLM sdpa", lambda: TransformerLM(cfg.replace(attention="sdpa")))]
@@ -216,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
     name = torch.cuda.get_device_name(device) if cuda else f"CPU ({torch.get_num_threads()} threads)"
-    peak = peak_flops(device)
+    peak = peak_flops(str(device), None)
     print(f"device: {name}; torch {torch.__version__}; {'bf16 autocast' if cuda else 'fp32'}"
           f"{f'; peak {peak / 1e12:.0f} TFLOP/s' if peak else ''}")
     print(f"model: preset {args.preset} (d_model={cfg.d_model}, n_layers={cfg.n_layers}, n_heads={cfg.n_heads}, "

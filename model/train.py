@@ -33,8 +33,9 @@ from model.transformer import TransformerLM
 log = logging.getLogger("model.train")
 
 CSV_FIELDS = ("step", "tokens", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "mfu")
-# Dense bf16 peak FLOP/s by GPU name (vendor datasheets, without sparsity).
-PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "B200": 2250e12, "A100": 312e12, "L4": 121e12, "A10": 125e12}
+# Dense bf16 peak FLOP/s by GPU name (vendor datasheets, without sparsity); first substring match wins.
+PEAK_FLOPS = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "B200": 2250e12, "A100": 312e12,
+              "L4": 121e12, "A10": 125e12}
 
 
 class TrainingDiverged(RuntimeError):

@@ -117,3 +117,31 @@ def test_import_rejects_unsupported_config(tmp_path, field, value):
     (out / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=field):
         import_llama(out)
+
+
+def test_cli_exports_run_with_tokenizer_loadable_by_transformers(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    from model.checkpoint import save_checkpoint
+    from model.export import main
+    from pipeline.shards import EOT
+    from pipeline.tokenizer import Tokenizer
+
+    vocab = {i: bytes([i]) for i in range(256)} | {256: EOT.encode(), 257: b"th", 258: b"the"}
+    tok = Tokenizer(vocab, [(b"t", b"h"), (b"th", b"e")], [EOT])
+    tok_dir = tmp_path / "tok"
+    tok_dir.mkdir()
+    tok.save(tok_dir / "vocab.json", tok_dir / "merges.txt")
+    tok.to_hf_json(tok_dir / "tokenizer.json")
+    model = _model(vocab_size=300)
+    save_checkpoint(tmp_path / "run", 7, {"model": model.state_dict(), "model_config": model.cfg.to_dict(), "step": 7})
+
+    assert main([str(tmp_path / "run"), str(tmp_path / "hf"), "--tokenizer", str(tok_dir)]) == 0
+    hf_tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    text = "the theme of the<|endoftext|>"
+    assert hf_tok(text)["input_ids"] == tok.encode(text)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", dtype=torch.float32).eval()
+    assert hf.config.eos_token_id == 256
+    ids = torch.tensor([tok.encode(text)])
+    with torch.no_grad():
+        torch.testing.assert_close(hf(ids).logits, model(ids), atol=1e-4, rtol=1e-4)
+    assert main([str(tmp_path / "missing"), str(tmp_path / "hf2")]) == 2
