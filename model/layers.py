@@ -157,24 +157,28 @@ class CausalSelfAttention(nn.Module):
         pos = positions[:, None, :] if positions.dim() == 2 else positions  # broadcast over heads
         q, k = self.rope(q, pos), self.rope(k, pos)
 
-        mask = None
+        mask, causal = None, True
         if cache is not None:
             start = cache.length  # slots filled before this call
             k, v, key_valid = cache.update(layer, k, v, valid)  # (B, H, S, dh), (B, S)
-            mask = _cache_mask(start, T, key_valid)
+            if cache.has_padding or (start > 0 and T > 1):
+                mask = _cache_mask(start, T, key_valid)
+            elif start > 0:  # one new token per sequence and no padding: it sees every cached key
+                causal = False
         elif valid is not None:
             mask = _cache_mask(0, T, valid)
-        out = self._attend(q, k, v, mask)  # (B, H, T, dh)
+        out = self._attend(q, k, v, mask, causal)  # (B, H, T, dh)
         return self.output_proj(out.transpose(1, 2).reshape(B, T, -1))
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> Tensor:
+        """mask (B, 1, T, S) bool, or None for plain causal (``causal``) or full attention."""
         if self.impl == "triton" and mask is None:
-            return self._flash(q, k, v, True)
+            return self._flash(q, k, v, causal)
         if self.impl in ("sdpa", "triton"):
             from torch.nn.functional import scaled_dot_product_attention as sdpa
 
-            return sdpa(q, k, v, is_causal=True) if mask is None else sdpa(q, k, v, attn_mask=mask)
-        if mask is None:
+            return sdpa(q, k, v, is_causal=causal) if mask is None else sdpa(q, k, v, attn_mask=mask)
+        if mask is None and causal:
             T = q.shape[-2]
             mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
         return scaled_dot_product_attention(q, k, v, mask)

@@ -25,6 +25,7 @@ class KVCache:
         self.v = torch.zeros(shape, device=device, dtype=dtype)
         self.valid = torch.zeros(batch_size, max_len, device=device, dtype=torch.bool)
         self.length = 0  # slots filled (advanced after the last layer)
+        self.has_padding = False  # any slot holds a padding token (then every step needs a mask)
         self._pending = 0
 
     @property
@@ -41,6 +42,8 @@ class KVCache:
         self.v[layer, :, :, start:end] = v
         if layer == 0:
             self.valid[:, start:end] = True if valid is None else valid
+            if valid is not None and not bool(valid.all()):
+                self.has_padding = True
         self._pending = T
         return self.k[layer, :, :, :end], self.v[layer, :, :, :end], self.valid[:, :end]
 
