@@ -1,0 +1,332 @@
+"""Budgeted IsoFLOP sweeps: train every (compute budget C × model shape) for D = C / FLOPs-per-token tokens.
+
+The design of Hoffmann et al. 2022 (Chinchilla) approach 2: at each fixed C, vary N and give each model the tokens
+that C buys, so that scaling/fit.py can find the loss-optimal N per budget. FLOPs per token are either C = 6·N·D
+with N = ModelConfig.param_count() (Kaplan et al. 2020 §2.1, Chinchilla §3; "6N") or the PaLM count
+ModelConfig.flops_per_token(context_length) = 6·N_matmul + 12·L·d·T (Chowdhery et al. 2022 app. B; "exact").
+Each run gets max_tokens = D (model/train.py rounds up to whole steps, so a run overshoots C by < one step),
+warmup min(warmup_steps, 10% of its steps), and one evaluation and checkpoint at its end.
+
+Budget accounting as in the CS336 assignment-3 training API: every run recorded in the results CSV has been
+charged; before anything runs, the FLOPs already spent plus those planned (steps · tokens/step · FLOPs/token) must
+fit in ``total_flops``, and spent/left is printed after each run. The CSV's ``flops`` column is the nominal budget C
+(the label the IsoFLOP fit groups runs by, as in Chinchilla and the CS336 ``compute_budget``), ``flops_actual``
+what the run cost, ``tokens`` the tokens it actually trained on.
+
+Resumable and idempotent: results CSV rows are keyed by ``run_id`` (``C1e12_d64_L2_H2``); a run with a row is
+not run again, a run folder with checkpoints but no row is resumed (or recovered from its summary.json when it
+had finished), and each new row is written by rewriting the CSV to a temporary file and renaming it into place.
+Changing ``train`` settings does not change run ids: point ``results``/``out_dir`` elsewhere for a new sweep.
+
+CLI: ``python -m scaling.sweep [--dry-run]``; defaults come from the built-in sweep below, then the ``sweep:``
+section of params.yaml (its ``train`` mapping merged over the built-in one), then flags. Exit 2 with one
+``error:`` line on bad input. Then: ``python -m scaling.fit <results>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FLOPS_MODES = ("6N", "exact")
+# TrainConfig fields the sweep sets per run; `train:` may set any other TrainConfig field
+SET_BY_SWEEP = ("data", "out_dir", "metrics", "preset", "d_model", "n_layers", "n_heads", "d_ff", "max_steps",
+                "max_tokens", "time_budget_s", "eval_interval", "ckpt_interval")
+# flops is the nominal budget C, the IsoFLOP label scaling.fit groups runs by (scaling.data.budget_labels, 1%);
+# flops_actual = steps · tokens/step · FLOPs/token is what the run cost (a few % over C when a run has few steps)
+COLUMNS = ("run_id", "params", "params_non_embedding", "tokens", "flops", "flops_actual", "train_loss", "val_loss",
+           "loss", "d_model", "n_layers", "n_heads", "context_length", "batch_size", "lr", "steps", "seconds")
+DEFAULT_TRAIN = {"context_length": 64, "batch_size": 16, "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 20,
+                 "eval_batches": 8, "attention": "sdpa", "device": "cpu", "threads": 2, "seed": 0}
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    data: str = "data/shards"  # train.bin, val.bin, meta.json
+    out_dir: str = "data/sweep/runs"  # one folder per run: <out_dir>/<run_id>
+    results: str = "data/sweep/results.csv"
+    budgets: tuple[float, ...] = (1e11, 2e11, 4e11)  # compute budgets C in FLOPs
+    shapes: tuple[tuple[int, int, int], ...] = ((32, 1, 2), (64, 2, 2), (96, 3, 3), (128, 4, 4))  # d, L, heads
+    flops_per_token: str = "6N"  # 6N | exact
+    total_flops: float = 3e12  # hard cap on everything the results CSV records plus what is planned
+    # only for the printed time estimate: micro trains ~4k tokens/s (6.8e10 FLOP/s) on 2 CPU cores, but the tiny
+    # models of a sweep reach far less (d_model 32 on vocab 8192: ~1e10 FLOP/s on one busy core; 6N counts the
+    # free embedding lookup)
+    est_flops_per_s: float = 3e10
+    train: dict = field(default_factory=lambda: dict(DEFAULT_TRAIN))  # TrainConfig overrides for every run
+
+    def __post_init__(self) -> None:
+        for name in ("data", "out_dir", "results"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ValueError(f"SweepConfig.{name} must be a non-empty path, got {getattr(self, name)!r}")
+        budgets = _numbers(self.budgets, "budgets")
+        if not budgets or not all(math.isfinite(c) and c > 0 for c in budgets):
+            raise ValueError(f"SweepConfig.budgets must be a non-empty list of positive FLOPs, got {self.budgets!r}")
+        if len({budget_label(c) for c in budgets}) < len(budgets):
+            raise ValueError(f"SweepConfig.budgets has duplicates (to 3 significant digits): {self.budgets!r}")
+        object.__setattr__(self, "budgets", budgets)
+        if not isinstance(self.shapes, (list, tuple)):
+            raise ValueError(f"SweepConfig.shapes must be a list of [d_model, n_layers, n_heads], got {self.shapes!r}")
+        object.__setattr__(self, "shapes", tuple(_shape(s, i) for i, s in enumerate(self.shapes)))
+        if not self.shapes or len(set(self.shapes)) < len(self.shapes):
+            raise ValueError(f"SweepConfig.shapes must be a non-empty list of distinct [d_model, n_layers, n_heads], "
+                             f"got {[list(s) for s in self.shapes]}")
+        if self.flops_per_token not in FLOPS_MODES:
+            raise ValueError(f"SweepConfig.flops_per_token={self.flops_per_token!r}: expected one of {FLOPS_MODES}")
+        for name in ("total_flops", "est_flops_per_s"):
+            value = _numbers([getattr(self, name)], name)[0]
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"SweepConfig.{name} must be a positive number, got {getattr(self, name)!r}")
+            object.__setattr__(self, name, value)
+        if not isinstance(self.train, dict):
+            raise ValueError(f"SweepConfig.train must be a mapping of TrainConfig fields, got {self.train!r}")
+        from model.train_config import TrainConfig
+
+        known = {f.name for f in dataclasses.fields(TrainConfig)}
+        unknown, fixed = sorted(set(self.train) - known), sorted(set(self.train) & set(SET_BY_SWEEP))
+        if unknown or fixed:
+            raise ValueError(f"SweepConfig.train: {'unknown TrainConfig field(s) ' + str(unknown) if unknown else ''}"
+                             f"{'; ' if unknown and fixed else ''}{'set by the sweep: ' + str(fixed) if fixed else ''}")
+        try:
+            TrainConfig(**self.train)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"SweepConfig.train: {exc}") from None
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SweepConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"SweepConfig: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        train = data.get("train") or {}
+        if not isinstance(train, dict):
+            raise ValueError(f"SweepConfig.train must be a mapping of TrainConfig fields, got {train!r}")
+        return cls(**{**data, "train": {**DEFAULT_TRAIN, **train}})
+
+
+def _numbers(values, name: str) -> tuple[float, ...]:
+    """Floats from numbers or numeric strings (YAML 1.1 reads ``1e12`` as a string); ValueError naming the field."""
+    try:
+        if isinstance(values, (str, bytes)) or any(isinstance(v, bool) for v in values):
+            raise TypeError
+        return tuple(float(v) for v in values)
+    except (TypeError, ValueError):
+        raise ValueError(f"SweepConfig.{name}: expected number(s), got {values!r}") from None
+
+
+def _shape(shape, i: int) -> tuple[int, int, int]:
+    where = f"SweepConfig.shapes[{i}]={shape!r}"
+    if not isinstance(shape, (list, tuple)) or len(shape) != 3 or \
+            not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in shape):
+        raise ValueError(f"{where}: expected [d_model, n_layers, n_heads], positive integers")
+    d_model, n_layers, n_heads = shape
+    if d_model % n_heads:
+        raise ValueError(f"{where}: d_model={d_model} is not divisible by n_heads={n_heads}")
+    if (d_model // n_heads) % 2:
+        raise ValueError(f"{where}: d_model/n_heads={d_model // n_heads} must be even (RoPE rotates pairs)")
+    return d_model, n_layers, n_heads
+
+
+def budget_label(flops: float) -> str:
+    """1e12 -> '1e12', 2.5e11 -> '2.5e11' (3 significant digits, always scientific)."""
+    mantissa, exponent = f"{flops:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+# ---------------------------------------------------------------- plan
+@dataclass(frozen=True)
+class Run:
+    run_id: str
+    budget: float
+    train: object  # TrainConfig
+    params: int
+    params_non_embedding: int
+    flops_per_token: float
+    steps: int
+    tokens: int
+    flops: float  # what the run will actually cost: steps · tokens/step · flops_per_token
+
+
+def plan_runs(cfg: SweepConfig) -> tuple[list[Run], list[str]]:
+    """Every budget × shape as a Run, and one message per run skipped because its D is under one step."""
+    from model.data import read_meta
+    from model.train import model_config
+    from model.train_config import TrainConfig
+
+    vocab_size = int(read_meta(cfg.data)["vocab_size"])
+    runs, skipped = [], []
+    for budget in cfg.budgets:
+        for d_model, n_layers, n_heads in cfg.shapes:
+            run_id = f"C{budget_label(budget)}_d{d_model}_L{n_layers}_H{n_heads}"
+            base = TrainConfig(**cfg.train, data=cfg.data, out_dir=str(Path(cfg.out_dir) / run_id), d_model=d_model,
+                               n_layers=n_layers, n_heads=n_heads)
+            mcfg = model_config(base, vocab_size)  # the same ModelConfig model/train.py will build
+            per_token = 6.0 * mcfg.param_count() if cfg.flops_per_token == "6N" else \
+                float(mcfg.flops_per_token(base.context_length))
+            tokens = budget / per_token
+            if tokens < base.tokens_per_step:
+                skipped.append(f"{run_id}: D = C/{cfg.flops_per_token} = {tokens:,.0f} tokens is under one step "
+                               f"({base.tokens_per_step:,} tokens): skipped")
+                continue
+            tcfg = dataclasses.replace(base, max_tokens=int(tokens))
+            steps = tcfg.total_steps
+            tcfg = dataclasses.replace(tcfg, warmup_steps=min(base.warmup_steps, steps // 10), eval_interval=steps,
+                                       ckpt_interval=steps)
+            runs.append(Run(run_id, budget, tcfg, mcfg.param_count(), mcfg.param_count(False), per_token, steps,
+                            steps * tcfg.tokens_per_step, steps * tcfg.tokens_per_step * per_token))
+    return runs, skipped
+
+
+def format_plan(runs: list[Run], done: dict[str, dict], cfg: SweepConfig) -> str:
+    lines = [f"{'run_id':<24}{'params':>11}{'non-emb':>10}{'FLOPs/tok':>11}{'steps':>7}{'tokens':>11}{'D/N':>7}"
+             f"{'FLOPs':>10}{'est s':>7}  status"]
+    for r in runs:
+        status = "done" if r.run_id in done else "resume" if any(Path(r.train.out_dir).glob("ckpt-*.pt")) else "new"
+        lines.append(f"{r.run_id:<24}{r.params:>11,}{r.params_non_embedding:>10,}{r.flops_per_token:>11.3g}"
+                     f"{r.steps:>7}{r.tokens:>11,}{r.tokens / r.params:>7.2f}{r.flops:>10.3g}"
+                     f"{r.flops / cfg.est_flops_per_s:>7.0f}  {status}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- results CSV
+def read_results(path: str | Path) -> dict[str, dict]:
+    """Rows of the results CSV by run_id ({} when it does not exist yet)."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        if not {"run_id", "flops_actual"} <= set(reader.fieldnames or ()):
+            raise ValueError(f"{path}: not a sweep results CSV (needs columns run_id and flops_actual)")
+        rows = {}
+        for i, row in enumerate(reader, 1):
+            try:
+                float(row["flops_actual"])
+            except (TypeError, ValueError):
+                raise ValueError(f"{path}: row {i} ({row['run_id']}): flops_actual {row['flops_actual']!r} is not "
+                                 "a number") from None
+            rows[row["run_id"]] = row
+    return rows
+
+
+def write_results(path: str | Path, rows: list[dict]) -> None:
+    """The whole CSV, written to a temporary file and renamed into place (a crash leaves the old one)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    columns = list(COLUMNS) + [k for k in dict.fromkeys(k for r in rows for k in r) if k not in COLUMNS]
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)
+
+
+def result_row(run: Run, summary: dict) -> dict:
+    t = run.train
+    return {"run_id": run.run_id, "params": summary["params"], "params_non_embedding": summary["params_non_embedding"],
+            "tokens": summary["tokens"], "flops": run.budget, "flops_actual": summary["tokens"] * run.flops_per_token,
+            "train_loss": summary["train_loss"], "val_loss": summary["val_loss"], "loss": summary["val_loss"],
+            "d_model": t.d_model, "n_layers": t.n_layers, "n_heads": t.n_heads, "context_length": t.context_length,
+            "batch_size": t.batch_size, "lr": t.lr, "steps": summary["steps"], "seconds": summary["seconds"]}
+
+
+def run_one(run: Run) -> dict:
+    """Train (or resume) one run; a finished run whose row was lost is recovered from its summary.json."""
+    from model.train import train
+
+    out_dir = Path(run.train.out_dir)
+    summary_path = out_dir / "summary.json"
+    if summary_path.is_file():
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        if summary.get("steps") == run.steps and summary.get("params") == run.params:
+            return summary
+    return train(run.train, resume=any(out_dir.glob("ckpt-*.pt")))
+
+
+# ---------------------------------------------------------------- CLI
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m scaling.sweep", description=__doc__.split("\n\n")[0],
+                                     epilog="Defaults: built-in sweep < `sweep:` section of --params < flags.")
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default params.yaml)")
+    parser.add_argument("--results", help="results CSV, one row per finished run (default data/sweep/results.csv)")
+    parser.add_argument("--out-dir", help="folder of run folders <out-dir>/<run_id> (default data/sweep/runs)")
+    parser.add_argument("--total-flops", type=float, help="hard cap on spent + planned FLOPs (default 3e12)")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and the budget check, run nothing")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    import yaml
+
+    from pipeline.params import load_section
+
+    try:
+        flags = {"results": args.results, "out_dir": args.out_dir, "total_flops": args.total_flops}
+        section = load_section("sweep", args.params) | {k: v for k, v in flags.items() if v is not None}
+        cfg = SweepConfig.from_dict(section)
+        runs, skipped = plan_runs(cfg)
+        done = read_results(cfg.results)
+    except (ValueError, FileNotFoundError, yaml.YAMLError) as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    todo = [r for r in runs if r.run_id not in done]
+    spent = sum(float(row["flops_actual"]) for row in done.values())
+    planned = sum(r.flops for r in todo)
+    print(format_plan(runs, done, cfg))
+    for message in skipped:
+        print(message)
+    print(f"plan: {len(runs)} runs ({len(runs) - len(todo)} done, {len(todo)} to run, {len(skipped)} skipped), "
+          f"{planned:.3g} FLOPs planned + {spent:.3g} spent = {planned + spent:.3g} of total_flops "
+          f"{cfg.total_flops:.3g}; est. {planned / cfg.est_flops_per_s / 60:.1f} min at {cfg.est_flops_per_s:.3g} "
+          f"FLOP/s (plus per-run overhead)")
+    if planned + spent > cfg.total_flops:
+        print(f"error: planned {planned:.3g} + spent {spent:.3g} = {planned + spent:.3g} FLOPs exceeds "
+              f"total_flops={cfg.total_flops:.3g}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        return 0
+
+    from tqdm import tqdm
+
+    from model.train import TrainingDiverged
+
+    bar = tqdm(todo, desc="sweep", unit="run", dynamic_ncols=True, file=sys.stderr)
+    for run in bar:
+        bar.set_postfix_str(run.run_id)
+        try:
+            row = result_row(run, run_one(run))
+        except (ValueError, FileNotFoundError) as exc:
+            print(f"error: {run.run_id}: {exc}", file=sys.stderr)
+            return 2
+        except TrainingDiverged as exc:
+            print(f"error: {run.run_id}: training diverged: {exc}", file=sys.stderr)
+            return 1
+        done[run.run_id] = row
+        write_results(cfg.results, list(done.values()))
+        spent += row["flops_actual"]
+        tqdm.write(f"{run.run_id}: val loss {row['val_loss']:.4f}, {row['flops_actual']:.3g} FLOPs in "
+                   f"{row['seconds']:.0f} s | spent {spent:.3g}, left {cfg.total_flops - spent:.3g} of total_flops",
+                   file=sys.stdout)
+    bar.close()
+    print(f"{'run_id':<24}{'params':>11}{'tokens':>11}{'FLOPs':>10}{'loss':>8}")
+    for r in runs:
+        row = done[r.run_id]
+        print(f"{r.run_id:<24}{int(float(row['params'])):>11,}{int(float(row['tokens'])):>11,}"
+              f"{float(row['flops_actual']):>10.3g}"
+              f"{float(row['loss']):>8.4f}")
+    print(f"sweep: {len(runs)} runs in {cfg.results} ({len(todo)} new), spent {spent:.3g} of "
+          f"{cfg.total_flops:.3g} FLOPs; next: python -m scaling.fit {cfg.results}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

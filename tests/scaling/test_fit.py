@@ -1,0 +1,145 @@
+"""Scaling-law fits against known laws: Chinchilla's published fit (Hoffmann et al. 2022, eq. 10:
+E, A, B, α, β = 1.69, 406.4, 410.7, 0.34, 0.28) and the CS336 shared ``isoflops_curves.json``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scaling.data import canonicalize, load_results
+from scaling.fit import ParametricLaw, bootstrap_parametric, fit_isoflop, fit_parametric, huber_objective, main
+
+CHINCHILLA = ParametricLaw(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)
+SHARED_ISOFLOPS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "scaling" / "isoflops_curves.json"
+
+
+def isoflop_grid(law: ParametricLaw, budgets: np.ndarray, points: int = 9, noise: float = 0.0,
+                 seed: int = 0) -> pd.DataFrame:
+    """Runs spaced evenly in ln N around (but deliberately off) each budget's optimum, with lognormal loss noise."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, flops in enumerate(budgets):
+        centre = np.log(law.n_opt(flops)) + 0.4 * np.sin(i)
+        for n in np.exp(centre + np.linspace(-1.5, 1.5, points)):
+            d = flops / (6 * n)
+            rows.append({"params": n, "tokens": d, "flops": flops,
+                         "loss": float(law.loss(n, d)) * float(np.exp(rng.normal(0, noise)))})
+    return pd.DataFrame(rows)
+
+
+def test_huber_gradient_matches_finite_differences():
+    rng = np.random.default_rng(0)
+    log_n, log_d = rng.uniform(16, 23, 50), rng.uniform(18, 27, 50)
+    log_loss = np.log(CHINCHILLA.loss(np.exp(log_n), np.exp(log_d))) + rng.normal(0, 2e-3, 50)
+    theta, eps = np.array([6.0, 6.0, 0.5, 0.3, 0.3]), 1e-6
+    _, grad = huber_objective(theta, log_n, log_d, log_loss)
+    numeric = [(huber_objective(theta + eps * e, log_n, log_d, log_loss)[0]
+                - huber_objective(theta - eps * e, log_n, log_d, log_loss)[0]) / (2 * eps) for e in np.eye(5)]
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-9)
+
+
+def test_parametric_recovers_chinchilla_law_and_bootstrap_ci_covers_it():
+    rng = np.random.default_rng(0)
+    n = np.exp(rng.uniform(np.log(1e7), np.log(1e10), 300))
+    d = np.exp(rng.uniform(np.log(1e8), np.log(1e12), 300))
+    loss = CHINCHILLA.loss(n, d) * np.exp(rng.normal(0, 0.003, 300))
+    law, theta, _ = fit_parametric(n, d, loss)
+    assert law.alpha == pytest.approx(0.34, rel=0.05)
+    assert law.beta == pytest.approx(0.28, rel=0.05)
+    assert law.E == pytest.approx(1.69, rel=0.05)
+    samples, skipped = bootstrap_parametric(n, d, loss, theta, np.array([1e23]), 100, np.random.default_rng(1))
+    assert skipped == 0
+    for name, truth in (("alpha", 0.34), ("beta", 0.28), ("E", 1.69)):
+        lo, hi = np.percentile(samples[name], [2.5, 97.5])
+        assert lo <= truth <= hi, (name, lo, hi)
+
+
+def test_isoflop_recovers_chinchilla_n_opt_exponent():
+    frame = isoflop_grid(CHINCHILLA, np.geomspace(1e18, 1e22, 5), noise=1e-4)
+    iso = fit_isoflop(frame["params"].to_numpy(), frame["flops"].to_numpy(), frame["loss"].to_numpy())
+    assert iso.n_opt.exponent == pytest.approx(0.28 / 0.62, rel=0.02)  # β/(α+β)
+    assert iso.d_opt.exponent == pytest.approx(0.34 / 0.62, rel=0.02)  # α/(α+β)
+    assert iso.loss.E == pytest.approx(1.69, rel=0.05)
+
+
+@pytest.mark.skipif(not SHARED_ISOFLOPS.is_file(), reason=f"{SHARED_ISOFLOPS} not present")
+def test_parametric_reproduces_shared_isoflops_curves_exactly():
+    frame = load_results(SHARED_ISOFLOPS)
+    n, d, loss = (frame[k].to_numpy() for k in ("params", "tokens", "loss"))
+    law, _, _ = fit_parametric(n, d, loss)
+    assert np.max(np.abs(law.loss(n, d) / loss - 1)) < 1e-6
+    iso = fit_isoflop(n, frame["flops"].to_numpy(), loss)  # approach 2 agrees with the exact law to ~1%
+    assert iso.n_opt.exponent == pytest.approx(law.n_exponent, rel=0.02)
+
+
+@pytest.mark.parametrize("csv, expected", [
+    ("params,tokens\n1e6,1e8\n", "missing column 'loss'"),
+    ("N,D,loss\n1e6,1e8,3.0\n-2e6,1e8,3.1\n", "column 'params' (from 'N') row 2: value -2000000.0 must be > 0"),
+    ("params,tokens,loss\n1e6,1e8,3.0\n2e6,1e8,nan\n", "column 'loss' row 2: missing or NaN value"),
+    ("params,tokens,final_loss\n1e6,1e8,inf\n", "column 'loss' (from 'final_loss') row 1: value inf is not finite"),
+    ("params,C,loss\n1e6,lots,3.0\n", "column 'flops' (from 'C') row 1: non-numeric value 'lots'"),
+    ("params,loss\n1e6,3.0\n", "missing column 'tokens' or 'flops'"),
+])
+def test_validation_names_file_column_and_row(tmp_path, csv, expected):
+    path = tmp_path / "results.csv"
+    path.write_text(csv)
+    with pytest.raises(ValueError) as info:
+        load_results(path)
+    assert str(info.value).startswith(str(path)) and expected in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_isoflop_rejects_budget_with_fewer_than_three_sizes():
+    frame = isoflop_grid(CHINCHILLA, np.array([1e19, 1e20]))
+    frame = frame[(frame["flops"] == 1e19) | (frame.index % 9 < 2)]  # the 1e20 budget keeps 2 runs
+    with pytest.raises(ValueError, match=r"budget C=1e\+20: 2 distinct model sizes, need >= 3"):
+        fit_isoflop(frame["params"].to_numpy(), frame["flops"].to_numpy(), frame["loss"].to_numpy())
+
+
+def test_isoflop_rejects_budget_without_minimum():
+    frame = isoflop_grid(CHINCHILLA, np.array([1e19, 1e20]))
+    concave = frame["flops"] == 1e19
+    frame.loc[concave, "loss"] = 5.0 - 0.1 * (np.log(frame.loc[concave, "params"]) - 20.0) ** 2
+    with pytest.raises(ValueError, match=r"budget C=1e\+19: fitted parabola has no minimum"):
+        fit_isoflop(frame["params"].to_numpy(), frame["flops"].to_numpy(), frame["loss"].to_numpy())
+
+
+def test_aliases_and_json_input(tmp_path):
+    records = [{"parameters": 1e8, "compute_budget": 6e18, "final_loss": 3.5, "d_model": 512}]
+    (tmp_path / "runs.json").write_text(json.dumps(records))
+    frame = load_results(tmp_path / "runs.json")
+    assert list(frame.columns) == ["params", "tokens", "flops", "loss", "d_model"]
+    assert frame.loc[0, "tokens"] == pytest.approx(6e18 / (6 * 1e8))  # D = C / 6N
+    frame = canonicalize(pd.DataFrame({"N": [2e8], "D": [5e9], "val_loss": [3.1], "loss": [2.9]}))
+    assert frame.loc[0, "flops"] == pytest.approx(6 * 2e8 * 5e9) and frame.loc[0, "loss"] == 2.9  # canonical wins
+    assert "val_loss" in frame.columns
+
+
+def test_cli_writes_fit_predictions_and_plots(tmp_path, capsys):
+    results = tmp_path / "sweep.csv"
+    isoflop_grid(CHINCHILLA, np.geomspace(1e18, 1e21, 4), points=7, noise=1e-3).to_csv(results, index=False)
+    argv = [str(results), "--target-flops", "1e23", "1e24", "--bootstrap", "20", "--params", str(tmp_path / "none")]
+    assert main(argv) == 0
+    out_dir = tmp_path / "sweep_fit"
+    report = json.loads((out_dir / "fit.json").read_text())
+    assert {"isoflop", "parametric", "predictions"} <= set(report)
+    predictions = pd.read_csv(out_dir / "predictions.csv")
+    assert set(predictions["method"]) == {"isoflop", "isoflop_grid", "parametric"}
+    assert {"target_flops", "n_opt", "n_opt_lo", "n_opt_hi", "d_opt", "loss", "loss_hi"} <= set(predictions.columns)
+    assert sorted(p.name for p in out_dir.glob("*.png")) == [
+        "isoflop_curves.png", "optimal_allocation.png", "parametric_contours.png"]
+    assert "parametric" in capsys.readouterr().out
+    assert main(argv + ["--out-dir", str(tmp_path / "again"), "--no-plots"]) == 0  # same seed, same bytes
+    assert (tmp_path / "again" / "fit.json").read_bytes() == (out_dir / "fit.json").read_bytes()
+
+
+def test_cli_bad_input_exits_2_with_one_error_line(tmp_path, capsys):
+    results = tmp_path / "bad.csv"
+    results.write_text("params,tokens,loss\n1e6,1e8,3.0\n2e6,1e8,-1\n")
+    assert main([str(results), "--no-plots"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "column 'loss' row 2" in err and "\n" not in err

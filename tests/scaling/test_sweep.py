@@ -1,0 +1,137 @@
+"""Budgeted sweeps (scaling/sweep.py) on a tiny random-token corpus: the CS336 budgeted-API rules (the cap is
+checked before anything runs), FLOPs accounting within one step of each budget, and idempotent, resumable reruns."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from scaling.sweep import COLUMNS, SweepConfig, budget_label, main
+
+VOCAB = 64
+TRAIN = {"context_length": 16, "batch_size": 4, "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 5, "eval_batches": 2,
+         "device": "cpu", "threads": 1, "seed": 0, "log_interval": 1000}
+BUDGETS = [4e7, 8e7]  # the d16 model gets ~17/34 steps of 64 tokens, the d32 model ~7/14
+SHAPES = [[16, 1, 2], [32, 1, 2]]
+
+
+@pytest.fixture
+def shards(tmp_path: Path) -> Path:
+    d = tmp_path / "shards"
+    d.mkdir()
+    rng = np.random.default_rng(0)
+    rng.integers(0, VOCAB, 4096, dtype=np.uint16).tofile(d / "train.bin")
+    rng.integers(0, VOCAB, 1024, dtype=np.uint16).tofile(d / "val.bin")
+    (d / "meta.json").write_text(json.dumps({"dtype": "uint16", "vocab_size": VOCAB}))
+    return d
+
+
+def params_file(tmp_path: Path, shards: Path, **changes) -> Path:
+    section = {"data": str(shards), "out_dir": str(tmp_path / "runs"), "results": str(tmp_path / "results.csv"),
+               "budgets": BUDGETS, "shapes": SHAPES, "flops_per_token": "6N", "total_flops": 1e9, "train": TRAIN}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({"sweep": section | changes}))
+    return path
+
+
+def read_rows(path: Path) -> list[dict]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_sweep_trains_every_budget_and_shape_once_then_resumes(tmp_path, shards, capsys):
+    params = params_file(tmp_path, shards)
+    results = tmp_path / "results.csv"
+    assert main(["--params", str(params)]) == 0
+    out = capsys.readouterr().out
+    assert "spent" in out and "left" in out and f"python -m scaling.fit {results}" in out
+
+    rows = read_rows(results)
+    assert len(rows) == 4
+    assert tuple(rows[0]) == COLUMNS
+    assert {r["run_id"] for r in rows} == {f"C{budget_label(c)}_d{d}_L1_H2" for c in BUDGETS for d in (16, 32)}
+    for r in rows:
+        budget, per_token = float(r["flops"]), 6 * int(r["params"])
+        assert budget in BUDGETS and r["loss"] == r["val_loss"]
+        # max_tokens = floor(C / 6N) rounded up to whole steps of 4·16 tokens: within one step of the budget
+        assert budget - per_token <= float(r["flops_actual"]) < budget + 64 * per_token
+        assert int(r["tokens"]) == int(r["steps"]) * 64 and float(r["flops_actual"]) == int(r["tokens"]) * per_token
+        assert (tmp_path / "runs" / r["run_id"] / "summary.json").is_file()
+
+    # a rerun trains nothing and leaves every file alone
+    stamps = {p: p.stat().st_mtime_ns for p in [results, *(tmp_path / "runs").rglob("*")]}
+    assert main(["--params", str(params)]) == 0
+    assert "4 done, 0 to run" in capsys.readouterr().out
+    assert stamps == {p: p.stat().st_mtime_ns for p in [results, *(tmp_path / "runs").rglob("*")]}
+
+    # run folders with no row (killed before the row was written) are recovered from summary.json, or resumed
+    # from their last checkpoint (killed before summary.json): neither trains again, so the losses are unchanged
+    recovered, resumed = rows[1], rows[2]
+    (tmp_path / "runs" / resumed["run_id"] / "summary.json").unlink()
+    with open(results, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(r for r in rows if r not in (recovered, resumed))
+    assert main(["--params", str(params)]) == 0
+    out = capsys.readouterr().out
+    plan = out.split("plan:")[0].splitlines()[1:]  # the plan table: run_id … status
+    status = {line.split()[0]: line.split()[-1] for line in plan}
+    assert "2 done, 2 to run" in out and status[resumed["run_id"]] == status[recovered["run_id"]] == "resume"
+    again = {r["run_id"]: r for r in read_rows(results)}
+    assert len(again) == 4
+    assert again[recovered["run_id"]] == recovered
+    assert float(again[resumed["run_id"]]["val_loss"]) == pytest.approx(float(resumed["val_loss"]), abs=1e-6)
+    assert again[resumed["run_id"]]["steps"] == resumed["steps"]
+
+
+def test_sweep_refuses_a_plan_over_total_flops(tmp_path, shards, capsys):
+    params = params_file(tmp_path, shards)
+    assert main(["--params", str(params), "--total-flops", "1e8"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "total_flops" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "results.csv").exists() and not (tmp_path / "runs").exists()
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, shards, capsys):
+    params = params_file(tmp_path, shards)
+    assert main(["--params", str(params), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "C4e7_d16_L1_H2" in out and "0 done, 4 to run" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml", "shards"]
+
+
+def test_run_under_one_step_is_skipped(tmp_path, shards, capsys):
+    params = params_file(tmp_path, shards, budgets=[1e5, 4e7])  # 1e5 FLOPs buys < 64 tokens of either model
+    assert main(["--params", str(params), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "C1e5_d16_L1_H2: D = C/6N" in out and "2 skipped" in out
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"shapes": [[30, 1, 4]]}, "n_heads"),
+    ({"shapes": [[16, 1]]}, "shapes[0]"),
+    ({"budgets": []}, "budgets"),
+    ({"budgets": ["1e12", "x"]}, "budgets"),
+    ({"flops_per_token": "7N"}, "flops_per_token"),
+    ({"train": {"max_steps": 3}}, "set by the sweep"),
+    ({"train": {"batch_sise": 3}}, "batch_sise"),
+    ({"train": {"batch_size": 0}}, "batch_size"),
+    ({"total_flops": -1}, "total_flops"),
+])
+def test_bad_config_exits_2_naming_the_field(tmp_path, shards, capsys, change, named):
+    assert main(["--params", str(params_file(tmp_path, shards, **change))]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and named in err and len(err.strip().splitlines()) == 1
+
+
+def test_config_reads_yaml_style_numbers_and_exact_flops():
+    cfg = SweepConfig.from_dict({"budgets": ["1e12", 3e12], "shapes": [[64, 2, 2]], "total_flops": "1e13",
+                                 "flops_per_token": "exact", "train": {"lr": 1e-3}})
+    assert cfg.budgets == (1e12, 3e12) and cfg.total_flops == 1e13 and cfg.shapes == ((64, 2, 2),)
+    assert cfg.train["lr"] == 1e-3 and cfg.train["context_length"] == 64  # merged over the built-in train settings
+    assert [budget_label(c) for c in (1e12, 2.5e11, 1e5, 3e-4)] == ["1e12", "2.5e11", "1e5", "3e-4"]
