@@ -9,16 +9,6 @@ from torch.utils.flop_counter import FlopCounterMode
 from model.config import ModelConfig
 from model.transformer import TransformerLM
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    """Tiny tensors: one intra-op thread is fastest and immune to a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # CS336 assignment 1 size table: d_model, n_layers, n_heads
 CS336_SHAPES = {
     "small": (768, 12, 12),

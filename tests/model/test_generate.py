@@ -12,16 +12,6 @@ from model.config import ModelConfig
 from model.generate import generate, main, sample_next
 from model.transformer import TransformerLM
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models: thread start-up and spinning cost more than the math (and 2-core CI is shared)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 PROMPTS = [[1, 2, 3], [5, 6, 7, 8, 9, 10, 11], [4], [9, 9, 9, 9, 9]]
 
 
