@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 
@@ -175,8 +176,7 @@ class CausalSelfAttention(nn.Module):
         if self.impl == "triton" and mask is None:
             return self._flash(q, k, v, causal)
         if self.impl in ("sdpa", "triton"):
-            from torch.nn.functional import scaled_dot_product_attention as sdpa
-
+            sdpa = F.scaled_dot_product_attention
             return sdpa(q, k, v, is_causal=causal) if mask is None else sdpa(q, k, v, attn_mask=mask)
         if mask is None and causal:
             T = q.shape[-2]

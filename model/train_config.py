@@ -9,6 +9,8 @@ import argparse
 import dataclasses
 from dataclasses import dataclass, field
 
+from model.config import check_fields
+
 SCHEDULES = ("cosine", "wsd", "constant")
 DTYPES = ("bf16", "fp16", "fp32")
 TRACKERS = ("none", "tensorboard", "wandb")
@@ -102,10 +104,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> TrainConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"train config: unknown field(s) {', '.join(unknown)}")
+        check_fields(cls, data, "TrainConfig")
         return cls(**data)
 
 

@@ -35,6 +35,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from model.config import check_fields
+
 FLOPS_MODES = ("6N", "exact")
 # TrainConfig fields the sweep sets per run; `train:` may set any other TrainConfig field
 SET_BY_SWEEP = ("data", "out_dir", "metrics", "preset", "d_model", "n_layers", "n_heads", "d_ff", "max_steps",
@@ -101,10 +103,7 @@ class SweepConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> SweepConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"SweepConfig: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        check_fields(cls, data, "SweepConfig")
         train = data.get("train") or {}
         if not isinstance(train, dict):
             raise ValueError(f"SweepConfig.train must be a mapping of TrainConfig fields, got {train!r}")
