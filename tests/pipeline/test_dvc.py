@@ -29,24 +29,32 @@ def _ran(output: str) -> list[str]:
 def test_dvc_repro_runs_once_then_only_changed_stages(tmp_path):
     for name in ("dvc.yaml", "params.yaml", ".dvcignore"):
         shutil.copy(ROOT / name, tmp_path / name)
-    for package in ("pipeline", "model"):
+    for package in ("pipeline", "model", "scaling"):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     params = yaml.safe_load((tmp_path / "params.yaml").read_text())
     params["sample"]["pages"] = 60
     params["tokenizer"]["vocab_size"] = 400
     params["train"].update(preset="nano", context_length=32, batch_size=4, max_steps=10, warmup_steps=2,
                            eval_interval=5, eval_batches=2, ckpt_interval=5, device="cpu")
+    params["sweep"].update(budgets=[2e8, 4e8], shapes=[[16, 1, 2], [32, 1, 2], [48, 1, 2]], total_flops=1e10)
+    params["sweep"]["train"].update(context_length=16, batch_size=4, eval_batches=2, threads=1)
+    params["scaling_fit"]["bootstrap"] = 10
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     _run(["git", "init", "-q"], tmp_path)
     _run(["dvc", "init", "-q"], tmp_path)
 
-    assert _ran(_run(["dvc", "repro"], tmp_path)) == ["sample", "extract", "train_tokenizer", "tokenize", "train"]
+    downstream = {"train", "sweep", "fit"}  # train and sweep are independent: dvc may run them in either order
+    ran = _ran(_run(["dvc", "repro"], tmp_path))
+    assert ran[:4] == ["sample", "extract", "train_tokenizer", "tokenize"] and set(ran[4:]) == downstream, ran
+    assert ran.index("sweep") < ran.index("fit")
     for out in ("data/raw/sample.warc.gz", "data/documents/sample.jsonl.gz", "data/tokenizer/merges.txt",
                 "data/shards/train.bin", "data/shards/meta.json", "metrics/extract.json",
-                "data/runs/default/metrics.csv", "metrics/train.json"):
+                "data/runs/default/metrics.csv", "metrics/train.json", "data/sweep/results.csv",
+                "data/sweep/fit/fit.json", "metrics/fit.json"):
         assert (tmp_path / out).is_file(), out
     assert _ran(_run(["dvc", "repro"], tmp_path)) == []
 
     params["tokenizer"]["vocab_size"] = 420
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    assert _ran(_run(["dvc", "repro"], tmp_path)) == ["train_tokenizer", "tokenize", "train"]
+    ran = _ran(_run(["dvc", "repro"], tmp_path))
+    assert ran[:2] == ["train_tokenizer", "tokenize"] and set(ran[2:]) == downstream, ran
