@@ -3,6 +3,9 @@
 1. Extraction quality (trafilatura's eval snippets) and docs/s: ours vs trafilatura vs Resiliparse.
 2. BPE training seconds and peak RSS: ours vs HF ``tokenizers``, on TinyStories and the generated crawl.
 3. Encoding MB/s with GPT-2's vocabulary: ours vs tiktoken vs HF, one core and all cores.
+4. The filter chain (extract → langid → Gopher → classifiers → PII) pages/s: ours vs datatrove
+   (pipeline/bench_filter.py).
+5. MinHash dedup: signatures and clustering vs datasketch, the stage on 100k documents (pipeline/bench_dedup.py).
 
 Record results in docs/benchmarks.md with the date, the machine and this command.
 """
@@ -17,6 +20,8 @@ from pathlib import Path
 
 from pipeline.bench_extract import DEFAULT_WEB, bench_extract, format_rows
 from pipeline.bench_tokenizer import DEFAULT_CORPUS, DEFAULT_GPT2, EOT, bench_bpe_training, bench_encode, format_table
+
+PARTS = ("extract", "bpe", "encode", "filter", "dedup")
 
 
 def sample_corpus(docs_dir: Path, scratch: Path, pages: int) -> Path:
@@ -43,9 +48,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="generated-crawl documents (made on the fly when absent)")
     parser.add_argument("--pages", type=int, default=3000, help="pages to generate when --docs is empty")
     parser.add_argument("--vocab-size", type=int, default=10000, help="BPE vocabulary size")
-    parser.add_argument("--only", choices=("extract", "bpe", "encode"), nargs="*", help="run only these parts")
+    parser.add_argument("--filter-pages", type=int, default=600, help="pages per input set for the filter chain")
+    parser.add_argument("--dedup-docs", type=int, default=100_000, help="documents for the dedup stage run")
+    parser.add_argument("--only", choices=PARTS, nargs="*", help="run only these parts")
     args = parser.parse_args(argv)
-    parts = set(args.only or ("extract", "bpe", "encode"))
+    parts = set(args.only or PARTS)
     print(f"# pipeline.bench {time.strftime('%Y-%m-%d')} on {platform.node()} "
           f"({platform.processor() or platform.machine()}, python {platform.python_version()})\n")
     if "extract" in parts:
@@ -65,6 +72,15 @@ def main(argv: list[str] | None = None) -> int:
             print("## Encoding with the GPT-2 vocabulary\n" + format_table(rows) + "\n")
         else:
             print("## Encoding: skipped, shared TinyStories / GPT-2 files absent\n")
+    if "filter" in parts:
+        from pipeline import bench_filter
+
+        bench_filter.main(["--web-dir", str(args.web_dir), "--limit", str(args.filter_pages)])
+    if "dedup" in parts:
+        from pipeline import bench_dedup
+
+        print("## MinHash dedup")
+        bench_dedup.main(["--docs", str(args.dedup_docs)])
     return 0
 
 

@@ -45,7 +45,7 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
     with atomic_path(path) as tmp:
         if str(path).endswith(".gz"):
             raw = open(tmp, "wb")
-            gz = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="")
+            gz = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0, filename="")
             fh: IO = gz if binary else io.TextIOWrapper(gz, encoding=encoding, newline="\n")
             try:
                 yield fh

@@ -41,8 +41,8 @@ def funnel_rows(metrics_dir: Path) -> list[dict]:
         else:
             rows[-1]["chars"] = filt.get("chars_in")
         for name in filt.get("step_order") or filt["steps"]:  # metrics JSON sorts its keys
-            add("filter", name, filt["steps"][name]["docs_out"])
-        rows[-1]["chars"] = filt.get("chars_out")
+            step = filt["steps"][name]
+            add("filter", name, step["docs_out"], step.get("chars_out"))
     if dedup:
         if not rows:
             add("dedup", "input", dedup["docs_in"], dedup.get("chars_in"))

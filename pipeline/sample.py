@@ -9,11 +9,15 @@ says truthfully what every response carries, so each later stage can be tested a
   header, a ``<meta>`` tag, or both;
 - low quality (~15%): spam, keyword lists, short pages, repeated lines, boilerplate only, teaser
   lists ending in "…"; toxic forum threads (~5%, mild synthetic insults); planted PII (~20%:
-  e-mails, phones, IPv4); exact (~5%) and near (~5%) duplicates; broken records (~3%): bad
-  charset, truncated HTML, non-HTML payloads, empty bodies, 404 and 301.
+  e-mails, phones, IPv4) and, in ~30% of English articles and threads, PII look-alikes that must
+  survive masking (versions, builds, dates, times, prices, ISBNs, order numbers; manifest field
+  ``pii_lookalikes``); exact (~5%) and near (~5%) duplicates; broken records (~3%): bad charset,
+  truncated HTML, non-HTML payloads, empty bodies, 404 and 301.
 
 Same seed ⇒ same bytes: every draw comes from one ``random.Random(seed)`` (plus Faker instances
-seeded from it); record ids are UUIDs from that generator, dates start from a seeded 2024 day.
+seeded from it, and a second generator seeded from ``f"lookalikes-{seed}"`` for the look-alikes, so
+planting them leaves the other draws alone); record ids are UUIDs from the first generator, dates
+start from a seeded 2024 day.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from pipeline.io import atomic_path, write_jsonl
 from pipeline.sample_html import (
     CHARSETS,
     FRAMES,
+    LOOKALIKE_FRAMES,
     PII_FRAMES,
     SERVERS,
     UI,
@@ -42,6 +47,7 @@ from pipeline.sample_html import (
     forum_body,
     jpeg_bytes,
     json_bytes,
+    lookalike_value,
     page_records,
     pdf_bytes,
     pii_value,
@@ -59,6 +65,7 @@ LOCALES = {"en": "en_US", "de": "de_DE", "fr": "fr_FR", "es": "es_ES", "it": "it
 KINDS = {"article": 0.60, "forum": 0.07, "toxic": 0.05, "low": 0.15, "duplicate": 0.05, "near_duplicate": 0.05,
          "broken": 0.03}
 PII_RATE = 0.25
+LOOKALIKE_RATE = 0.30  # English articles and threads that carry 1-3 PII look-alikes
 
 
 Page = tuple  # (manifest entry, payload bytes, HTTP content type[, extra HTTP headers])
@@ -89,6 +96,7 @@ class World:
         from faker import Faker
 
         self.rng = r = random.Random(seed)
+        self.look_rng = random.Random(f"lookalikes-{seed}")  # str seeds hash with SHA-512: stable across processes
         self.fakers, self.names, self.cities = {}, {}, {}
         for lang, locale in LOCALES.items():
             fake = Faker(locale)
@@ -171,12 +179,24 @@ class World:
         frames = PII_FRAMES[lang][("email", "phone", "ip").index(kind)]
         return {"type": kind, "value": value}, r.choice(frames).format(v=value)
 
+    def lookalikes(self, lang: str) -> list[tuple[str, str]]:
+        """PII look-alikes to plant on one English page: (value, sentence that carries it); none ~70% of the time."""
+        r = self.look_rng
+        if lang != "en" or r.random() >= LOOKALIKE_RATE:
+            return []
+        out = []
+        for kind in r.sample(tuple(LOOKALIKE_FRAMES), r.randint(1, 3)):
+            value = lookalike_value(r, kind)
+            out.append((value, r.choice(LOOKALIKE_FRAMES[kind]).format(v=value)))
+        return out
+
 
 def _entry(**fields) -> dict:
     """A manifest entry with every field present, in a fixed order."""
     base = dict(record_id=None, url=None, status=200, content_type=None, page_type="article", lang=None,
                 charset=None, declared_charset=None, meta_charset=None, title=None, topic=None, quality="high",
-                low_quality_kind=None, toxic=False, pii=[], duplicate_of=None, near_duplicate_of=None, broken=None)
+                low_quality_kind=None, toxic=False, pii=[], pii_lookalikes=[], duplicate_of=None,
+                near_duplicate_of=None, broken=None)
     base.update(fields)
     return base
 
@@ -204,10 +224,14 @@ def article(w: World, lang: str, pii: bool, keep: bool = True) -> Page:
         p = r.choice([p for _, ps in sections for p in ps])
         p.insert(r.randint(0, len(p)), sentence)
         items.append(item)
+    looks = w.lookalikes(lang)
+    for _, sentence in looks:
+        p = w.look_rng.choice([p for _, ps in sections for p in ps])
+        p.insert(w.look_rng.randint(0, len(p)), sentence)
     state = dict(site=site, url=w.url(site, title), title=title, sections=sections, seed=r.getrandbits(32),
                  author=r.choice(w.names[lang]), date=w.date(), topic=topic,
                  related=[w.title(lang) for _ in range(r.randint(2, 5))])
-    entry = _entry(lang=lang, title=title, topic=topic, pii=items)
+    entry = _entry(lang=lang, title=title, topic=topic, pii=items, pii_lookalikes=[v for v, _ in looks])
     if lang == "en" and keep:
         w.en_articles.append(dict(state, entry=entry))
     return _render_article(w, state, entry)
@@ -242,10 +266,14 @@ def forum(w: World, lang: str, pii: bool, toxic: bool = False) -> Page:
             items.append(item)
         when = f"{w.date()} {r.randint(0, 23):02d}:{r.randint(0, 59):02d}"
         posts.append((r.choice(w.users), when, " ".join(text)))
+    looks = w.lookalikes(lang)
+    for _, sentence in looks:
+        i = w.look_rng.randrange(len(posts))
+        posts[i] = (*posts[i][:2], f"{posts[i][2]} {sentence}")
     url = w.url(site, title, "forum/thread")
     html = render_page(site, url, title, forum_body(posts, UI[lang]), r, kind="forum")
     return _html_response(w, site, url, html, _entry(page_type="forum", lang=lang, title=title, toxic=toxic,
-                                                     pii=items))
+                                                     pii=items, pii_lookalikes=[v for v, _ in looks]))
 
 
 # Low-quality pages: each returns (lang, title, main HTML); `low_quality` wraps them in a site.
@@ -315,7 +343,8 @@ def duplicate(w: World) -> Page:
     while url in w.urls:
         url += f"&p={r.randint(1, 99)}" if "?" in url else f"?p={r.randint(1, 99)}"
     w.urls.add(url)
-    return dict(orig, url=url, duplicate_of=orig["record_id"], pii=list(orig["pii"])), payload, ctype
+    return (dict(orig, url=url, duplicate_of=orig["record_id"], pii=list(orig["pii"]),
+                 pii_lookalikes=list(orig["pii_lookalikes"])), payload, ctype)
 
 
 def near_duplicate(w: World) -> Page:
@@ -352,7 +381,8 @@ def near_duplicate(w: World) -> Page:
     s["url"] = w.url(s["site"], s["title"], r.choice(("blog", "news", "archive")))
     text = " ".join(x for p in paragraphs for x in p)
     entry = _entry(lang="en", title=s["title"], topic=s["topic"], near_duplicate_of=orig["entry"]["record_id"],
-                   pii=[p for p in orig["entry"]["pii"] if p["value"] in text])
+                   pii=[p for p in orig["entry"]["pii"] if p["value"] in text],
+                   pii_lookalikes=[v for v in orig["entry"]["pii_lookalikes"] if v in text])
     return _render_article(w, s, entry)
 
 
@@ -494,6 +524,7 @@ def summarize(manifest: list[dict], records: int, nbytes: int) -> dict:
             "quality": dict(count(m["quality"] for m in manifest)),
             "low_quality": dict(count(m["low_quality_kind"] for m in manifest if m["low_quality_kind"]).most_common()),
             "toxic": sum(m["toxic"] for m in manifest), "pii": sum(bool(m["pii"]) for m in manifest),
+            "pii_lookalikes": sum(bool(m["pii_lookalikes"]) for m in manifest),
             "duplicates": sum(bool(m["duplicate_of"]) for m in manifest),
             "near_duplicates": sum(bool(m["near_duplicate_of"]) for m in manifest),
             "broken": dict(count(m["broken"] for m in manifest if m["broken"]).most_common())}

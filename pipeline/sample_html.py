@@ -156,6 +156,56 @@ def pii_value(rng: random.Random, kind: str, lang: str, name: tuple[str, str], i
     return ip
 
 
+# Numbers a PII masker must leave alone ({v}), planted in English pages and listed in the manifest as
+# ``pii_lookalikes``: versions and builds (one a dotted quad with an octet > 255, one five parts long), dates,
+# times, prices, ISBNs, and order numbers of every length but a phone's ten digits.
+LOOKALIKE_FRAMES = {
+    "version": ("Version {v} finally fixed the crash on startup.", "After upgrading to {v} everything worked again.",
+                "The changelog for release {v} is surprisingly short."),
+    "build": ("Windows reported build {v} after the update.", "The firmware shows {v} in the settings menu."),
+    "date": ("The meeting was moved to {v}.", "Tickets go on sale on {v}.", "The last entry in the log is from {v}."),
+    "time": ("The shop opens at {v} on weekdays.", "The train left at {v} sharp.", "We met again at {v}."),
+    "price": ("It now costs {v} at most stores.", "I paid {v} for the whole set.", "The upgrade was {v} last year."),
+    "isbn": ("The book's ISBN is {v}.", "Look for ISBN {v} in the library catalogue."),
+    "order": ("My order number is {v} and it still has not shipped.", "Quote reference {v} when you write to them.",
+              "The parcel with tracking number {v} arrived yesterday."),
+}
+
+
+def _isbn13(rng: random.Random) -> tuple[str, str]:
+    digits = [9, 7, rng.choice((8, 9)), *(rng.randint(0, 9) for _ in range(9))]
+    digits.append(-sum(d * (3 if i % 2 else 1) for i, d in enumerate(digits)) % 10)  # ISBN-13 check digit
+    s, cut = "".join(map(str, digits)), rng.randint(5, 9)  # 978-group-publisher-title-check
+    return s, f"{s[:3]}-{s[3]}-{s[4:cut]}-{s[cut:12]}-{s[12]}"
+
+
+def lookalike_value(rng: random.Random, kind: str) -> str:
+    """A number that looks a little like an e-mail, phone or IP address but is none of them."""
+    r = rng
+    y, m, d, h, mi = r.randint(1995, 2025), r.randint(1, 12), r.randint(1, 28), r.randint(0, 23), r.randint(0, 59)
+    if kind == "version":
+        return r.choice((f"v{r.randint(1, 9)}.{r.randint(0, 20)}.{r.randint(0, 30)}",
+                         f"{r.randint(1, 9)}.{r.randint(0, 9)}.{r.randint(0, 9)}.{r.randint(0, 9)}.{r.randint(0, 9)}",
+                         f"{r.randint(1, 4)}.{r.randint(0, 12)}.{r.randint(0, 9)}"))
+    if kind == "build":
+        return f"{r.choice((6, 10))}.{r.randint(0, 3)}.{r.randint(256, 22631)}.{r.randint(1, 4000)}"
+    if kind == "date":
+        return r.choice((f"{y}-{m:02d}-{d:02d}", f"{m:02d}/{d:02d}/{y}", f"{d:02d}.{m:02d}.{y}"))
+    if kind == "time":
+        return r.choice((f"{h:02d}:{mi:02d}", f"{h:02d}:{mi:02d}:{r.randint(0, 59):02d}", f"{h % 12 + 1}:{mi:02d} pm"))
+    if kind == "price":
+        cents = f"{r.randint(0, 99):02d}"
+        return r.choice((f"${r.randint(1, 9)},{r.randint(0, 999):03d}.{cents}", f"${r.randint(5, 999)}.{cents}",
+                         f"€{r.randint(5, 999)},{cents}"))
+    if kind == "isbn":
+        bare, hyphenated = _isbn13(r)
+        return r.choice((bare, hyphenated))
+    n = r.choice((5, 6, 7, 8, 9, 11, 12, 13, 14))
+    number = str(r.randint(1, 9)) + "".join(str(r.randint(0, 9)) for _ in range(n - 1))
+    return r.choice((number, f"#{number}", f"{r.randint(100, 999)}-{r.randint(10**6, 10**7 - 1)}-"
+                                           f"{r.randint(10**6, 10**7 - 1)}"))
+
+
 SERVERS = ("nginx", "nginx/1.18.0 (Ubuntu)", "Apache/2.4.41 (Ubuntu)", "Apache", "cloudflare",
            "Microsoft-IIS/10.0", "LiteSpeed", "openresty")
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")

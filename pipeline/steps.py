@@ -26,26 +26,29 @@ class Step:
 
 @dataclass
 class StepStats:
-    """What one step saw: documents in, kept, dropped per reason, seconds spent. Stats add up across files."""
+    """What one step saw: documents in, kept (and their characters), dropped per reason, seconds spent.
+    Stats add up across files."""
 
     docs_in: int = 0
     docs_out: int = 0
     drops: Counter = field(default_factory=Counter)
     seconds: float = 0.0
+    chars_out: int = 0
 
     def merge(self, other: StepStats) -> None:
         self.docs_in += other.docs_in
         self.docs_out += other.docs_out
         self.drops.update(other.drops)
         self.seconds += other.seconds
+        self.chars_out += other.chars_out
 
     def to_dict(self) -> dict:
         return {"docs_in": self.docs_in, "docs_out": self.docs_out, "drops": dict(sorted(self.drops.items())),
-                "seconds": round(self.seconds, 3)}
+                "seconds": round(self.seconds, 3), "chars_out": self.chars_out}
 
     @classmethod
     def from_dict(cls, d: dict) -> StepStats:
-        return cls(d["docs_in"], d["docs_out"], Counter(d["drops"]), d["seconds"])
+        return cls(d["docs_in"], d["docs_out"], Counter(d["drops"]), d["seconds"], d.get("chars_out", 0))
 
 
 def run_steps(docs: Iterable[dict], steps: list[Step], stats: dict[str, StepStats],
@@ -69,5 +72,6 @@ def run_steps(docs: Iterable[dict], steps: list[Step], stats: dict[str, StepStat
                     rejected.append({**doc, "reason": reason})
                 break
             s.docs_out += 1
+            s.chars_out += len(doc["text"])
         else:
             yield doc

@@ -62,7 +62,7 @@ def test_run_steps_counts_keeps_and_drops_with_reason():
     assert [d["id"] for d in kept] == ["d1", "d2", "d4", "d5"] and all(d["text"] == "A B C D" for d in kept)
     assert [(d["id"], d["reason"]) for d in rejected] == [("d0", "short_doc"), ("d3", "short_doc")]
     assert stats["short"].to_dict() | {"seconds": 0} == {"docs_in": 6, "docs_out": 4, "drops": {"short_doc": 2},
-                                                         "seconds": 0}
+                                                         "seconds": 0, "chars_out": 28}
     assert (stats["shout"].docs_in, stats["shout"].docs_out) == (4, 4)
     total = StepStats()
     total.merge(stats["short"])
@@ -145,7 +145,9 @@ def test_local_executor_runs_every_task_once():
 def test_funnel_rows_follow_the_stage_metrics(tmp_path):
     write_json(tmp_path / "extract.json", {"records_read": 100, "docs_out": 90})
     write_json(tmp_path / "filter.json", {"docs_in": 90, "docs_out": 50, "chars_in": 9000, "chars_out": 6000,
-                                          "step_order": ["langid", "gopher"], "steps": {"langid": {"docs_out": 70}, "gopher": {"docs_out": 50}}})
+                                          "step_order": ["langid", "gopher"],
+                                          "steps": {"langid": {"docs_out": 70, "chars_out": 7500},
+                                                    "gopher": {"docs_out": 50, "chars_out": 6000}}})
     write_json(tmp_path / "dedup.json", {"docs_in": 50, "docs_out": 40, "chars_out": 4000,
                                          "drops": {"exact_duplicate": 5, "minhash_duplicate": 5}})
     write_json(tmp_path / "shards.json", {"train_docs": 38, "val_docs": 2, "train_tokens": 900, "val_tokens": 100})
@@ -155,6 +157,7 @@ def test_funnel_rows_follow_the_stage_metrics(tmp_path):
         ("minhash", 40, 5)]
     assert rows[-1]["tokens"] == 1000 and rows[-1]["tokens_est"] == 1000 and rows[3]["tokens_est"] == 1500
     assert rows[1]["chars"] == 9000 and rows[1]["tokens_est"] == 2250 and rows[-1]["kept_share"] == 0.4
+    assert rows[2]["chars"] == 7500 and rows[2]["tokens_est"] == 1875
     frame, paths = write_funnel(tmp_path, tmp_path / "reports")
     assert all(p.stat().st_size > 0 for p in paths) and list(frame["docs"]) == [100, 90, 70, 50, 45, 40]
     assert paths[1].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -137,6 +137,27 @@ def test_planted_pii_appears_verbatim(big):
                 assert item["value"] in text, (m["record_id"], item)
 
 
+def test_pii_lookalikes_are_planted_verbatim_and_are_not_pii(big):
+    """Versions, builds, dates, times, prices, ISBNs and order numbers on ~18% of pages, recorded per page."""
+    manifest, responses, summary = big
+    assert all(isinstance(m["pii_lookalikes"], list) for m in manifest)
+    pages = [m for m in manifest if m["pii_lookalikes"]]
+    assert 0.10 < len(pages) / len(manifest) < 0.30 and summary["pii_lookalikes"] == len(pages)
+    values = [v for m in pages for v in m["pii_lookalikes"]]
+    shapes = {"iso date": r"\d{4}-\d\d-\d\d", "us date": r"\d\d/\d\d/\d{4}", "eu date": r"\d\d\.\d\d\.\d{4}",
+              "version": r"v\d+\.\d+\.\d+", "five-part version": r"\d(?:\.\d){4}", "build": r"\d+\.\d\.\d{3,5}\.\d+",
+              "time": r"\d\d:\d\d(?::\d\d)?", "price": r"[$€][\d,.]+", "isbn-13": r"97[89]-?\d[\d-]{9,14}\d",
+              "order": r"#?\d{5,9}|#?\d{11,14}|\d{3}-\d{7}-\d{7}"}
+    missing = [k for k, rx in shapes.items() if not any(re.fullmatch(rx, v) for v in values)]
+    assert not missing, missing
+    assert not any("@" in v for v in values)
+    for m in pages:
+        assert m["lang"] == "en" and all(p["value"] not in m["pii_lookalikes"] for p in m["pii"])
+        if m["broken"] != "truncated_html":
+            text = html.unescape(_decode(responses[m["record_id"]][2], m))  # € is &#8364; in latin-1 pages
+            assert all(v in text for v in m["pii_lookalikes"]), m["record_id"]
+
+
 def test_exact_duplicates_have_identical_payloads_at_other_urls(big):
     manifest, responses, _ = big
     order = {m["record_id"]: i for i, m in enumerate(manifest)}

@@ -1,0 +1,424 @@
+"""Exact and near-duplicate removal: CS336 assignment 4's two functions, and the pipeline's dedup stage.
+
+- ``exact_line_deduplication``: two passes, hashing lines as CCNet (Wenzek et al., 2020) hashes paragraphs.
+  Pass 1 counts an 8-byte blake2b digest of every line (memory: one digest per distinct line, never the text);
+  pass 2 keeps the lines that occur exactly once in the whole corpus (CS336 assignment 4).
+- ``minhash_deduplication``: one file = one document; MinHash + LSH candidates, verified by true Jaccard,
+  clustered by union-find (CS336 assignment 4; the math is in ``pipeline/minhash.py``). One file per cluster is
+  kept (the first by sorted path), copied byte for byte.
+- ``run_dedup``: the stage over gzip JSONL documents, global across all input files. Exact duplicates first
+  (a hash of the normalized text; reason ``exact_duplicate``, the first in input order is kept), then near
+  duplicates (reason ``minhash_duplicate``, the first of each cluster is kept). FineWeb's settings (Penedo et
+  al., 2024: word 5-grams, 14 bands x 8 rows = 112 hashes); FineWeb removes every LSH candidate, we verify
+  each candidate pair's Jaccard (>= 0.8 by default) before joining it to a cluster. Optionally
+  (``line_dedup="first"``) the kept documents then lose every line already seen in an earlier kept document
+  (site boilerplate: "Share this post", cookie notes), a document left without words is dropped as
+  ``line_dedup_empty``.
+
+Because dedup is global, the stage reads its inputs three times (sketch everything, collect the shingles of
+candidate documents, write) and holds ~250 bytes per document (id, position, LSH keys) plus the shingle
+sets of the candidates (measured: +25 MB over the interpreter for 100k documents).
+Resumability is per stage, not per file: a rerun skips only when every output and the completion marker
+(``out_dir/_stats/dedup.json``, same inputs and settings) exist; anything else redoes the whole stage.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import multiprocessing as mp
+import time
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.io import atomic_open, atomic_path, read_json, write_json
+from pipeline.minhash import (
+    EMPTY,
+    band_keys,
+    candidate_buckets,
+    chunked,
+    minhash_signatures,
+    normalize_text,
+    shingle_hash_set,
+    signatures_of_shingles,
+    text_words,
+    verified_clusters,
+    word_shingle_hashes,
+)
+
+log = logging.getLogger(__name__)
+
+
+# -- CS336 assignment 4 -----------------------------------------------------------------------------------
+def _unique_names(paths: Sequence[Path]) -> None:
+    names = [p.name for p in paths]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"two inputs would write the same output name {dupes[0]!r}")
+
+
+def _open_lines(path: Path):
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+
+
+def _line_key(line: bytes) -> bytes:
+    """A line's identity: its bytes without the line ending (so a last line without "\\n" still matches)."""
+    return hashlib.blake2b(line.rstrip(b"\r\n"), digest_size=8).digest()
+
+
+def exact_line_deduplication(input_files: Iterable[str | Path], output_directory: str | Path) -> None:
+    """Rewrite each file into ``output_directory`` (same name) keeping only the lines that occur exactly once in
+    the whole corpus. Bytes are kept as they are (any encoding); ``.gz`` files are read and written gzipped.
+    Every input gets an output file, empty when no line survives; each is written atomically."""
+    paths = [Path(p) for p in input_files]
+    _unique_names(paths)
+    counts: dict[bytes, int] = {}
+    for path in paths:
+        with _open_lines(path) as fh:
+            for line in fh:
+                key = _line_key(line)
+                counts[key] = 2 if key in counts else 1  # 2 means "more than once"
+    out = Path(output_directory)
+    for path in paths:
+        with _open_lines(path) as fh, atomic_open(out / path.name, "wb") as dst:
+            for line in fh:
+                if counts[_line_key(line)] == 1:
+                    dst.write(line)
+
+
+def minhash_deduplication(input_files: Iterable[str | Path], num_hashes: int, num_bands: int, ngrams: int,
+                          jaccard_threshold: float, output_directory: str | Path, seed: int = 0) -> list[Path]:
+    """Copy one file per cluster of near-duplicate files (the first by sorted path) to ``output_directory``.
+
+    Each file is one document (decoded as UTF-8, bad bytes replaced, for shingling only). Candidates come from
+    LSH with ``num_bands`` bands of ``num_hashes // num_bands`` rows; a pair is a duplicate when the Jaccard of
+    its word ``ngrams`` sets is >= ``jaccard_threshold``; clusters are connected components. Returns the kept
+    input paths. Files without any word (empty after normalization) are never duplicates: all are kept.
+    """
+    paths = sorted((Path(p) for p in input_files), key=str)
+    _unique_names(paths)
+    if num_bands < 1 or num_hashes % num_bands:
+        raise ValueError(f"num_hashes ({num_hashes}) must be a positive multiple of num_bands ({num_bands})")
+    if not 0.0 < jaccard_threshold <= 1.0:
+        raise ValueError(f"jaccard_threshold must be in (0, 1], got {jaccard_threshold}")
+    texts = [p.read_bytes().decode("utf-8", "replace") for p in paths]
+    sig = minhash_signatures(texts, num_hashes, ngrams, seed)
+    roots = verified_clusters(band_keys(sig, num_bands), lambda i: shingle_hash_set(texts[i], ngrams),
+                              jaccard_threshold, active=sig[:, 0] != EMPTY if len(sig) else None)
+    kept = [p for i, p in enumerate(paths) if roots[i] == i]
+    out = Path(output_directory)
+    for path in kept:
+        with atomic_path(out / path.name) as tmp:
+            tmp.write_bytes(path.read_bytes())
+    return kept
+
+
+# -- documents ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DedupConfig:
+    """Dedup stage settings. Defaults: FineWeb's MinHash (5-grams, 14 bands x 8 rows), Jaccard-verified at 0.8.
+
+    With 14 x 8 banding a pair becomes a candidate with probability 0.50 at Jaccard 0.68, 0.92 at 0.8 and
+    0.99 at 0.85 (``lsh_probability``); FineWeb drops every candidate, we drop those whose true Jaccard is
+    >= ``jaccard_threshold`` (CS336's 0.8). More bands of fewer rows find more pairs near the threshold at the
+    cost of more comparisons.
+    """
+
+    ngrams: int = 5  # word n-gram shingle size
+    num_hashes: int = 112  # MinHash permutations = num_bands x rows
+    num_bands: int = 14  # LSH bands
+    jaccard_threshold: float = 0.8  # verified Jaccard to call a candidate pair duplicates
+    exact: bool = True  # drop exact duplicates (normalized text) before MinHash
+    line_dedup: str = "none"  # "first": in kept documents, drop lines already seen in an earlier kept document
+    seed: int = 0  # seed of the hash functions
+    workers: int = 1  # signature processes (outputs do not depend on it)
+
+    def __post_init__(self):
+        for name in ("ngrams", "num_hashes", "num_bands", "workers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"dedup.{name} must be an integer >= 1, got {value!r}")
+        if self.num_hashes % self.num_bands:
+            raise ValueError(f"dedup.num_hashes ({self.num_hashes}) must be a multiple of dedup.num_bands "
+                             f"({self.num_bands})")
+        if not isinstance(self.jaccard_threshold, (int, float)) or not 0.0 < self.jaccard_threshold <= 1.0:
+            raise ValueError(f"dedup.jaccard_threshold must be in (0, 1], got {self.jaccard_threshold!r}")
+        if self.line_dedup not in ("none", "first"):
+            raise ValueError(f"dedup.line_dedup must be 'none' or 'first', got {self.line_dedup!r}")
+        if not isinstance(self.exact, bool):
+            raise ValueError(f"dedup.exact must be true or false, got {self.exact!r}")
+        if not isinstance(self.seed, int):
+            raise ValueError(f"dedup.seed must be an integer, got {self.seed!r}")
+
+    @property
+    def rows(self) -> int:
+        return self.num_hashes // self.num_bands
+
+    def settings(self) -> dict:
+        """The fields that decide the output (not ``workers``)."""
+        return {k: v for k, v in asdict(self).items() if k != "workers"}
+
+
+def text_fingerprint(text: str) -> int:
+    """64-bit blake2b of the normalized text (what ``exact_duplicate`` compares); 0 when it is empty."""
+    return _fingerprint(normalize_text(text))
+
+
+def _fingerprint(norm: str) -> int:
+    if not norm:
+        return 0
+    return int.from_bytes(hashlib.blake2b(norm.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+
+
+def exact_duplicate_of(fingerprints: Iterable[int]) -> list[int]:
+    """For each text, the index of the first text with the same fingerprint, or -1 if it is that first one.
+    Texts that normalize to nothing (fingerprint 0) are never duplicates."""
+    first: dict[int, int] = {}
+    out = []
+    for i, fp in enumerate(fingerprints):
+        j = first.setdefault(fp, i) if fp else i
+        out.append(j if j != i else -1)
+    return out
+
+
+def _sketch(args: tuple[list[str], DedupConfig]) -> tuple[np.ndarray, np.ndarray]:
+    """Fingerprints (uint64) and LSH band keys (uint64, (n, bands); EMPTY texts get key 0 in every band)."""
+    texts, cfg = args
+    words = [text_words(t) for t in texts]
+    fps = np.array([_fingerprint(" ".join(w)) for w in words], dtype=np.uint64)
+    sig = signatures_of_shingles([word_shingle_hashes(w, cfg.ngrams) for w in words], cfg.num_hashes, cfg.seed)
+    keys = band_keys(sig, cfg.num_bands)
+    keys[sig[:, 0] == EMPTY] = 0
+    return fps, keys
+
+
+def _sketch_all(texts: Iterable[str], cfg: DedupConfig, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    tasks = ((c, cfg) for c in chunked(texts, chunk))
+    if cfg.workers > 1:
+        with mp.get_context("fork").Pool(cfg.workers) as pool:
+            parts = list(pool.imap(_sketch, tasks))
+    else:
+        parts = [_sketch(t) for t in tasks]
+    if not parts:
+        return np.empty(0, np.uint64), np.empty((0, cfg.num_bands), np.uint64)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _candidates(keys: np.ndarray, active: np.ndarray) -> set[int]:
+    return {int(i) for bucket in candidate_buckets(keys, active) for i in bucket}
+
+
+def near_duplicate_clusters(docs: Sequence[dict], cfg: DedupConfig = DedupConfig()) -> list[int]:
+    """Cluster id of every document: the index of the first document of its near-duplicate cluster (its own
+    index when it has none). Exact copies are in the same cluster as their original; texts without words
+    are alone. Documents are dicts with a ``text``."""
+    texts = [d["text"] for d in docs]
+    _, keys = _sketch_all(texts, cfg)
+    roots = verified_clusters(keys, lambda i: shingle_hash_set(texts[i], cfg.ngrams), cfg.jaccard_threshold,
+                              keys[:, 0] != 0 if len(keys) else None)
+    return roots
+
+
+# -- the stage ----------------------------------------------------------------------------------------------
+def _marker(out_dir: Path) -> Path:
+    return out_dir / "_stats" / "dedup.json"
+
+
+def _dumps(doc: dict) -> bytes:
+    line = json.dumps(doc, ensure_ascii=False)
+    try:
+        return (line + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: keep them as \\udcxx escapes
+        return (json.dumps(doc) + "\n").encode("utf-8")
+
+
+def _lines(path: Path, bad: list[str] | None = None) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of every non-blank line; an unreadable tail (e.g. truncated gzip) ends the file."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    lineno = 0
+    try:
+        with opener(path, "rb") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if line.strip():
+                    yield lineno, line
+    except (OSError, EOFError, zlib.error) as e:
+        if bad is not None:
+            bad.append(f"{path}:{lineno + 1}: unreadable ({type(e).__name__}: {e})")
+
+
+def _parse(line: bytes) -> tuple[dict | None, bool, str]:
+    """(document or None, clean, problem). As ``pipeline.filter.read_documents``: a line must be a JSON object
+    with a string ``text``; invalid UTF-8 and lone surrogates in the text become U+FFFD / "?". ``clean``: none
+    of that happened, so the line's bytes can be copied as they are."""
+    try:
+        text, clean = line.decode("utf-8"), True
+    except UnicodeDecodeError:
+        text, clean = line.decode("utf-8", "replace"), False
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        return None, False, f"invalid JSON ({e.msg})"
+    if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
+        return None, False, "not a document (needs a string 'text')"
+    try:
+        doc["text"].encode("utf-8")
+    except UnicodeEncodeError:
+        doc["text"], clean = doc["text"].encode("utf-8", "replace").decode("utf-8"), False
+    return doc, clean, ""
+
+
+def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_path: Path,
+              cfg: DedupConfig = DedupConfig(), rejected_dir: Path | None = None, force: bool = False) -> dict:
+    """Drop exact and near duplicates across all ``inputs`` (files or folders of ``*.jsonl[.gz]``).
+
+    Writes ``out_dir/<name>`` per input (kept documents: copied line for line, except that those in a
+    near-duplicate cluster get ``minhash_cluster`` = the kept document's id), ``rejected_dir/<name>`` (dropped
+    documents with ``reason``, ``duplicate_of`` and ``minhash_cluster``), the metrics JSON, then the completion
+    marker. Skips the work when the marker matches (same inputs and settings) and every output exists, unless
+    ``force``. A malformed line is skipped, counted as ``bad_json`` and named file:line in a warning.
+    """
+    from tqdm import tqdm
+
+    from pipeline.filter import input_files, output_name
+
+    files = input_files([inputs] if isinstance(inputs, (str, Path)) else list(inputs))
+    out_dir = Path(out_dir)
+    rejected_dir = Path(rejected_dir) if rejected_dir is not None else None
+    names = [output_name(f) for f in files]
+    marker = _marker(out_dir)
+    wanted = {"inputs": [str(f) for f in files], "settings": cfg.settings(),
+              "rejected_dir": str(rejected_dir) if rejected_dir else None}
+    outputs = [out_dir / n for n in names] + ([rejected_dir / n for n in names] if rejected_dir else [])
+    if not force and marker.exists() and all(p.exists() for p in outputs):
+        done = read_json(marker)
+        if {k: done.get(k) for k in wanted} == wanted:
+            write_json(metrics_path, done["metrics"])
+            return done["metrics"]
+    marker.unlink(missing_ok=True)
+    start = time.perf_counter()
+
+    # pass 1: fingerprint + LSH keys of every document; where it is, its id, whether its line can be copied
+    bad: list[str] = []
+    ids: list[str] = []
+    where: list[tuple[int, int]] = []  # (file, line number)
+    clean: list[bool] = []
+    lengths: list[int] = []  # characters per document, for the data funnel
+
+    def texts() -> Iterator[str]:
+        for f, path in enumerate(files):
+            for lineno, line in _lines(path, bad):
+                doc, ok, problem = _parse(line)
+                if doc is None:
+                    bad.append(f"{path}:{lineno}: {problem}")
+                    continue
+                ids.append(str(doc.get("id", len(ids))))
+                where.append((f, lineno))
+                clean.append(ok)
+                lengths.append(len(doc["text"]))
+                yield doc["text"]
+
+    bar = tqdm(texts(), desc="dedup sketch", unit="doc", dynamic_ncols=True, mininterval=2.0, disable=None)
+    fps, keys = _sketch_all(bar, cfg)
+    n = len(ids)
+
+    # pass 2: shingle sets of the documents that share a band with another one; verify, cluster
+    stats: dict = {}
+    exact_of = exact_duplicate_of(fps.tolist()) if cfg.exact else [-1] * n
+    active = (keys[:, 0] != 0) & (np.array(exact_of, dtype=np.int64) < 0) if n else None
+    index = {where[i]: i for i in (_candidates(keys, active) if n else ())}
+    shingles: dict[int, np.ndarray] = {}
+    for f, path in enumerate(files):
+        for lineno, line in _lines(path):
+            if (f, lineno) in index:
+                shingles[index[f, lineno]] = shingle_hash_set(_parse(line)[0]["text"], cfg.ngrams)
+    roots = verified_clusters(keys, shingles.__getitem__, cfg.jaccard_threshold, active, stats)
+    del shingles, index
+    size = Counter(roots)
+
+    # pass 3: write kept and rejected documents, file by file
+    drops: Counter = Counter()
+    docs_out = lines_removed = chars_out = 0
+    seen_lines: set[int] | None = set() if cfg.line_dedup == "first" else None
+    i = 0
+    for f, (path, name) in enumerate(zip(files, names)):
+        rejected = []
+        with atomic_open(out_dir / name, "wb") as out:
+            for lineno, line in _lines(path):
+                if i >= n or where[i] != (f, lineno):
+                    continue  # a bad line
+                decision, doc = _decide(i, exact_of, roots, size, ids), None
+                if decision is None and seen_lines is not None:
+                    doc = _parse(line)[0]
+                    text, removed = drop_seen_lines(doc["text"], seen_lines)
+                    lines_removed += removed
+                    if removed and not normalize_text(text):
+                        decision = {"reason": "line_dedup_empty"}
+                    doc["text"] = text if decision is None else doc["text"]
+                if decision is None and doc is None and size[roots[i]] == 1 and clean[i]:
+                    out.write(line if line.endswith(b"\n") else line + b"\n")  # unchanged: copied as is
+                    docs_out += 1
+                    chars_out += lengths[i]
+                elif decision is None:
+                    doc = doc or _parse(line)[0]
+                    if size[roots[i]] > 1:
+                        doc["minhash_cluster"] = ids[roots[i]]
+                    out.write(_dumps(doc))
+                    docs_out += 1
+                    chars_out += len(doc["text"])
+                else:
+                    drops[decision["reason"]] += 1
+                    rejected.append({**(doc or _parse(line)[0]), **decision})
+                i += 1
+        if rejected_dir is not None:
+            with atomic_open(rejected_dir / name, "wb") as rej:
+                for doc in rejected:
+                    rej.write(_dumps(doc))
+    for line in bad[:5]:
+        log.warning("skipped %s", line)
+    if len(bad) > 5:
+        log.warning("skipped %d more bad lines", len(bad) - 5)
+    if bad:
+        drops["bad_json"] = len(bad)
+    wall = time.perf_counter() - start
+    clusters = sum(1 for r, c in size.items() if c > 1)
+    metrics = {"stage": "dedup", "files": len(files), "docs_in": n, "docs_out": docs_out,
+               "chars_in": sum(lengths), "chars_out": chars_out, "drops": dict(sorted(drops.items())),
+               "clusters": clusters,
+               "clustered_docs": sum(c for c in size.values() if c > 1),
+               "candidate_docs": stats.get("candidate_texts", 0), "comparisons": stats.get("comparisons", 0),
+               **({"lines_removed": lines_removed} if seen_lines is not None else {}),
+               "settings": cfg.settings(), "seconds": round(wall, 3),
+               "docs_per_s": round(n / wall, 1) if wall > 0 else None}
+    write_json(metrics_path, metrics)
+    write_json(marker, {**wanted, "metrics": metrics})  # written last: the stage is complete
+    return metrics
+
+
+def drop_seen_lines(text: str, seen: set[int]) -> tuple[str, int]:
+    """``text`` without the lines whose normalized form is in ``seen`` (lines of earlier documents), and how
+    many were dropped; then this text's lines join ``seen``. Lines without words (blank) are always kept."""
+    lines = text.split("\n")
+    keys = [_fingerprint(normalize_text(line)) for line in lines]
+    kept = [line for line, key in zip(lines, keys) if not key or key not in seen]
+    seen.update(k for k in keys if k)
+    return "\n".join(kept), len(lines) - len(kept)
+
+
+def _decide(i: int, exact_of: list[int], roots: list[int], size: Counter, ids: list[str]) -> dict | None:
+    """None to keep document i, else the fields its rejected record gets."""
+    j = exact_of[i]
+    if j >= 0:
+        out = {"reason": "exact_duplicate", "duplicate_of": ids[j]}
+        if size[roots[j]] > 1:
+            out["minhash_cluster"] = ids[roots[j]]
+        return out
+    if roots[i] != i:
+        return {"reason": "minhash_duplicate", "duplicate_of": ids[roots[i]], "minhash_cluster": ids[roots[i]]}
+    return None
