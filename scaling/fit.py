@@ -63,7 +63,8 @@ def _stat(point: dict[str, np.ndarray], samples: dict[str, np.ndarray], key: str
         lo = hi = se = np.full_like(point[key], np.nan)
     else:
         lo, hi = np.percentile(samples[key], CI_PERCENTILES, axis=0)
-        se = samples[key].std(axis=0, ddof=1) if len(samples[key]) > 1 else np.full_like(point[key], np.nan)
+        with np.errstate(over="ignore"):  # resamples far off (A ~ 1e146) give an infinite SE, which is the truth
+            se = samples[key].std(axis=0, ddof=1) if len(samples[key]) > 1 else np.full_like(point[key], np.nan)
     return {"value": point[key], "ci95": [lo, hi], "se": se}
 
 

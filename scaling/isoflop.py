@@ -169,7 +169,8 @@ def bootstrap_isoflop(params: np.ndarray, flops: np.ndarray, loss: np.ndarray, t
     for _ in range(n_boot):
         idx = np.concatenate([rng.choice(g, size=len(g), replace=True) for g in groups])
         try:
-            samples.append(isoflop_stats(fit_isoflop(params[idx], flops[idx], loss[idx]), targets))
+            with np.errstate(all="ignore"):  # a degenerate resample is counted as skipped
+                samples.append(isoflop_stats(fit_isoflop(params[idx], flops[idx], loss[idx]), targets))
         except (ValueError, np.linalg.LinAlgError):
             skipped += 1
     return stack_samples(samples), skipped

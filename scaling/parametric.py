@@ -123,8 +123,9 @@ def bootstrap_parametric(params: np.ndarray, tokens: np.ndarray, loss: np.ndarra
     samples, skipped = [], 0
     for _ in range(n_boot):
         idx = rng.integers(0, len(params), size=len(params))
-        law, _, objective = fit_parametric(params[idx], tokens[idx], loss[idx], delta, init=theta, polish=False)
-        stats = parametric_stats(law, targets)
+        with np.errstate(all="ignore"):  # a degenerate resample overflows; it is counted as skipped below
+            law, _, objective = fit_parametric(params[idx], tokens[idx], loss[idx], delta, init=theta, polish=False)
+            stats = parametric_stats(law, targets)
         if np.isfinite(objective) and all(np.all(np.isfinite(v)) for v in stats.values()):
             samples.append(stats)
         else:
