@@ -6,6 +6,8 @@
 4. The filter chain (extract → langid → Gopher → classifiers → PII) pages/s: ours vs datatrove
    (pipeline/bench_filter.py).
 5. MinHash dedup: signatures and clustering vs datasketch, the stage on 100k documents (pipeline/bench_dedup.py).
+6. fastText classifiers' held-out accuracy / macro-F1: the generated quality/toxicity/NSFW data and the Davidson
+   tweets (hate + offensive vs neither).
 
 Record results in docs/benchmarks.md with the date, the machine and this command.
 """
@@ -21,7 +23,7 @@ from pathlib import Path
 from pipeline.bench_extract import DEFAULT_WEB, bench_extract, format_rows
 from pipeline.bench_tokenizer import DEFAULT_CORPUS, DEFAULT_GPT2, EOT, bench_bpe_training, bench_encode, format_table
 
-PARTS = ("extract", "bpe", "encode", "filter", "dedup")
+PARTS = ("extract", "bpe", "encode", "filter", "dedup", "classify")
 
 
 def sample_corpus(docs_dir: Path, scratch: Path, pages: int) -> Path:
@@ -48,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="generated-crawl documents (made on the fly when absent)")
     parser.add_argument("--pages", type=int, default=3000, help="pages to generate when --docs is empty")
     parser.add_argument("--vocab-size", type=int, default=10000, help="BPE vocabulary size")
+    parser.add_argument("--davidson", type=Path, default=DEFAULT_WEB.parent / "toxicity" / "davidson_labeled_data.csv",
+                        help="Davidson et al. labeled_data.csv for the toxicity classifier")
     parser.add_argument("--filter-pages", type=int, default=600, help="pages per input set for the filter chain")
     parser.add_argument("--dedup-docs", type=int, default=100_000, help="documents for the dedup stage run")
     parser.add_argument("--only", choices=PARTS, nargs="*", help="run only these parts")
@@ -81,7 +85,32 @@ def main(argv: list[str] | None = None) -> int:
 
         print("## MinHash dedup")
         bench_dedup.main(["--docs", str(args.dedup_docs)])
+    if "classify" in parts:
+        print("## fastText classifiers, held-out 20%\n" + format_classifiers(bench_classifiers(args.davidson)) + "\n")
     return 0
+
+
+def bench_classifiers(davidson: Path) -> list[dict]:
+    """Train each task on generated labelled text (and toxicity on Davidson when present); held-out metrics."""
+    from pipeline.classify import DAVIDSON_CONFIG, run_train
+
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for task in ("quality", "toxicity", "nsfw"):
+            m = run_train(task, generate=4000, out=Path(scratch) / f"{task}.bin")
+            rows.append({"data": f"generated {task}", **m})
+        if davidson.is_file():
+            m = run_train("toxicity", davidson=davidson, out=Path(scratch) / "davidson.bin", config=DAVIDSON_CONFIG)
+            rows.append({"data": "Davidson tweets (toxicity)", **m})
+    return rows
+
+
+def format_classifiers(rows: list[dict]) -> str:
+    lines = [f"{'data':<28}{'n':>7}{'accuracy':>10}{'macro-F1':>10}{'weighted-F1':>13}{'AUC':>8}{'train s':>9}"]
+    for r in rows:
+        lines.append(f"{r['data']:<28}{r['n']:>7}{r['accuracy']:>10.3f}{r['macro_f1']:>10.3f}"
+                     f"{r['weighted_f1']:>13.3f}{r.get('auc', float('nan')):>8.3f}{r['train_seconds']:>9.1f}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
