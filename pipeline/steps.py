@@ -72,6 +72,7 @@ def run_steps(docs: Iterable[dict], steps: list[Step], stats: dict[str, StepStat
                     rejected.append({**doc, "reason": reason})
                 break
             s.docs_out += 1
-            s.chars_out += len(doc["text"])
+            text = doc.get("text")
+            s.chars_out += len(text) if isinstance(text, str) else 0
         else:
             yield doc
