@@ -71,8 +71,10 @@ def make_executor(kind: str = "local", workers: int = 1, address: str | None = N
     """``local`` (``workers`` processes), ``ray`` or ``dask`` (``address`` of the cluster, or a local one)."""
     if kind == "local":
         return LocalExecutor(workers)
-    if kind == "ray":
-        return RayExecutor(address)
-    if kind == "dask":
-        return DaskExecutor(address)
-    raise ValueError(f"executor must be one of {EXECUTORS}, got {kind!r}")
+    if kind not in EXECUTORS:
+        raise ValueError(f"executor must be one of {EXECUTORS}, got {kind!r}")
+    try:
+        return RayExecutor(address) if kind == "ray" else DaskExecutor(address)
+    except ImportError as e:
+        package = "ray" if kind == "ray" else '"dask[distributed]"'
+        raise ValueError(f"executor {kind} needs `pip install {package}` ({e})") from None

@@ -140,6 +140,11 @@ def test_local_executor_runs_every_task_once():
     assert list(make_executor("local", 1).map(_square, [3])) == [9]
     with pytest.raises(ValueError, match="executor must be one of"):
         make_executor("spark")
+    try:
+        import dask.distributed  # noqa: F401
+    except ImportError:
+        with pytest.raises(ValueError, match="needs `pip install"):
+            make_executor("dask")
 
 
 def test_funnel_rows_follow_the_stage_metrics(tmp_path):
