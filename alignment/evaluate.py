@@ -1,0 +1,289 @@
+"""Evaluation: greedy rollouts on a task, scored per example, one summary row per run.
+
+Mirrors CS336 assignment 5's zero-shot baselines (``evaluate_vllm``: generate with ``stop=["</answer>"]``,
+score each output with ``r1_zero_reward_fn``, write per-example outputs and the aggregate) and its
+supplementary SFT assignment's GSM8K / MMLU / SimpleSafetyTests evaluations:
+
+- ``arithmetic``: the project's generated task (the held-out test split), R1-Zero reward.
+- ``gsm8k``: ``gsm8k_reward`` (``#### N``, ``<answer>``, ``\\boxed{}`` or the last number).
+- ``mmlu``: the letter ``parse_mmlu_letter`` reads (inside ``<answer>`` tags when there are some).
+- ``safety``: outputs only (they are judged elsewhere); accuracy and format rate are left empty.
+
+``evaluate`` takes the generation as an argument (``generate_fn(prompts) -> responses``) so scoring can
+be tested on canned outputs; by default it is ``alignment.rollout.rollout`` at temperature 0.
+
+CLI: ``python -m alignment.evaluate --task arithmetic --model RUN_DIR --tokenizer TOK_DIR`` writes
+``<out-dir>/<stage>_<task>.jsonl`` (atomically) and appends a row to ``reports/alignment.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from alignment.policy import TokenizerAdapter, clean_text
+from alignment.rewards import extract_answer, gsm8k_reward, parse_mmlu_letter, r1_zero_reward_fn
+from alignment.tasks import DATA_DIR, format_prompt
+
+TASKS = ("arithmetic", "gsm8k", "mmlu", "safety")
+CSV_COLUMNS = ("timestamp", "stage", "task", "model", "n", "accuracy", "format_rate", "mean_response_tokens",
+               "seconds", "outputs")
+MMLU_QUESTION = "{question}\nA. {a}\nB. {b}\nC. {c}\nD. {d}\nAnswer with the letter of the correct choice."
+
+
+def build_prompt(task: str, item: dict, template: str) -> str:
+    """The prompt for one item: ``template`` filled with the question (MMLU: question + lettered choices;
+    safety: the prompt)."""
+    if task == "mmlu":
+        a, b, c, d = (list(item["choices"]) + [""] * 4)[:4]
+        question = MMLU_QUESTION.format(question=item["question"], a=a, b=b, c=c, d=d)
+    elif task == "safety":
+        question = item.get("prompt", item.get("question", ""))
+    else:
+        question = item["question"]
+    return format_prompt(clean_text(question), template)
+
+
+def score(task: str, response: str, item: dict) -> dict:
+    """``{"reward", "format_reward", "answer_reward"}`` (+ ``pred`` for MMLU); empty for safety."""
+    if task == "arithmetic":
+        return r1_zero_reward_fn(response, item["answer"])
+    if task == "gsm8k":
+        return gsm8k_reward(response, item["answer"])
+    if task == "mmlu":
+        tagged = extract_answer(response)
+        pred = parse_mmlu_letter(tagged) if tagged else None
+        pred = pred or parse_mmlu_letter(response)
+        ok = float(pred is not None and pred == str(item["answer"]).strip().upper())
+        return {"reward": ok, "format_reward": float(pred is not None), "answer_reward": ok, "pred": pred}
+    if task == "safety":
+        return {}
+    raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
+
+
+def _count_tokens(tokenizer, text: str) -> int:
+    if tokenizer is None:
+        return len(text.split())
+    return len(TokenizerAdapter(tokenizer).encode(text))
+
+
+def evaluate(model, tokenizer, task: str, items: Sequence[dict], template: str = "r1_zero",
+             max_new_tokens: int = 256, batch_size: int = 32,
+             generate_fn: Callable[[list[str]], list[str]] | None = None,
+             model_name: str | None = None) -> tuple[list[dict], dict]:
+    """Greedy outputs for ``items`` scored for ``task`` -> (rows, summary).
+
+    rows: one dict per item (``i``, ``prompt``, ``response``, ``answer`` and the reward fields);
+    summary: ``{task, model, n, accuracy, format_rate, mean_response_tokens, seconds}`` (accuracy and
+    format_rate None for safety). ``generate_fn`` replaces generation (a plain callable passed as
+    ``model`` is used the same way); tokens are counted with ``tokenizer`` (words when it is None)."""
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
+    if generate_fn is None and callable(model) and not hasattr(model, "parameters"):
+        generate_fn = model
+    if generate_fn is None:
+        from alignment.rollout import rollout
+
+        def generate_fn(prompts: list[str]) -> list[str]:
+            return rollout(model, tokenizer, prompts, max_new_tokens, temperature=0.0, batch_size=batch_size)
+
+    items = list(items)
+    prompts = [build_prompt(task, item, template) for item in items]
+    start = time.perf_counter()
+    responses = list(generate_fn(prompts)) if prompts else []
+    seconds = time.perf_counter() - start
+    if len(responses) != len(prompts):
+        raise ValueError(f"generation returned {len(responses)} responses for {len(prompts)} prompts")
+    rows = []
+    for i, (item, prompt, response) in enumerate(zip(items, prompts, responses)):
+        response = clean_text(response)
+        row = {"i": i, "prompt": prompt, "response": response, "answer": item.get("answer")}
+        row.update(score(task, response, item))
+        row["response_tokens"] = _count_tokens(tokenizer, response)
+        rows.append(row)
+    n = len(rows)
+    scored = task != "safety" and n > 0
+    summary = {
+        "task": task,
+        "model": model_name if model_name is not None else type(model).__name__,
+        "n": n,
+        "accuracy": sum(r["reward"] for r in rows) / n if scored else None,
+        "format_rate": sum(r["format_reward"] for r in rows) / n if scored else None,
+        "mean_response_tokens": sum(r["response_tokens"] for r in rows) / n if n else 0.0,
+        "seconds": round(seconds, 3),
+    }
+    return rows, summary
+
+
+# ---- files ---------------------------------------------------------------------------------------
+
+def write_jsonl_atomically(path: str | Path, rows: Sequence[dict]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def append_report_row(path: str | Path, row: dict) -> Path:
+    """Append ``row`` to a CSV (created with a header when absent), keeping an existing file's columns."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    columns = list(CSV_COLUMNS)
+    if path.exists() and path.stat().st_size > 0:
+        with open(path, newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), None)
+        if header:
+            columns = header
+        with open(path, "a", newline="", encoding="utf-8") as fh:
+            csv.DictWriter(fh, columns, extrasaction="ignore").writerow(row)
+    else:
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, columns, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerow(row)
+    return path
+
+
+# ---- loading -------------------------------------------------------------------------------------
+
+def load_items(task: str, n: int | None, data: str | None = None, seed: int = 0) -> list[dict]:
+    """Evaluation items: the arithmetic test split (seeded), GSM8K test, MMLU test, SimpleSafetyTests."""
+    from alignment import tasks
+
+    if task == "arithmetic":
+        return tasks.arithmetic_splits(0, n if n is not None else 200, seed)[1]
+    if task == "gsm8k":
+        items = tasks.load_gsm8k(data or DATA_DIR / "gsm8k_test.jsonl")
+    elif task == "mmlu":
+        items = tasks.load_mmlu(data or DATA_DIR / "mmlu", "test")
+    else:
+        items = tasks.load_safety(data or DATA_DIR / "simple_safety_tests.csv")
+    return items if n is None else items[:n]
+
+
+def is_hf_model_dir(path: Path) -> bool:
+    """A Hugging Face model folder: a config.json with ``model_type`` (ours has ``model``/``train``)."""
+    config = path / "config.json"
+    if not path.is_dir() or not config.is_file():
+        return False
+    try:
+        return "model_type" in json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+
+
+def _our_tokenizer(tokenizer_dir: str | None):
+    from pipeline.tokenizer import Tokenizer
+
+    if not tokenizer_dir:
+        raise ValueError("--tokenizer DIR is required for our checkpoints (a folder with vocab.json + merges.txt)")
+    root = Path(tokenizer_dir)
+
+    def find(name: str) -> Path | None:  # vocab.json, or e.g. gpt2_vocab.json
+        return root / name if (root / name).is_file() else next(iter(sorted(root.glob(f"*{name}"))), None)
+
+    vocab, merges = find("vocab.json"), find("merges.txt")
+    if vocab is None or merges is None:
+        raise ValueError(f"--tokenizer {tokenizer_dir}: no vocab.json + merges.txt there")
+    return Tokenizer.from_files(vocab, merges, ["<|endoftext|>"])
+
+
+def load_model_and_tokenizer(model_path: str, tokenizer_dir: str | None = None, device: str = "cpu"):
+    """(model, tokenizer) from our run folder / ckpt file (``model.checkpoint.load_model``) or a local HF
+    folder (``AutoModelForCausalLM``, ``local_files_only=True``)."""
+    path = Path(model_path)
+    if not path.exists():
+        raise ValueError(f"--model {model_path}: no such file or directory")
+    if is_hf_model_dir(path):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(tokenizer_dir or path, local_files_only=True)
+        tok.padding_side = "left"
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True).to(device).eval()
+        return model, tok
+    from model.checkpoint import load_model
+
+    tok = _our_tokenizer(tokenizer_dir)
+    return load_model(path, device=device), tok
+
+
+# ---- CLI -----------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m alignment.evaluate", description=__doc__.split("\n\n")[0])
+    p.add_argument("--task", required=True, choices=TASKS, help="what to evaluate on")
+    p.add_argument("--model", required=True,
+                   help="our run folder or ckpt-*.pt, or a local Hugging Face model folder (detected by config.json)")
+    p.add_argument("--tokenizer", default=None,
+                   help="tokenizer folder (vocab.json + merges.txt); required for our checkpoints, "
+                        "optional for HF folders (default: the model folder)")
+    p.add_argument("--n", type=int, default=None,
+                   help="evaluate the first N items (arithmetic default 200; others: all)")
+    p.add_argument("--data", default=None,
+                   help="data file/folder instead of the default under ../shared/data/alignment")
+    p.add_argument("--seed", type=int, default=0, help="seed of the arithmetic task split (default 0)")
+    p.add_argument("--template", default=None,
+                   help="prompt template: 'r1_zero', 'short' or a string with {question} "
+                        "(default: 'short' for arithmetic, 'r1_zero' otherwise)")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="tokens generated per item (default 64 for arithmetic, 512 otherwise)")
+    p.add_argument("--batch-size", type=int, default=32, help="prompts per generation batch (default 32)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default cpu)")
+    p.add_argument("--out-dir", default="reports/alignment", help="folder for the per-example JSONL")
+    p.add_argument("--report", default="reports/alignment.csv", help="CSV the summary row is appended to")
+    p.add_argument("--stage", default="eval",
+                   help="stage name written to the CSV row and the JSONL name (default eval)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.n is not None and args.n < 1:
+            raise ValueError(f"--n must be >= 1, got {args.n}")
+        if args.batch_size < 1:
+            raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
+        max_new = args.max_new_tokens if args.max_new_tokens is not None else (64 if args.task == "arithmetic" else 512)
+        if max_new < 1:
+            raise ValueError(f"--max-new-tokens must be >= 1, got {max_new}")
+        template = args.template or ("short" if args.task == "arithmetic" else "r1_zero")
+        if template not in ("r1_zero", "short") and "{question}" not in template:
+            raise ValueError(f"--template must be r1_zero, short or contain {{question}}, got {template!r}")
+        if not all(c.isalnum() or c in "-_." for c in args.stage) or not args.stage:
+            raise ValueError(f"--stage must be a plain name (letters, digits, - _ .), got {args.stage!r}")
+        items = load_items(args.task, args.n, args.data, args.seed)
+        if not items:
+            raise ValueError(f"no items to evaluate for task {args.task}")
+        model, tokenizer = load_model_and_tokenizer(args.model, args.tokenizer, args.device)
+    except Exception as exc:  # bad input of any kind: one line, exit 2
+        what = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+        print(f"error: {what}".splitlines()[0], file=sys.stderr)
+        return 2
+    rows, summary = evaluate(model, tokenizer, args.task, items, template, max_new, args.batch_size,
+                             model_name=str(args.model))
+    out = write_jsonl_atomically(Path(args.out_dir) / f"{args.stage}_{args.task}.jsonl", rows)
+    append_report_row(args.report, {**summary, "stage": args.stage, "outputs": str(out),
+                                    "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    acc = "n/a" if summary["accuracy"] is None else f"{summary['accuracy']:.3f}"
+    fmt = "n/a" if summary["format_rate"] is None else f"{summary['format_rate']:.3f}"
+    print(f"{args.stage} {args.task}: n={summary['n']} accuracy={acc} format_rate={fmt} "
+          f"mean_response_tokens={summary['mean_response_tokens']:.1f} seconds={summary['seconds']:.1f} -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,231 @@
+"""Supervised fine-tuning with a masked response loss (CS336 assignment 5, section 4: "SFT experiment").
+
+The loop is thin wiring over the building blocks: (prompt, response) pairs from ``alignment.tasks.sft_example``
+(R1-Zero answer format), ``tokenize_prompt_and_output`` (response mask + EOS), ``get_response_log_probs``,
+``sft_microbatch_train_step`` (NLL summed over response tokens / ``normalize_constant``, averaged over the batch
+and the accumulation steps), gradient clipping, ``model.optim.AdamW`` with a cosine schedule, and a periodic
+held-out greedy accuracy from ``alignment.evaluate``. Writes ``metrics.csv`` (one row per step, validation
+columns filled at eval steps), ``config.json`` and a checkpoint with ``model.checkpoint.save_checkpoint`` in the
+format ``model.train`` writes, so ``model.checkpoint.load_model(out_dir)`` and ``python -m alignment.evaluate``
+read it. Hugging Face models are saved with ``save_pretrained`` under ``out_dir/hf``.
+
+CLI: ``python -m alignment.sft --model RUN --tokenizer TOK_DIR --out-dir runs/sft [--steps 200 ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import torch
+
+TASKS = ("arithmetic", "gsm8k")
+METRIC_COLUMNS = ("step", "lr", "loss", "nll_per_token", "grad_norm", "response_tokens", "val_accuracy",
+                  "val_format_rate", "seconds")
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    model: str  # our run folder / ckpt-*.pt, or a local HF model folder
+    tokenizer: str | None = None  # vocab.json + merges.txt folder (ours); HF: default the model folder
+    task: str = "arithmetic"  # arithmetic (generated) | gsm8k (../shared/data/alignment)
+    n_train: int = 2000
+    n_test: int = 100
+    lr: float = 1e-3  # peak; cosine to lr/10 after warmup_steps (tiny models; ~1e-5 for 1B-scale HF models)
+    warmup_steps: int = 10
+    weight_decay: float = 0.0
+    batch_size: int = 16  # sequences per microbatch
+    grad_accum: int = 1
+    steps: int = 200  # optimizer steps
+    grad_clip: float = 1.0
+    normalize_constant: float = 1.0  # CS336: summed response NLL / constant
+    eval_interval: int = 50  # held-out accuracy every N steps (and at the end); 0 = only at the end
+    eval_batch_size: int = 32
+    seed: int = 0
+    out_dir: str = "runs/sft"
+    max_new_tokens: int = 64  # byte-level tokenizers need ~45 for " 23 + 48 = 71 </think> <answer> 71 </answer>"
+    template: str = "short"  # 'short', 'r1_zero' or a string with {question}
+    device: str = "cpu"
+    report: str | None = None  # also append the final eval row (stage 'sft') to this CSV
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"SFTConfig.task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        for name in ("n_train", "batch_size", "grad_accum", "steps", "eval_batch_size", "max_new_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"SFTConfig.{name} must be a positive int, got {value!r}")
+        for name in ("n_test", "eval_interval", "warmup_steps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"SFTConfig.{name} must be an int >= 0, got {value!r}")
+        if not self.lr > 0:
+            raise ValueError(f"SFTConfig.lr must be > 0, got {self.lr!r}")
+        if self.weight_decay < 0 or self.grad_clip < 0:
+            raise ValueError(f"SFTConfig.weight_decay and grad_clip must be >= 0, got "
+                             f"{self.weight_decay!r}, {self.grad_clip!r}")
+        if self.normalize_constant <= 0:
+            raise ValueError(f"SFTConfig.normalize_constant must be > 0, got {self.normalize_constant!r}")
+        if self.template not in ("short", "r1_zero") and "{question}" not in self.template:
+            raise ValueError(f"SFTConfig.template must be 'short', 'r1_zero' or contain {{question}}, "
+                             f"got {self.template!r}")
+
+
+def load_task(cfg: SFTConfig) -> tuple[list[dict], list[dict]]:
+    """(train, test) items: the arithmetic splits, or GSM8K train / test files."""
+    from alignment import tasks
+
+    if cfg.task == "arithmetic":
+        return tasks.arithmetic_splits(cfg.n_train, cfg.n_test, cfg.seed)
+    train = tasks.load_gsm8k(tasks.DATA_DIR / "gsm8k_train.jsonl")[: cfg.n_train]
+    test = tasks.load_gsm8k(tasks.DATA_DIR / "gsm8k_test.jsonl")[: cfg.n_test]
+    return train, test
+
+
+def _write_metrics(path: Path, row: dict, new: bool) -> None:
+    with open(path, "w" if new else "a", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, METRIC_COLUMNS, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
+def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
+    """Run SFT; returns the last held-out summary (``alignment.evaluate``) plus ``checkpoint``.
+
+    ``model``/``tokenizer`` may be given directly (else loaded from ``cfg.model``/``cfg.tokenizer``)."""
+    from alignment.evaluate import append_report_row, evaluate, load_model_and_tokenizer
+    from alignment.losses import sft_microbatch_train_step
+    from alignment.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
+    from alignment.tasks import sft_example
+    from model.checkpoint import save_checkpoint, write_json_atomically
+    from model.optim import AdamW, clip_grad_norm, cosine_schedule
+
+    torch.manual_seed(cfg.seed)
+    if model is None:
+        model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
+    ours = hasattr(model, "cfg") and hasattr(model, "new_cache")
+    context = model.cfg.context_length if ours else None
+    device = model_device(model)
+    train, test = load_task(cfg)
+    examples = [sft_example(item, cfg.template) for item in train]
+    out_dir = Path(cfg.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(out_dir / "config.json",
+                          {"model": model.cfg.to_dict() if ours else {}, "sft": asdict(cfg)})
+    optimizer = AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    rng = random.Random(cfg.seed)
+    order: list[int] = []
+
+    def next_batch() -> tuple[list[str], list[str]]:
+        picked = []
+        while len(picked) < cfg.batch_size:
+            if not order:
+                order.extend(rng.sample(range(len(examples)), len(examples)))
+            picked.append(order.pop())
+        return [examples[i][0] for i in picked], [examples[i][1] for i in picked]
+
+    def held_out() -> dict:
+        if not test:
+            return {"accuracy": None, "format_rate": None}
+        _, summary = evaluate(model, tokenizer, cfg.task, test, cfg.template, cfg.max_new_tokens,
+                              cfg.eval_batch_size, model_name=str(cfg.out_dir))
+        model.train()
+        return summary
+
+    metrics_path = out_dir / "metrics.csv"
+    started = time.perf_counter()
+    summary: dict = {}
+    model.train()
+    from tqdm import tqdm
+
+    for step in tqdm(range(1, cfg.steps + 1), desc="sft", unit="step", file=sys.stderr, dynamic_ncols=True):
+        lr = cosine_schedule(step - 1, cfg.lr, cfg.lr / 10, cfg.warmup_steps, cfg.steps)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        loss_sum = nll_sum = tokens = 0.0
+        for _ in range(cfg.grad_accum):
+            prompts, responses = next_batch()
+            batch = tokenize_prompt_and_output(prompts, responses, tokenizer, add_bos=True, append_eos=True)
+            if context is not None:  # too-long pairs are cut at the context (the end of the response is lost)
+                batch = {k: v[:, :context] for k, v in batch.items()}
+            batch = {k: v.to(device) for k, v in batch.items()}
+            log_probs = get_response_log_probs(model, batch["input_ids"], batch["labels"])["log_probs"]
+            _, meta = sft_microbatch_train_step(log_probs, batch["response_mask"], cfg.grad_accum,
+                                                cfg.normalize_constant)
+            loss_sum += float(meta["sft/loss"]) / cfg.grad_accum
+            nll_sum += float(meta["sft/nll_per_token"]) / cfg.grad_accum
+            tokens += float(meta["sft/response_tokens"])
+        grad_norm = clip_grad_norm(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        row = {"step": step, "lr": lr, "loss": loss_sum, "nll_per_token": nll_sum, "grad_norm": float(grad_norm),
+               "response_tokens": int(tokens)}
+        if step == cfg.steps or (cfg.eval_interval and step % cfg.eval_interval == 0):
+            summary = held_out()
+            row.update(val_accuracy=summary["accuracy"], val_format_rate=summary["format_rate"])
+            print(f"step {step}: loss {loss_sum:.4f} nll/token {nll_sum:.4f} val_accuracy {summary['accuracy']}",
+                  file=sys.stderr, flush=True)
+        row["seconds"] = round(time.perf_counter() - started, 3)
+        _write_metrics(metrics_path, row, new=step == 1)
+
+    model.eval()
+    if ours:
+        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": cfg.steps,
+                 "model_config": model.cfg.to_dict(), "sft_config": asdict(cfg),
+                 "seconds": time.perf_counter() - started}
+        path = save_checkpoint(out_dir, cfg.steps, state, keep_last=1)
+    else:
+        path = out_dir / "hf"
+        model.save_pretrained(path)
+        if hasattr(tokenizer, "save_pretrained"):
+            tokenizer.save_pretrained(path)
+    summary = {**summary, "checkpoint": str(path), "seconds": round(time.perf_counter() - started, 3)}
+    if cfg.report and summary.get("task"):
+        from datetime import datetime, timezone
+
+        append_report_row(cfg.report, {**summary, "stage": "sft", "model": str(path), "outputs": "",
+                                       "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    return summary
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m alignment.sft", description=__doc__.split("\n\n")[0])
+    helps = {"model": "our run folder / ckpt-*.pt, or a local Hugging Face model folder",
+             "tokenizer": "tokenizer folder (vocab.json + merges.txt); HF default: the model folder",
+             "task": "arithmetic (generated) or gsm8k", "report": "also append the final eval row to this CSV"}
+    for f in fields(SFTConfig):
+        flag = "--" + f.name.replace("_", "-")
+        kind = {"int": int, "float": float}.get(str(f.type).split(" ")[0], str)
+        if f.name == "model":
+            p.add_argument(flag, required=True, help=helps["model"])
+        else:
+            p.add_argument(flag, type=kind, default=f.default,
+                           help=f"{helps.get(f.name, f.name.replace('_', ' '))} (default {f.default})")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = SFTConfig(**vars(args))
+        from alignment.evaluate import load_model_and_tokenizer
+
+        model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
+    except Exception as exc:  # bad input: one line, exit 2
+        what = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+        print(f"error: {what}".splitlines()[0], file=sys.stderr)
+        return 2
+    summary = train_sft(cfg, model, tokenizer)
+    print(f"sft: {cfg.steps} steps, held-out accuracy {summary.get('accuracy')}, format rate "
+          f"{summary.get('format_rate')}, checkpoint {summary['checkpoint']} ({summary['seconds']:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
