@@ -22,15 +22,7 @@ from alignment.losses import (
     per_instance_dpo_loss,
     sft_microbatch_train_step,
 )
-from pipeline.tokenizer import Tokenizer
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from tests.alignment.helpers import byte_tokenizer
 
 
 def rand(*shape, seed=0):
@@ -353,11 +345,6 @@ def test_dpo_sign_sanity():
     assert neutral.item() == pytest.approx(math.log(2))
     dispreferred, _ = dpo_loss(torch.tensor([-6.0]), torch.tensor([-2.0]), ref, ref, 0.1)
     assert dispreferred.item() > math.log(2)
-
-
-def byte_tokenizer() -> Tokenizer:
-    """No merges: token ids are the UTF-8 bytes, <|endoftext|> is 256."""
-    return Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
 
 
 def test_per_instance_dpo_loss_matches_hand_computation():

@@ -22,23 +22,11 @@ from model.config import ModelConfig
 from model.transformer import TransformerLM
 from pipeline.bpe import train_bpe
 from pipeline.tokenizer import Tokenizer
+from tests.alignment.helpers import EOT, byte_tokenizer
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 GPT2 = SHARED / "tokenizer"
-EOT = "<|endoftext|>"
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def byte_tokenizer() -> Tokenizer:
-    """No merges: token ids are the UTF-8 bytes, <|endoftext|> is 256."""
-    return Tokenizer({i: bytes([i]) for i in range(256)}, [], [EOT])
 
 
 @pytest.fixture(scope="module")

@@ -14,23 +14,11 @@ from alignment.policy import Policy
 from alignment.rollout import cut_at_stop, rollout
 from model.config import ModelConfig
 from model.transformer import TransformerLM
-from pipeline.tokenizer import Tokenizer
+from tests.alignment.helpers import EOT, byte_tokenizer
 
-EOT = "<|endoftext|>"
 EOS_ID = 256
 SCRIPT = "Q: 2+2? <think> 2 + 2 = 4 </think> <answer> 4 </answer> and more text"
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def byte_tokenizer() -> Tokenizer:
-    return Tokenizer({i: bytes([i]) for i in range(256)}, [], [EOT])
 
 
 class Reciter(nn.Module):

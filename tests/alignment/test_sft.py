@@ -13,21 +13,7 @@ from alignment.tasks import sft_example
 from model.checkpoint import load_model, save_checkpoint
 from model.config import ModelConfig
 from model.transformer import TransformerLM
-from pipeline.tokenizer import Tokenizer
-
-EOT = "<|endoftext|>"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def byte_tokenizer() -> Tokenizer:
-    return Tokenizer({i: bytes([i]) for i in range(256)}, [], [EOT])
+from tests.alignment.helpers import byte_tokenizer
 
 
 @pytest.fixture()
