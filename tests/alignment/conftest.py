@@ -1,11 +1,1 @@
-import pytest
-import torch
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    """Tiny models: one intra-op thread is fastest and immune to a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from tests.model.conftest import _single_thread  # noqa: F401  (one intra-op thread for tiny models)

@@ -14,11 +14,10 @@ from pipeline.filters import (
     C4LineFilter,
     GopherQualityFilter,
     GopherRepetitionFilter,
-    count_sentences,
     gopher_quality_filter,
-    words,
 )
 from pipeline.steps import run_steps
+from pipeline.words import count_sentences, words
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 
