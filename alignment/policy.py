@@ -122,20 +122,25 @@ def model_device(model) -> torch.device:
 
 
 def tokenize_prompt_and_output(prompt_strs: Sequence[str], output_strs: Sequence[str], tokenizer,
-                               add_bos: bool = False, append_eos: bool = False) -> dict[str, Tensor]:
+                               add_bos: bool = False, append_eos: bool | Sequence[bool] = False) -> dict[str, Tensor]:
     """Tokenize prompts and outputs apart, concatenate, right-pad (CS336 A5).
 
     Returns ``input_ids`` and ``labels`` (B, max_len - 1): the padded sequences without their last
     / first token, and ``response_mask`` (B, max_len - 1), true where the label is an output token.
     Padding uses the tokenizer's pad id (its EOS when it has none). ``add_bos`` prepends the BOS
     a tokenizer like Llama's adds by default (none for GPT-2/Qwen/ours); ``append_eos`` ends each
-    output with the EOS id (part of the response mask)."""
+    output with the EOS id (part of the response mask); a sequence of bools chooses per output (a rollout
+    that ended by sampling EOS keeps it)."""
     if len(prompt_strs) != len(output_strs):
         raise ValueError(f"prompt_strs has {len(prompt_strs)} items but output_strs has {len(output_strs)}")
     tok = TokenizerAdapter(tokenizer)
     bos = [tok.bos_id] if add_bos and tok.bos_id is not None else []
-    eos = [tok.eos_id] if append_eos and tok.eos_id is not None else []
-    rows = [(bos + tok.encode(p), tok.encode(o) + eos) for p, o in zip(prompt_strs, output_strs)]
+    flags = [append_eos] * len(output_strs) if isinstance(append_eos, bool) else list(append_eos)
+    if len(flags) != len(output_strs):
+        raise ValueError(f"append_eos has {len(flags)} flags for {len(output_strs)} outputs")
+    eos = [tok.eos_id] if tok.eos_id is not None else []
+    rows = [(bos + tok.encode(p), tok.encode(o) + (eos if flag else []))
+            for p, o, flag in zip(prompt_strs, output_strs, flags)]
     width = max((len(p) + len(o) for p, o in rows), default=0)
     width = max(width, 2)  # at least one (input, label) position
     ids = torch.full((len(rows), width), tok.pad_id, dtype=torch.long)

@@ -102,12 +102,14 @@ def _generate_hf(model, tok, prompts, max_new_tokens, temperature, top_p, seed) 
 
 def rollout(policy_or_model, tokenizer, prompts: Sequence[str], max_new_tokens: int, temperature: float = 1.0,
             top_p: float | None = None, stop: Sequence[str] | None = DEFAULT_STOP, seed: int | None = None,
-            batch_size: int = 64) -> list[str]:
+            batch_size: int = 64, return_eos: bool = False) -> list[str] | tuple[list[str], list[bool]]:
     """Completions (text) of ``prompts``, one per prompt, in order.
 
     ``policy_or_model``: an ``alignment.policy.Policy`` (then ``tokenizer`` may be None) or a model (our
     ``TransformerLM`` or a HF causal LM). ``temperature == 0`` is greedy. Generation runs in batches of
-    ``batch_size`` prompts; ``seed`` seeds the sampler (batch k uses ``seed + k``)."""
+    ``batch_size`` prompts; ``seed`` seeds the sampler (batch k uses ``seed + k``). With ``return_eos``
+    also returns, per completion, whether it ended by sampling the end-of-text token (not by a stop
+    string or the token limit): training on such a rollout must include that token."""
     if isinstance(policy_or_model, Policy):
         model, tokenizer = policy_or_model.model, tokenizer or policy_or_model.tokenizer
     else:
@@ -130,11 +132,17 @@ def rollout(policy_or_model, tokenizer, prompts: Sequence[str], max_new_tokens: 
         model.eval()
     try:
         out: list[str] = []
+        eos: list[bool] = []
+        limit = min(max_new_tokens, model.cfg.context_length - 1) if _is_ours(model) else max_new_tokens
         for k, start in enumerate(range(0, len(prompts), batch_size)):
             batch = prompts[start: start + batch_size]
             ids = gen(model, tok, batch, max_new_tokens, temperature, top_p, None if seed is None else seed + k)
-            out.extend(cut_at_stop(_decode(tok, row), stop) for row in ids)
-        return out
+            for row in ids:
+                full = _decode(tok, row)
+                text = cut_at_stop(full, stop)
+                out.append(text)
+                eos.append(len(row) < limit and text == full)
+        return (out, eos) if return_eos else out
     finally:
         if was_training:
             model.train()

@@ -14,15 +14,14 @@ CLI: ``python -m alignment.sft --model RUN --tokenizer TOK_DIR --out-dir runs/sf
 
 from __future__ import annotations
 
-import argparse
-import csv
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from dataclasses import dataclass
 
 import torch
+
+from alignment.loop import cli_main, load_model_and_prepare, save_trained, write_metrics_row
 
 TASKS = ("arithmetic", "gsm8k")
 METRIC_COLUMNS = ("step", "lr", "loss", "nll_per_token", "grad_norm", "response_tokens", "val_accuracy",
@@ -52,6 +51,7 @@ class SFTConfig:
     template: str = "short"  # 'short', 'r1_zero' or a string with {question}
     device: str = "cpu"
     report: str | None = None  # also append the final eval row (stage 'sft') to this CSV
+    metrics: str | None = None  # also write the final summary (JSON) here, for dvc metrics
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -87,37 +87,21 @@ def load_task(cfg: SFTConfig) -> tuple[list[dict], list[dict]]:
     return train, test
 
 
-def _write_metrics(path: Path, row: dict, new: bool) -> None:
-    with open(path, "w" if new else "a", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, METRIC_COLUMNS, extrasaction="ignore")
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
-
-
 def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
     """Run SFT; returns the last held-out summary (``alignment.evaluate``) plus ``checkpoint``.
 
     ``model``/``tokenizer`` may be given directly (else loaded from ``cfg.model``/``cfg.tokenizer``)."""
-    from alignment.evaluate import append_report_row, evaluate, load_model_and_tokenizer
+    from alignment.evaluate import evaluate
     from alignment.losses import sft_microbatch_train_step
     from alignment.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
     from alignment.tasks import sft_example
-    from model.checkpoint import save_checkpoint, write_json_atomically
     from model.optim import AdamW, clip_grad_norm, cosine_schedule
 
     torch.manual_seed(cfg.seed)
-    if model is None:
-        model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
-    ours = hasattr(model, "cfg") and hasattr(model, "new_cache")
-    context = model.cfg.context_length if ours else None
+    model, tokenizer, _, context, out_dir = load_model_and_prepare(cfg, "sft", model, tokenizer)
     device = model_device(model)
     train, test = load_task(cfg)
     examples = [sft_example(item, cfg.template) for item in train]
-    out_dir = Path(cfg.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomically(out_dir / "config.json",
-                          {"model": model.cfg.to_dict() if ours else {}, "sft": asdict(cfg)})
     optimizer = AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     rng = random.Random(cfg.seed)
     order: list[int] = []
@@ -172,59 +156,14 @@ def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
             print(f"step {step}: loss {loss_sum:.4f} nll/token {nll_sum:.4f} val_accuracy {summary['accuracy']}",
                   file=sys.stderr, flush=True)
         row["seconds"] = round(time.perf_counter() - started, 3)
-        _write_metrics(metrics_path, row, new=step == 1)
+        write_metrics_row(metrics_path, METRIC_COLUMNS, row, new=step == 1)
 
-    model.eval()
-    if ours:
-        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": cfg.steps,
-                 "model_config": model.cfg.to_dict(), "sft_config": asdict(cfg),
-                 "seconds": time.perf_counter() - started}
-        path = save_checkpoint(out_dir, cfg.steps, state, keep_last=1)
-    else:
-        path = out_dir / "hf"
-        model.save_pretrained(path)
-        if hasattr(tokenizer, "save_pretrained"):
-            tokenizer.save_pretrained(path)
-    summary = {**summary, "checkpoint": str(path), "seconds": round(time.perf_counter() - started, 3)}
-    if cfg.report and summary.get("task"):
-        from datetime import datetime, timezone
-
-        append_report_row(cfg.report, {**summary, "stage": "sft", "model": str(path), "outputs": "",
-                                       "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-    return summary
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m alignment.sft", description=__doc__.split("\n\n")[0])
-    helps = {"model": "our run folder / ckpt-*.pt, or a local Hugging Face model folder",
-             "tokenizer": "tokenizer folder (vocab.json + merges.txt); HF default: the model folder",
-             "task": "arithmetic (generated) or gsm8k", "report": "also append the final eval row to this CSV"}
-    for f in fields(SFTConfig):
-        flag = "--" + f.name.replace("_", "-")
-        kind = {"int": int, "float": float}.get(str(f.type).split(" ")[0], str)
-        if f.name == "model":
-            p.add_argument(flag, required=True, help=helps["model"])
-        else:
-            p.add_argument(flag, type=kind, default=f.default,
-                           help=f"{helps.get(f.name, f.name.replace('_', ' '))} (default {f.default})")
-    return p
+    return save_trained(cfg, "sft", model, tokenizer, optimizer, summary, started)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        cfg = SFTConfig(**vars(args))
-        from alignment.evaluate import load_model_and_tokenizer
-
-        model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
-    except Exception as exc:  # bad input: one line, exit 2
-        what = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
-        print(f"error: {what}".splitlines()[0], file=sys.stderr)
-        return 2
-    summary = train_sft(cfg, model, tokenizer)
-    print(f"sft: {cfg.steps} steps, held-out accuracy {summary.get('accuracy')}, format rate "
-          f"{summary.get('format_rate')}, checkpoint {summary['checkpoint']} ({summary['seconds']:.1f} s)")
-    return 0
+    return cli_main(SFTConfig, train_sft, "sft", argv, doc=__doc__,
+                    helps={"task": "arithmetic (generated) or gsm8k"})
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ CLI runs and rejects bad configs."""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 import torch
@@ -68,10 +70,12 @@ def test_sft_cli_and_report(base_run, tmp_path):
     run, tok = base_run
     report = tmp_path / "alignment.csv"
     argv = ["--model", str(run), "--tokenizer", str(tok), "--n-train", "8", "--n-test", "2", "--steps", "2",
-            "--batch-size", "4", "--max-new-tokens", "8", "--out-dir", str(tmp_path / "cli"), "--report", str(report)]
+            "--batch-size", "4", "--max-new-tokens", "8", "--out-dir", str(tmp_path / "cli"), "--report", str(report),
+            "--params", str(tmp_path / "none.yaml"), "--metrics", str(tmp_path / "m" / "sft.json")]
     assert main(argv) == 0
     assert pd.read_csv(report)["stage"].tolist() == ["sft"]
     assert load_model(tmp_path / "cli").cfg.vocab_size == 257
+    assert json.loads((tmp_path / "m" / "sft.json").read_text())["n"] == 2
 
 
 def test_sft_cli_bad_input_exits_2(base_run, tmp_path, capsys):
@@ -80,7 +84,7 @@ def test_sft_cli_bad_input_exits_2(base_run, tmp_path, capsys):
                  ["--model", str(run), "--tokenizer", str(tok), "--steps", "0"],
                  ["--model", str(run), "--tokenizer", str(tok), "--task", "chess"]):
         capsys.readouterr()
-        assert main(argv + ["--out-dir", str(tmp_path / "bad")]) == 2
+        assert main(argv + ["--out-dir", str(tmp_path / "bad"), "--params", str(tmp_path / "none.yaml")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: ")
 
@@ -90,3 +94,17 @@ def test_sft_cli_bad_input_exits_2(base_run, tmp_path, capsys):
 def test_config_rejects_bad_values_naming_the_field(field, value):
     with pytest.raises(ValueError, match=f"SFTConfig.{field}"):
         SFTConfig(model="m", **{field: value})
+
+
+def test_params_section_gives_defaults_and_flags_win(base_run, tmp_path):
+    from alignment.loop import build_parser, config_from_sources
+
+    run, tok = base_run
+    params = tmp_path / "params.yaml"
+    params.write_text(f"sft:\n  model: {run}\n  steps: 7\n  lr: 0.5\n")
+    args = build_parser(SFTConfig, "sft", "").parse_args(["--params", str(params), "--lr", "0.25"])
+    cfg = config_from_sources(SFTConfig, "sft", args)
+    assert (cfg.model, cfg.steps, cfg.lr, cfg.batch_size) == (str(run), 7, 0.25, SFTConfig.batch_size)
+    params.write_text("sft:\n  stepz: 7\n")
+    with pytest.raises(ValueError, match="unknown key.*stepz"):
+        config_from_sources(SFTConfig, "sft", build_parser(SFTConfig, "sft", "").parse_args(["--params", str(params)]))

@@ -1,0 +1,303 @@
+"""GRPO with verifiable rewards (CS336 assignment 5, section 7 "GRPO experiments"; Shao et al. 2024).
+
+Each GRPO step: ``rollout_batch_size / group_size`` training questions are sampled, each answered
+``group_size`` times (``alignment.rollout``: our KV-cache generation or HF ``generate``, stop at
+``</answer>``); rewards come from the task's verifier (R1-Zero format + answer, ``alignment.evaluate.score``)
+and become group-normalized advantages (``compute_group_normalized_rewards``). The rollout batch is then
+trained on for ``epochs_per_rollout_batch`` epochs in optimizer steps of ``train_batch_size`` sequences,
+split into ``grad_accum`` microbatches (``grpo_microbatch_train_step``). With one epoch and
+``train_batch_size == rollout_batch_size`` the run is on-policy; otherwise (or with ``grpo_clip``) the
+log-probs of the rollout policy are kept as ``old_log_probs`` for the clipped objective. An optional frozen
+reference adds the k3 KL penalty (``kl_coef``); ``cliprange_low/high`` give DAPO's asymmetric clip and
+``length_normalization="constant"`` Dr. GRPO's constant normalizer.
+
+Defaults are CS336's (200 steps, lr 1e-5, rollout batch 256, group 8, AdamW betas (0.9, 0.95), clip 1.0,
+reinforce_with_baseline with std normalization); params.yaml scales them down for the embedded default.
+Writes ``metrics.csv`` (reward, format rate, accuracy, entropy, response length, clip fraction, KL, held-out
+accuracy ...), ``metrics.png``, ``config.json`` and a checkpoint like ``alignment.sft``.
+
+CLI: ``python -m alignment.grpo --model runs/sft --tokenizer data/tokenizer --out-dir runs/grpo [--steps ...]``.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import sys
+import time
+from dataclasses import dataclass
+
+import torch
+
+from alignment.loop import cli_main, load_model_and_prepare, save_trained, write_metrics_row
+from alignment.losses import LENGTH_NORMALIZATIONS, LOSS_TYPES
+from alignment.rollout import rollout
+from alignment.sft import TASKS, load_task
+
+METRIC_COLUMNS = ("step", "lr", "loss", "reward", "format_reward", "answer_reward", "frac_zero_std", "entropy",
+                  "response_tokens", "clip_fraction", "kl", "grad_norm", "rollout_seconds", "train_seconds",
+                  "val_accuracy", "val_format_rate", "seconds")
+
+
+@dataclass(frozen=True)
+class GRPOConfig:
+    model: str  # our run folder / ckpt-*.pt (e.g. the SFT output), or a local HF model folder
+    tokenizer: str | None = None
+    task: str = "arithmetic"
+    n_train: int = 2000
+    n_test: int = 100
+    steps: int = 200  # GRPO steps (rollout batches)
+    lr: float = 1e-5
+    warmup_steps: int = 0  # linear warmup, then constant (CS336 uses a constant lr)
+    weight_decay: float = 0.0
+    rollout_batch_size: int = 256  # responses per GRPO step
+    group_size: int = 8  # responses per question
+    train_batch_size: int = 256  # responses per optimizer step (== rollout_batch_size: on-policy)
+    grad_accum: int = 128  # microbatches per optimizer step
+    epochs_per_rollout_batch: int = 1  # > 1: off-policy, needs grpo_clip
+    loss_type: str = "reinforce_with_baseline"  # no_baseline | reinforce_with_baseline | grpo_clip
+    normalize_by_std: bool = True
+    advantage_eps: float = 1e-6
+    cliprange: float = 0.2
+    cliprange_low: float | None = None  # DAPO: 0.2
+    cliprange_high: float | None = None  # DAPO: 0.28
+    length_normalization: str = "masked_mean"  # masked_mean | constant (Dr. GRPO: / max_new_tokens)
+    kl_coef: float = 0.0  # > 0: k3 KL to a frozen copy of the starting policy
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 1024
+    grad_clip: float = 1.0
+    eval_interval: int = 10
+    eval_batch_size: int = 64
+    seed: int = 0
+    out_dir: str = "runs/grpo"
+    template: str = "r1_zero"
+    device: str = "cpu"
+    report: str | None = None  # also append the final eval row (stage 'grpo') to this CSV
+    metrics: str | None = None  # also write the final summary (JSON) here, for dvc metrics
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"GRPOConfig.task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        for name in ("n_train", "steps", "rollout_batch_size", "group_size", "train_batch_size", "grad_accum",
+                     "epochs_per_rollout_batch", "max_new_tokens", "eval_batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"GRPOConfig.{name} must be a positive int, got {value!r}")
+        for name in ("n_test", "eval_interval", "warmup_steps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"GRPOConfig.{name} must be an int >= 0, got {value!r}")
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"GRPOConfig.loss_type must be one of {', '.join(LOSS_TYPES)}, got {self.loss_type!r}")
+        if self.length_normalization not in LENGTH_NORMALIZATIONS:
+            raise ValueError(f"GRPOConfig.length_normalization must be one of {', '.join(LENGTH_NORMALIZATIONS)}, "
+                             f"got {self.length_normalization!r}")
+        if self.rollout_batch_size % self.group_size:
+            raise ValueError(f"GRPOConfig.rollout_batch_size={self.rollout_batch_size} must be a multiple of "
+                             f"group_size={self.group_size}")
+        if self.rollout_batch_size % self.train_batch_size:
+            raise ValueError(f"GRPOConfig.rollout_batch_size={self.rollout_batch_size} must be a multiple of "
+                             f"train_batch_size={self.train_batch_size}")
+        if self.train_batch_size % self.grad_accum:
+            raise ValueError(f"GRPOConfig.train_batch_size={self.train_batch_size} must be a multiple of "
+                             f"grad_accum={self.grad_accum}")
+        if self.normalize_by_std and self.group_size < 2:
+            raise ValueError(f"GRPOConfig.group_size={self.group_size}: normalize_by_std needs groups of >= 2")
+        if self.off_policy and self.loss_type != "grpo_clip":
+            raise ValueError(f"GRPOConfig.loss_type={self.loss_type!r}: epochs_per_rollout_batch="
+                             f"{self.epochs_per_rollout_batch}, train_batch_size={self.train_batch_size} < "
+                             f"rollout_batch_size={self.rollout_batch_size} is off-policy and needs grpo_clip")
+        if not self.lr > 0:
+            raise ValueError(f"GRPOConfig.lr must be > 0, got {self.lr!r}")
+        for name in ("weight_decay", "grad_clip", "kl_coef", "advantage_eps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"GRPOConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+        if not self.cliprange > 0:
+            raise ValueError(f"GRPOConfig.cliprange must be > 0, got {self.cliprange!r}")
+        if self.temperature <= 0:
+            raise ValueError(f"GRPOConfig.temperature must be > 0 for sampling rollouts, got {self.temperature!r}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"GRPOConfig.top_p must be in (0, 1], got {self.top_p!r}")
+        if self.template not in ("short", "r1_zero") and "{question}" not in self.template:
+            raise ValueError(f"GRPOConfig.template must be 'short', 'r1_zero' or contain {{question}}, "
+                             f"got {self.template!r}")
+
+    @property
+    def off_policy(self) -> bool:
+        return self.epochs_per_rollout_batch > 1 or self.train_batch_size < self.rollout_batch_size
+
+
+def _frozen_copy(model):
+    ref = copy.deepcopy(model).eval()
+    ref.requires_grad_(False)
+    return ref
+
+
+class _Batch:
+    """One rollout batch, tokenized once: tensors on the device, cut to the model's context. A response that
+    ended by sampling EOS keeps it (so an empty answer still has one token to learn from)."""
+
+    def __init__(self, prompts, responses, ended_by_eos, tokenizer, context, device):
+        from alignment.policy import tokenize_prompt_and_output
+
+        batch = tokenize_prompt_and_output(prompts, responses, tokenizer, add_bos=True, append_eos=ended_by_eos)
+        if context is not None:
+            batch = {k: v[:, :context] for k, v in batch.items()}
+        self.input_ids = batch["input_ids"].to(device)
+        self.labels = batch["labels"].to(device)
+        self.response_mask = batch["response_mask"].to(device)
+
+    def rows(self, index: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The rows ``index``, trimmed to their longest sequence (less padding, faster microbatches)."""
+        i = torch.tensor(index, device=self.input_ids.device)
+        mask = self.response_mask[i]
+        width = int(mask.any(dim=0).nonzero().max()) + 1 if mask.any() else 1
+        return self.input_ids[i, :width], self.labels[i, :width], mask[:, :width]
+
+
+@torch.no_grad()
+def _log_probs_in_chunks(model, batch: _Batch, n: int, chunk: int) -> torch.Tensor:
+    """Per-token log-probs (n, T) of the whole batch under ``model`` (old or reference policy)."""
+    from alignment.policy import get_response_log_probs
+
+    out = torch.zeros(batch.labels.shape, dtype=torch.float32, device=batch.labels.device)
+    for start in range(0, n, chunk):
+        index = list(range(start, min(n, start + chunk)))
+        ids, labels, _ = batch.rows(index)
+        out[start: start + len(index), : ids.shape[1]] = get_response_log_probs(model, ids, labels)["log_probs"]
+    return out
+
+
+def train_grpo(cfg: GRPOConfig, model=None, tokenizer=None, reward_fn=None) -> dict:
+    """Run GRPO; returns the last held-out summary plus ``checkpoint`` and ``seconds``.
+
+    ``reward_fn(response, item) -> {"reward", "format_reward", "answer_reward"}`` replaces the task's
+    verifier (``alignment.evaluate.score``) for the training rollouts; held-out accuracy always uses the task's."""
+    from tqdm import tqdm
+
+    from alignment.evaluate import build_prompt, evaluate, score
+    from alignment.losses import compute_group_normalized_rewards, grpo_microbatch_train_step, masked_mean
+    from alignment.policy import get_response_log_probs, model_device
+    from model.optim import AdamW, clip_grad_norm
+
+    torch.manual_seed(cfg.seed)
+    model, tokenizer, ours, context, out_dir = load_model_and_prepare(cfg, "grpo", model, tokenizer)
+    device = model_device(model)
+    train, test = load_task(cfg)
+    if not train:
+        raise ValueError("GRPO needs training questions (n_train >= 1)")
+    reference = _frozen_copy(model) if cfg.kl_coef > 0 else None
+    optimizer = AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    rng = random.Random(cfg.seed)
+    n_questions = cfg.rollout_batch_size // cfg.group_size
+    micro = cfg.train_batch_size // cfg.grad_accum
+    need_old = cfg.loss_type == "grpo_clip"
+    constant = float(cfg.max_new_tokens) if cfg.length_normalization == "constant" else None
+
+    if reward_fn is None:
+        def reward_fn(response: str, item: dict) -> dict:
+            return score(cfg.task, response, item)
+
+    def held_out() -> dict:
+        if not test:
+            return {"accuracy": None, "format_rate": None}
+        _, summary = evaluate(model, tokenizer, cfg.task, test, cfg.template, cfg.max_new_tokens,
+                              cfg.eval_batch_size, model_name=str(cfg.out_dir))
+        return summary
+
+    metrics_path = out_dir / "metrics.csv"
+    started = time.perf_counter()
+    summary = held_out()
+    write_metrics_row(metrics_path, METRIC_COLUMNS, {"step": 0, "val_accuracy": summary["accuracy"],
+                                                     "val_format_rate": summary["format_rate"], "seconds": 0.0},
+                      new=True)
+    print(f"step 0: val_accuracy {summary['accuracy']}", file=sys.stderr, flush=True)
+    for step in tqdm(range(1, cfg.steps + 1), desc="grpo", unit="step", file=sys.stderr, dynamic_ncols=True):
+        lr = cfg.lr * min(1.0, step / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        # ---- rollouts
+        t0 = time.perf_counter()
+        items = rng.sample(train, n_questions) if n_questions <= len(train) else rng.choices(train, k=n_questions)
+        items = [item for item in items for _ in range(cfg.group_size)]
+        prompts = [build_prompt(cfg.task, item, cfg.template) for item in items]
+        responses, ended_by_eos = rollout(model, tokenizer, prompts, cfg.max_new_tokens, temperature=cfg.temperature,
+                                          top_p=cfg.top_p, seed=cfg.seed * 1_000_003 + step,
+                                          batch_size=cfg.rollout_batch_size, return_eos=True)
+        advantages, raw_rewards, reward_meta = compute_group_normalized_rewards(
+            reward_fn, responses, items, cfg.group_size, cfg.advantage_eps, cfg.normalize_by_std)
+        batch = _Batch(prompts, responses, ended_by_eos, tokenizer, context, device)
+        n = len(prompts)
+        old_log_probs = ref_log_probs = None
+        model.eval()
+        if need_old:
+            old_log_probs = _log_probs_in_chunks(model, batch, n, max(micro, 64))
+        if reference is not None:
+            ref_log_probs = _log_probs_in_chunks(reference, batch, n, max(micro, 64))
+        model.train()
+        rollout_seconds = time.perf_counter() - t0
+        # ---- policy updates
+        t1 = time.perf_counter()
+        sums = {"loss": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "kl": 0.0, "grad_norm": 0.0}
+        count = updates = 0
+        trainable = batch.response_mask.any(dim=-1).tolist()  # False: the prompt filled the context
+        for _ in range(cfg.epochs_per_rollout_batch):
+            order = rng.sample(range(n), n) if cfg.off_policy else list(range(n))
+            order = [i for i in order if trainable[i]]
+            for start in range(0, n, cfg.train_batch_size):
+                chosen = order[start: start + cfg.train_batch_size]
+                if not chosen:
+                    continue
+                for m in range(0, len(chosen), micro):
+                    index = chosen[m: m + micro]
+                    ids, labels, mask = batch.rows(index)
+                    width = ids.shape[1]
+                    out = get_response_log_probs(model, ids, labels, return_token_entropy=True)
+                    idx = torch.tensor(index, device=device)
+                    kwargs = {}
+                    if reference is not None:
+                        kwargs.update(ref_log_probs=ref_log_probs[idx, :width], kl_coef=cfg.kl_coef)
+                    loss, meta = grpo_microbatch_train_step(
+                        out["log_probs"], mask, cfg.grad_accum, cfg.loss_type,
+                        raw_rewards=raw_rewards[index].unsqueeze(-1).to(device),
+                        advantages=advantages[index].unsqueeze(-1).to(device),
+                        old_log_probs=None if old_log_probs is None else old_log_probs[idx, :width],
+                        cliprange=cfg.cliprange, length_normalization=cfg.length_normalization,
+                        normalize_constant=constant, cliprange_low=cfg.cliprange_low,
+                        cliprange_high=cfg.cliprange_high, **kwargs)
+                    sums["loss"] += float(loss)
+                    sums["entropy"] += float(masked_mean(out["token_entropy"].detach(), mask))
+                    sums["clip_fraction"] += float(meta.get("policy/clip_fraction", 0.0))
+                    sums["kl"] += float(meta.get("policy/kl", 0.0))
+                    count += 1
+                sums["grad_norm"] += float(clip_grad_norm(model.parameters(), cfg.grad_clip))
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                updates += 1
+        updates, count = max(updates, 1), max(count, 1)
+        row = {"step": step, "lr": lr, "loss": sums["loss"] / updates,
+               "reward": float(reward_meta["rewards/mean"]),
+               "format_reward": float(reward_meta["rewards/format_mean"]),
+               "answer_reward": float(reward_meta["rewards/answer_mean"]),
+               "frac_zero_std": float(reward_meta["rewards/frac_zero_std"]),
+               "entropy": sums["entropy"] / count, "response_tokens": float(batch.response_mask.sum()) / n,
+               "clip_fraction": sums["clip_fraction"] / count if need_old else None,
+               "kl": sums["kl"] / count if reference is not None else None, "grad_norm": sums["grad_norm"] / updates,
+               "rollout_seconds": round(rollout_seconds, 3), "train_seconds": round(time.perf_counter() - t1, 3)}
+        if step == cfg.steps or (cfg.eval_interval and step % cfg.eval_interval == 0):
+            summary = held_out()
+            row.update(val_accuracy=summary["accuracy"], val_format_rate=summary["format_rate"])
+            print(f"step {step}: reward {row['reward']:.3f} answer {row['answer_reward']:.3f} "
+                  f"val_accuracy {summary['accuracy']}", file=sys.stderr, flush=True)
+        row["seconds"] = round(time.perf_counter() - started, 3)
+        write_metrics_row(metrics_path, METRIC_COLUMNS, row, new=False)
+    return save_trained(cfg, "grpo", model, tokenizer, optimizer, summary, started)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli_main(GRPOConfig, train_grpo, "grpo", argv, doc=__doc__)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""GRPO loop: the logged loss of an on-policy step equals an independent recomputation (numpy advantages, a
+plain log_softmax over the full sequence); a policy-gradient run raises a simple reward; off-policy
+grpo_clip, the KL penalty, the checkpoint, the CLI and config validation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import alignment.grpo as grpo
+from alignment.grpo import GRPOConfig, main, train_grpo
+from model.checkpoint import load_model, save_checkpoint
+from model.config import ModelConfig
+from model.transformer import TransformerLM
+from tests.alignment.helpers import byte_tokenizer
+
+
+@pytest.fixture()
+def base_run(tmp_path):
+    torch.manual_seed(0)
+    cfg = ModelConfig.from_preset("nano", vocab_size=257, context_length=160)
+    model = TransformerLM(cfg)
+    save_checkpoint(tmp_path / "base", 0, {"model": model.state_dict(), "model_config": cfg.to_dict()})
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    byte_tokenizer().save(tok / "vocab.json", tok / "merges.txt")
+    return tmp_path / "base", tok
+
+
+def small_cfg(run, tok, out, **kw) -> GRPOConfig:
+    base = dict(model=str(run), tokenizer=str(tok), n_train=16, n_test=4, steps=2, lr=1e-3,
+                rollout_batch_size=8, group_size=4, train_batch_size=8, grad_accum=2, max_new_tokens=8,
+                eval_interval=0, template="short", out_dir=str(out), seed=0)
+    return GRPOConfig(**{**base, **kw})
+
+
+def count_a(response: str, item: dict) -> dict:
+    share = response.count("a") / max(1, len(response))
+    return {"reward": share, "format_reward": 0.0, "answer_reward": share}
+
+
+def test_on_policy_loss_matches_an_independent_recomputation(base_run, tmp_path, monkeypatch):
+    run, tok = base_run
+    responses = ["aab", "a", "bbbb", "ab a", "aaaa", "b", "ba", "abc"]
+    monkeypatch.setattr(grpo, "rollout", lambda *a, **k: (list(responses), [False] * len(responses)))
+    cfg = small_cfg(run, tok, tmp_path / "g", steps=1, lr=1e-30)
+    start = load_model(run).eval()
+    train_grpo(cfg, reward_fn=count_a)
+    prompts = []  # the same questions the loop sampled: replay its rng
+    import random
+
+    from alignment.evaluate import build_prompt
+    from alignment.sft import load_task
+
+    train, _ = load_task(cfg)
+    items = random.Random(cfg.seed).sample(train, 2)
+    prompts = [build_prompt("arithmetic", item, "short") for item in items for _ in range(4)]
+    rewards = np.array([count_a(r, {})["reward"] for r in responses]).reshape(2, 4)
+    adv = ((rewards - rewards.mean(1, keepdims=True)) / (rewards.std(1, ddof=1, keepdims=True) + 1e-6)).reshape(-1)
+    losses = []
+    with torch.no_grad():
+        for prompt, response, a in zip(prompts, responses, adv):
+            p, r = list(prompt.encode()), list(response.encode())
+            ids = torch.tensor([p + r])
+            logp = torch.log_softmax(start(ids[:, :-1]).double(), dim=-1)[0]
+            token_logps = [float(logp[len(p) - 1 + j, t]) for j, t in enumerate(r)]
+            losses.append(-a * np.mean(token_logps))
+    logged = pd.read_csv(tmp_path / "g" / "metrics.csv")
+    assert logged["loss"].iloc[-1] == pytest.approx(np.mean(losses), rel=1e-4, abs=1e-6)
+    assert logged["reward"].iloc[-1] == pytest.approx(rewards.mean(), rel=1e-6)
+
+
+def test_policy_gradient_raises_the_reward(base_run, tmp_path, monkeypatch):
+    run, tok = base_run
+    cfg = small_cfg(run, tok, tmp_path / "g", steps=25, lr=1e-2, rollout_batch_size=32, group_size=8,
+                    train_batch_size=32, grad_accum=1, max_new_tokens=6, n_test=0)
+    train_grpo(cfg, reward_fn=count_a)
+    rewards = pd.read_csv(tmp_path / "g" / "metrics.csv")["reward"].dropna().to_numpy()
+    print(f"reward first 5 steps {rewards[:5].mean():.3f}, last 5 {rewards[-5:].mean():.3f}")
+    assert rewards[-5:].mean() > rewards[:5].mean() + 0.1, rewards
+
+
+def test_off_policy_clip_and_kl_are_logged_and_checkpoint_loads(base_run, tmp_path, monkeypatch):
+    run, tok = base_run
+    report = tmp_path / "alignment.csv"
+    cfg = small_cfg(run, tok, tmp_path / "g", loss_type="grpo_clip", epochs_per_rollout_batch=2,
+                    train_batch_size=4, grad_accum=2, kl_coef=0.1, lr=3e-3, cliprange=0.05,
+                    length_normalization="constant", report=str(report))
+    summary = train_grpo(cfg, reward_fn=count_a)
+    metrics = pd.read_csv(tmp_path / "g" / "metrics.csv")
+    assert list(metrics["step"]) == [0, 1, 2]
+    assert metrics["kl"].iloc[1:].notna().all() and (metrics["kl"].iloc[1:] >= 0).all()
+    assert metrics["clip_fraction"].iloc[1:].max() > 0  # the second epoch moves past the clip range
+    assert metrics["val_accuracy"].notna().tolist() == [True, False, True]
+    model = load_model(tmp_path / "g")
+    assert isinstance(model, TransformerLM)
+    assert pd.read_csv(report)["stage"].tolist() == ["grpo"]
+    assert summary["n"] == 4
+
+
+def test_cli_runs_and_bad_input_exits_2(base_run, tmp_path, capsys):
+    run, tok = base_run
+    common = ["--model", str(run), "--tokenizer", str(tok), "--n-train", "8", "--n-test", "2",
+              "--rollout-batch-size", "4", "--group-size", "2", "--train-batch-size", "4", "--grad-accum", "1",
+              "--max-new-tokens", "4", "--template", "short", "--params", str(tmp_path / "none.yaml")]
+    assert main(common + ["--steps", "1", "--normalize-by-std", "false", "--out-dir", str(tmp_path / "cli")]) == 0
+    assert load_model(tmp_path / "cli").cfg.vocab_size == 257
+    for extra in (["--steps", "0"], ["--group-size", "3"], ["--epochs-per-rollout-batch", "2"]):
+        capsys.readouterr()
+        assert main(common + extra + ["--out-dir", str(tmp_path / "bad")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: GRPOConfig."), err
+
+
+@pytest.mark.parametrize("field,value", [("lr", 0.0), ("group_size", 0), ("loss_type", "ppo"),
+                                         ("temperature", 0.0), ("length_normalization", "sum"), ("top_p", 1.5),
+                                         ("kl_coef", -1.0)])
+def test_config_rejects_bad_values_naming_the_field(field, value):
+    with pytest.raises(ValueError, match=f"GRPOConfig.{field}"):
+        GRPOConfig(model="m", **{field: value})
+
+
+def test_config_rejects_inconsistent_batch_sizes():
+    with pytest.raises(ValueError, match="multiple of group_size"):
+        GRPOConfig(model="m", rollout_batch_size=10, group_size=4)
+    with pytest.raises(ValueError, match="multiple of grad_accum"):
+        GRPOConfig(model="m", train_batch_size=256, grad_accum=3)
+    with pytest.raises(ValueError, match="off-policy"):
+        GRPOConfig(model="m", train_batch_size=128)
