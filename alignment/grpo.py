@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from alignment.loop import cli_main, load_model_and_prepare, save_trained, write_metrics_row
+from alignment.loop import ENGINES, cli_main, load_model_and_prepare, save_trained, write_metrics_row
 from alignment.losses import LENGTH_NORMALIZATIONS, LOSS_TYPES
 from alignment.rollout import rollout
 from alignment.sft import TASKS, load_task
@@ -75,8 +75,11 @@ class GRPOConfig:
     device: str = "cpu"
     report: str | None = None  # also append the final eval row (stage 'grpo') to this CSV
     metrics: str | None = None  # also write the final summary (JSON) here, for dvc metrics
+    engine: str = "ours"  # ours | trl (TRL's trainer on a local HF model: accelerate/DeepSpeed/vLLM)
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"GRPOConfig.engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if self.task not in TASKS:
             raise ValueError(f"GRPOConfig.task must be one of {', '.join(TASKS)}, got {self.task!r}")
         for name in ("n_train", "steps", "rollout_batch_size", "group_size", "train_batch_size", "grad_accum",
@@ -181,6 +184,10 @@ def train_grpo(cfg: GRPOConfig, model=None, tokenizer=None, reward_fn=None) -> d
     from alignment.policy import get_response_log_probs, model_device
     from model.optim import AdamW, clip_grad_norm
 
+    if cfg.engine == "trl":
+        from alignment.trl_engine import train_grpo_trl
+
+        return train_grpo_trl(cfg, model, tokenizer, reward_fn)
     torch.manual_seed(cfg.seed)
     model, tokenizer, ours, context, out_dir = load_model_and_prepare(cfg, "grpo", model, tokenizer)
     device = model_device(model)

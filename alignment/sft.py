@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from alignment.loop import cli_main, load_model_and_prepare, save_trained, write_metrics_row
+from alignment.loop import ENGINES, cli_main, load_model_and_prepare, save_trained, write_metrics_row
 
 TASKS = ("arithmetic", "gsm8k")
 METRIC_COLUMNS = ("step", "lr", "loss", "nll_per_token", "grad_norm", "response_tokens", "val_accuracy",
@@ -52,8 +52,11 @@ class SFTConfig:
     device: str = "cpu"
     report: str | None = None  # also append the final eval row (stage 'sft') to this CSV
     metrics: str | None = None  # also write the final summary (JSON) here, for dvc metrics
+    engine: str = "ours"  # ours | trl (TRL's trainer on a local HF model: accelerate/DeepSpeed/vLLM)
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"SFTConfig.engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if self.task not in TASKS:
             raise ValueError(f"SFTConfig.task must be one of {', '.join(TASKS)}, got {self.task!r}")
         for name in ("n_train", "batch_size", "grad_accum", "steps", "eval_batch_size", "max_new_tokens"):
@@ -97,6 +100,10 @@ def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
     from alignment.tasks import sft_example
     from model.optim import AdamW, clip_grad_norm, cosine_schedule
 
+    if cfg.engine == "trl":
+        from alignment.trl_engine import train_sft_trl
+
+        return train_sft_trl(cfg, model, tokenizer)
     torch.manual_seed(cfg.seed)
     model, tokenizer, _, context, out_dir = load_model_and_prepare(cfg, "sft", model, tokenizer)
     device = model_device(model)
