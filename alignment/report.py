@@ -1,0 +1,191 @@
+"""What each post-training stage buys: one held-out evaluation of every stage's model, a CSV and plots.
+
+``python -m alignment.report`` (the DVC ``evaluate`` stage) evaluates the models named under
+``alignment_report.models`` in params.yaml (base -> sft -> dpo -> grpo) on the same held-out split with greedy
+decoding (``alignment.evaluate``), and writes atomically, replacing what was there (a rerun is idempotent):
+
+- ``reports/alignment.csv``: one row per stage (accuracy, format rate, mean response tokens, seconds ...), the
+  columns of ``alignment.evaluate.CSV_COLUMNS``, plus ``delta`` (accuracy gain over the previous stage);
+- ``reports/alignment/<stage>_<task>.jsonl``: per-example prompts, responses and rewards;
+- ``reports/alignment.png``: held-out accuracy and format rate per stage, and the training curves of each
+  stage's ``metrics.csv`` (SFT loss, DPO preference accuracy, GRPO reward and held-out accuracy);
+- ``metrics/alignment.json``: ``{stage: accuracy}`` for ``dvc metrics show``.
+
+``alignment.evaluate --report`` appends rows for ad-hoc runs; this module owns the pipeline's report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from alignment.evaluate import (
+    CSV_COLUMNS,
+    TASKS,
+    evaluate,
+    load_items,
+    load_model_and_tokenizer,
+    write_jsonl_atomically,
+)
+
+
+def evaluate_stages(models: dict[str, str], tokenizer_dir: str | None, task: str, n: int, template: str,
+                    max_new_tokens: int, batch_size: int = 64, seed: int = 0, device: str = "cpu",
+                    out_dir: str | Path = "reports/alignment") -> pd.DataFrame:
+    """One row per stage, in the order given; per-example JSONL under ``out_dir``."""
+    items = load_items(task, n, seed=seed)
+    if not items:
+        raise ValueError(f"no {task} items to evaluate")
+    rows = []
+    previous = None
+    for stage, path in models.items():
+        model, tokenizer = load_model_and_tokenizer(path, tokenizer_dir, device)
+        examples, summary = evaluate(model, tokenizer, task, items, template, max_new_tokens, batch_size,
+                                     model_name=str(path))
+        out = write_jsonl_atomically(Path(out_dir) / f"{stage}_{task}.jsonl", examples)
+        accuracy = summary["accuracy"]
+        delta = None if previous is None or accuracy is None else accuracy - previous
+        previous = accuracy
+        rows.append({**summary, "stage": stage, "outputs": str(out), "delta": delta,
+                     "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        print(f"{stage:>6} {task}: accuracy {accuracy:.3f} format {summary['format_rate']:.3f} "
+              f"({summary['seconds']:.1f} s, {path})", file=sys.stderr, flush=True)
+    return pd.DataFrame(rows, columns=[*CSV_COLUMNS, "delta"])
+
+
+def write_csv_atomically(frame: pd.DataFrame, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        frame.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _curve(ax, frame: pd.DataFrame, column: str, label: str, **style) -> bool:
+    if column not in frame or frame[column].notna().sum() == 0:
+        return False
+    points = frame[["step", column]].dropna()
+    ax.plot(points["step"], points[column], label=label, **style)
+    return True
+
+
+def plot_report(frame: pd.DataFrame, curves: dict[str, Path], path: str | Path) -> Path:
+    """Accuracy/format rate per stage (bars) beside each stage's training curves."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(16, 4.2), layout="constrained")
+    bars, sft_ax, dpo_ax, grpo_ax = fig.subplots(1, 4)
+    x = range(len(frame))
+    bars.bar([i - 0.2 for i in x], frame["accuracy"].fillna(0), width=0.4, label="accuracy")
+    bars.bar([i + 0.2 for i in x], frame["format_rate"].fillna(0), width=0.4, label="format rate", alpha=0.6)
+    for i, acc in zip(x, frame["accuracy"].fillna(0)):
+        bars.annotate(f"{acc:.2f}", (i - 0.2, acc), ha="center", va="bottom", fontsize=8)
+    bars.set_xticks(list(x), frame["stage"])
+    bars.set_ylim(0, 1.08)
+    bars.set_title(f"held-out {frame['task'].iloc[0] if len(frame) else ''} (greedy, n={int(frame['n'].max() or 0)})")
+    bars.legend(loc="upper left", fontsize=8)
+    panels = {"sft": (sft_ax, [("loss", "train loss"), ("val_accuracy", "held-out accuracy")]),
+              "dpo": (dpo_ax, [("reward_accuracy", "train pref. accuracy"),
+                               ("val_pref_accuracy", "held-out pref. acc."), ("val_accuracy", "held-out accuracy")]),
+              "grpo": (grpo_ax, [("reward", "rollout reward"), ("val_accuracy", "held-out accuracy"),
+                                 ("entropy", "entropy")])}
+    for stage, (ax, columns) in panels.items():
+        ax.set_title(f"{stage} training")
+        ax.set_xlabel("step")
+        metrics = curves.get(stage)
+        if metrics is None or not Path(metrics).exists():
+            ax.text(0.5, 0.5, "no metrics.csv", ha="center", va="center", transform=ax.transAxes)
+            continue
+        frame_m = pd.read_csv(metrics)
+        drawn = [_curve(ax, frame_m, col, label, marker="o" if col.startswith("val") else None, markersize=3)
+                 for col, label in columns]
+        if any(drawn):
+            ax.legend(fontsize=8)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
+    fig.savefig(tmp, dpi=110)
+    os.replace(tmp, path)
+    return path
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m alignment.report", description=__doc__.split("\n\n")[0])
+    p.add_argument("--params", default="params.yaml", help="params file with an alignment_report section")
+    p.add_argument("--model", action="append", default=None, metavar="STAGE=PATH",
+                   help="a stage's model (repeatable; replaces alignment_report.models)")
+    for flag, kind in (("--tokenizer", str), ("--task", str), ("--n", int), ("--template", str),
+                       ("--max-new-tokens", int), ("--batch-size", int), ("--seed", int), ("--device", str),
+                       ("--out", str), ("--out-dir", str), ("--plot", str), ("--metrics", str)):
+        p.add_argument(flag, type=kind, default=None, help=f"overrides alignment_report.{flag[2:].replace('-', '_')}")
+    return p
+
+
+DEFAULTS = {"tokenizer": None, "task": "arithmetic", "n": 200, "template": "short", "max_new_tokens": 32,
+            "batch_size": 64, "seed": 0, "device": "cpu", "out": "reports/alignment.csv",
+            "out_dir": "reports/alignment", "plot": "reports/alignment.png", "metrics": "metrics/alignment.json",
+            "models": {}}
+
+
+def _settings(args: argparse.Namespace) -> dict:
+    import yaml
+
+    settings = dict(DEFAULTS)
+    if Path(args.params).exists():
+        with open(args.params, encoding="utf-8") as fh:
+            section = (yaml.safe_load(fh) or {}).get("alignment_report") or {}
+        unknown = sorted(set(section) - set(DEFAULTS))
+        if unknown:
+            raise ValueError(f"{args.params}: alignment_report has unknown key(s) {', '.join(unknown)}")
+        settings.update(section)
+    for key in DEFAULTS:
+        if key != "models" and getattr(args, key, None) is not None:
+            settings[key] = getattr(args, key)
+    if args.model:
+        pairs = [m.split("=", 1) for m in args.model]
+        if any(len(pair) != 2 or not pair[0] for pair in pairs):
+            raise ValueError(f"--model takes STAGE=PATH, got {args.model!r}")
+        settings["models"] = dict(pairs)
+    if not settings["models"]:
+        raise ValueError("no models to evaluate: set alignment_report.models or pass --model STAGE=PATH")
+    if settings["task"] not in TASKS or settings["task"] == "safety":
+        raise ValueError(f"alignment_report.task must be one of arithmetic, gsm8k, mmlu, got {settings['task']!r}")
+    for stage, path in settings["models"].items():
+        if not Path(path).exists():
+            raise ValueError(f"alignment_report.models.{stage}: {path}: no such file or directory")
+    return settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        s = _settings(args)
+    except ValueError as exc:
+        print(f"error: {exc}".splitlines()[0], file=sys.stderr)
+        return 2
+    frame = evaluate_stages(s["models"], s["tokenizer"], s["task"], s["n"], s["template"], s["max_new_tokens"],
+                            s["batch_size"], s["seed"], s["device"], s["out_dir"])
+    write_csv_atomically(frame, s["out"])
+    curves = {stage: Path(path if Path(path).is_dir() else Path(path).parent) / "metrics.csv"
+              for stage, path in s["models"].items()}
+    plot_report(frame, curves, s["plot"])
+    from model.checkpoint import write_json_atomically
+
+    Path(s["metrics"]).parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(s["metrics"], {f"{row.stage}_accuracy": row.accuracy for row in frame.itertuples()})
+    print(frame[["stage", "accuracy", "format_rate", "mean_response_tokens", "delta"]].to_string(index=False))
+    print(f"wrote {s['out']}, {s['plot']}, {s['metrics']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""alignment.report: every stage evaluated on the same held-out items (checked against alignment.evaluate on
+the stage alone), the CSV/JSONL/PNG/metrics written, a rerun replaces rather than appends, bad input exits 2."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from alignment.evaluate import evaluate, load_items, load_model_and_tokenizer
+from alignment.report import main
+from model.checkpoint import save_checkpoint
+from model.config import ModelConfig
+from model.transformer import TransformerLM
+from tests.alignment.helpers import byte_tokenizer
+
+
+@pytest.fixture()
+def two_runs(tmp_path):
+    cfg = ModelConfig.from_preset("nano", vocab_size=257, context_length=160)
+    runs = {}
+    for stage, seed in (("base", 0), ("sft", 1)):
+        torch.manual_seed(seed)
+        save_checkpoint(tmp_path / stage, 0, {"model": TransformerLM(cfg).state_dict(), "model_config": cfg.to_dict()})
+        runs[stage] = tmp_path / stage
+    (tmp_path / "sft" / "metrics.csv").write_text("step,loss,val_accuracy\n1,3.0,\n2,2.0,0.5\n")
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    byte_tokenizer().save(tok / "vocab.json", tok / "merges.txt")
+    return runs, tok
+
+
+def test_report_evaluates_each_stage_and_rewrites(two_runs, tmp_path):
+    runs, tok = two_runs
+    out = tmp_path / "reports" / "alignment.csv"
+    argv = ["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok), "--n", "6", "--max-new-tokens", "6",
+            "--out", str(out), "--out-dir", str(tmp_path / "reports" / "alignment"),
+            "--plot", str(tmp_path / "reports" / "alignment.png"), "--metrics", str(tmp_path / "m" / "alignment.json")]
+    argv += [f"--model=base={runs['base']}", f"--model=sft={runs['sft']}"]
+    assert main(argv) == 0
+    assert main(argv) == 0  # a rerun replaces the CSV
+    frame = pd.read_csv(out)
+    assert frame["stage"].tolist() == ["base", "sft"] and (frame["n"] == 6).all()
+    model, tokenizer = load_model_and_tokenizer(str(runs["sft"]), str(tok))
+    rows, alone = evaluate(model, tokenizer, "arithmetic", load_items("arithmetic", 6), "short", 6)
+    assert frame["accuracy"].iloc[1] == alone["accuracy"]
+    written = [json.loads(line) for line in (tmp_path / "reports" / "alignment" / "sft_arithmetic.jsonl").open()]
+    assert [r["response"] for r in written] == [r["response"] for r in rows]
+    assert frame["delta"].iloc[1] == pytest.approx(frame["accuracy"].iloc[1] - frame["accuracy"].iloc[0])
+    assert (tmp_path / "reports" / "alignment.png").stat().st_size > 10_000
+    assert set(json.loads((tmp_path / "m" / "alignment.json").read_text())) == {"base_accuracy", "sft_accuracy"}
+
+
+def test_report_bad_input_exits_2(two_runs, tmp_path, capsys):
+    runs, tok = two_runs
+    none = ["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok)]
+    for argv in (none, none + [f"--model=base={tmp_path / 'missing'}"], none + ["--model", "nameless"],
+                 none + [f"--model=base={runs['base']}", "--task", "safety"]):
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: "), err
