@@ -1,0 +1,332 @@
+"""Direct Preference Optimization (Rafailov et al. 2023, "Direct Preference Optimization: Your Language Model is
+Secretly a Reward Model"; CS336 assignment 5, section "Direct Preference Optimization").
+
+The loop is thin wiring, shaped like ``alignment.sft``: preference pairs ``{"prompt", "chosen", "rejected"}``
+(generated from the arithmetic task by ``alignment.tasks.preference_pair`` in the task's own prompt template, or
+read from a JSONL by ``alignment.tasks.load_preference_pairs``: prompt/chosen/rejected or hh-rlhf dialogues),
+summed response log-probs (+ EOS) of chosen and rejected under the policy in one forward pass over the 2B stacked
+sequences and under a frozen reference (default: a copy of the starting policy) without gradients,
+``alignment.losses.dpo_loss`` (-log σ(β · margin)), gradient clipping, ``model.optim.AdamW`` with a cosine schedule.
+Held out: preference accuracy and mean margin on pairs never trained on and, for the arithmetic task, greedy task
+accuracy from ``alignment.evaluate``. ``metrics.csv`` has one row per step; its metric names follow TRL's
+``DPOTrainer`` (``rewards/accuracies`` -> reward_accuracy, ``rewards/margins`` -> reward_margin, ``rewards/chosen``,
+``rewards/rejected``, ``logps/chosen``, ``logps/rejected``). Checkpoints as ``alignment.sft`` writes them.
+
+CLI: ``python -m alignment.dpo --model RUN --tokenizer TOK_DIR --out-dir runs/dpo [--steps 100 --beta 0.1 ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import csv
+import math
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import torch
+
+TASKS = ("arithmetic", "none")  # none: no greedy task accuracy (pairs from a file only)
+METRIC_COLUMNS = ("step", "lr", "loss", "reward_accuracy", "reward_margin", "chosen_reward", "rejected_reward",
+                  "logp_chosen", "logp_rejected", "grad_norm", "val_pref_accuracy", "val_margin", "val_accuracy",
+                  "val_format_rate", "seconds")
+HELD_OUT_FRACTION = 0.1  # of a pairs file: its last 10% are held out
+
+
+@dataclass(frozen=True)
+class DPOConfig:
+    model: str  # our run folder / ckpt-*.pt, or a local HF model folder
+    tokenizer: str | None = None  # vocab.json + merges.txt folder (ours); HF: default the model folder
+    reference: str | None = None  # frozen reference model; default a frozen copy of the starting policy
+    task: str = "arithmetic"  # arithmetic: generated pairs + greedy task accuracy | none (needs pairs)
+    pairs: str | None = None  # JSONL(.gz) of preference pairs; replaces the generated pairs
+    n_train: int = 2000
+    n_test: int = 100  # held-out items (arithmetic) / at most this many held-out pairs
+    beta: float = 0.1  # DPO's β (Rafailov et al. 2023): strength of the implicit KL to the reference
+    lr: float = 1e-4  # peak; cosine to lr/10 after warmup_steps
+    warmup_steps: int = 10
+    weight_decay: float = 0.0
+    batch_size: int = 16  # pairs per microbatch (2 x batch_size sequences per forward)
+    grad_accum: int = 1
+    steps: int = 100  # optimizer steps
+    grad_clip: float = 1.0
+    eval_interval: int = 50  # held-out evaluation every N steps (and at the end); 0 = only at the end
+    eval_batch_size: int = 32
+    seed: int = 0
+    out_dir: str = "runs/dpo"
+    max_new_tokens: int = 24
+    template: str = "short"  # arithmetic prompts: 'short', 'r1_zero' or a string with {question}
+    device: str = "cpu"
+    report: str | None = None  # also append the final eval row (stage 'dpo') to this CSV
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"DPOConfig.task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        if self.task == "none" and not self.pairs:
+            raise ValueError("DPOConfig.task='none' needs DPOConfig.pairs (a JSONL of preference pairs)")
+        for name in ("n_train", "batch_size", "grad_accum", "steps", "eval_batch_size", "max_new_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"DPOConfig.{name} must be a positive int, got {value!r}")
+        for name in ("n_test", "eval_interval", "warmup_steps", "seed"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"DPOConfig.{name} must be an int >= 0, got {value!r}")
+        for name in ("beta", "lr"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"DPOConfig.{name} must be a finite number > 0, got {value!r}")
+        for name in ("weight_decay", "grad_clip"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"DPOConfig.{name} must be a finite number >= 0, got {value!r}")
+        if self.template not in ("short", "r1_zero") and "{question}" not in self.template:
+            raise ValueError(f"DPOConfig.template must be 'short', 'r1_zero' or contain {{question}}, "
+                             f"got {self.template!r}")
+
+
+def load_pairs(cfg: DPOConfig) -> tuple[list[dict], list[dict], list[dict]]:
+    """(train pairs, held-out pairs, held-out task items).
+
+    Arithmetic: pairs from ``preference_pair`` over the train / test split items (the wrong answer seeded by
+    ``cfg.seed``). A pairs file: the first 90% train (at most ``n_train``), the last 10% held out (at most
+    ``n_test``); bad lines are skipped with one warning. Task items are the arithmetic test split (or [])."""
+    from alignment import tasks
+
+    items: list[dict] = []
+    if cfg.task == "arithmetic":
+        train_items, items = tasks.arithmetic_splits(cfg.n_train, cfg.n_test, cfg.seed)
+    if cfg.pairs:
+        path = Path(cfg.pairs)
+        if not path.is_file():
+            raise ValueError(f"DPOConfig.pairs: {cfg.pairs} is not a file")
+        pairs = tasks.load_preference_pairs(path)
+        held = math.ceil(len(pairs) * HELD_OUT_FRACTION) if len(pairs) > 1 else 0
+        train, test = pairs[: len(pairs) - held][: cfg.n_train], pairs[len(pairs) - held:][: cfg.n_test]
+    else:
+        rng = random.Random(cfg.seed)
+        train = [tasks.preference_pair(item, rng, cfg.template) for item in train_items]
+        test = [tasks.preference_pair(item, rng, cfg.template) for item in items]
+    if not train:
+        raise ValueError(f"no training pairs in {cfg.pairs or 'the arithmetic task'}")
+    return train, test, items
+
+
+def pair_log_probs(model, tokenizer, pairs: list[dict], context: int | None = None) -> tuple[torch.Tensor,
+                                                                                              torch.Tensor]:
+    """Summed log-probs (B,), (B,) of each pair's chosen and rejected response + EOS given its prompt, from ONE
+    forward pass over the 2B stacked sequences (chosen first). Sequences are cut at ``context`` tokens like
+    ``alignment.sft`` cuts them (the end of a too-long response is lost)."""
+    from alignment.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
+
+    prompts = [p["prompt"] for p in pairs] * 2
+    responses = [p["chosen"] for p in pairs] + [p["rejected"] for p in pairs]
+    batch = tokenize_prompt_and_output(prompts, responses, tokenizer, add_bos=True, append_eos=True)
+    if context is not None:
+        batch = {k: v[:, :context] for k, v in batch.items()}
+    device = model_device(model)
+    batch = {k: v.to(device) for k, v in batch.items()}
+    log_probs = get_response_log_probs(model, batch["input_ids"], batch["labels"])["log_probs"]  # (2B, T)
+    summed = (log_probs * batch["response_mask"]).sum(dim=-1)  # (2B,)
+    return summed[: len(pairs)], summed[len(pairs):]
+
+
+def preference_eval(model, reference, tokenizer, pairs: list[dict], beta: float, batch_size: int,
+                    context: int | None = None) -> dict:
+    """Held-out ``{"pref_accuracy", "margin", "pref_n"}``: the fraction of pairs whose implicit reward margin
+    β[(log π - log π_ref)(chosen) - (log π - log π_ref)(rejected)] is > 0 (TRL's rewards/accuracies), its mean."""
+    if not pairs:
+        return {"pref_accuracy": None, "margin": None, "pref_n": 0}
+    was_training = model.training
+    model.eval()
+    margins = []
+    with torch.no_grad():
+        for i in range(0, len(pairs), batch_size):
+            chunk = pairs[i: i + batch_size]
+            pc, pr = pair_log_probs(model, tokenizer, chunk, context)
+            rc, rr = pair_log_probs(reference, tokenizer, chunk, context)
+            margins.append(beta * ((pc - rc.to(pc.device)) - (pr - rr.to(pr.device))))
+    model.train(was_training)
+    m = torch.cat(margins)
+    return {"pref_accuracy": float((m > 0).float().mean()), "margin": float(m.mean()), "pref_n": len(pairs)}
+
+
+def _write_metrics(path: Path, row: dict, new: bool) -> None:
+    with open(path, "w" if new else "a", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, METRIC_COLUMNS, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
+def _frozen(model):
+    model.eval()
+    model.requires_grad_(False)
+    return model
+
+
+def train_dpo(cfg: DPOConfig, model=None, tokenizer=None, *, reference=None,
+              data: tuple[list[dict], list[dict], list[dict]] | None = None) -> dict:
+    """Run DPO; returns the last held-out task summary (``alignment.evaluate``; accuracy None without a task)
+    plus ``pref_accuracy``, ``margin``, ``pref_n``, ``checkpoint`` and ``seconds``.
+
+    ``model``/``tokenizer`` may be given directly (else loaded from ``cfg.model``/``cfg.tokenizer``), likewise
+    ``reference`` (else ``cfg.reference``, else a frozen copy of the starting policy) and ``data`` (else
+    ``load_pairs(cfg)``)."""
+    from alignment.evaluate import append_report_row, evaluate, load_model_and_tokenizer
+    from alignment.losses import dpo_loss
+    from model.checkpoint import save_checkpoint, write_json_atomically
+    from model.optim import AdamW, clip_grad_norm, cosine_schedule
+
+    torch.manual_seed(cfg.seed)
+    if model is None:
+        model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
+    if reference is None:
+        reference = (load_model_and_tokenizer(cfg.reference, cfg.tokenizer, cfg.device)[0] if cfg.reference
+                     else copy.deepcopy(model))
+    reference = _frozen(reference)
+    ours = hasattr(model, "cfg") and hasattr(model, "new_cache")
+    context = model.cfg.context_length if ours else None
+    if ours and hasattr(reference, "cfg") and hasattr(reference, "new_cache"):
+        if reference.cfg.vocab_size != model.cfg.vocab_size:
+            raise ValueError(f"DPOConfig.reference: vocab size {reference.cfg.vocab_size} differs from the "
+                             f"policy's {model.cfg.vocab_size}")
+        context = min(context, reference.cfg.context_length)
+    train, test_pairs, test_items = data if data is not None else load_pairs(cfg)
+    out_dir = Path(cfg.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(out_dir / "config.json",
+                          {"model": model.cfg.to_dict() if ours else {}, "dpo": asdict(cfg)})
+    optimizer = AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    rng = random.Random(cfg.seed)
+    order: list[int] = []
+
+    def next_batch() -> list[dict]:  # whole pairs, reshuffled each epoch
+        picked = []
+        while len(picked) < cfg.batch_size:
+            if not order:
+                order.extend(rng.sample(range(len(train)), len(train)))
+            picked.append(order.pop())
+        return [train[i] for i in picked]
+
+    def held_out() -> dict:
+        summary = {"accuracy": None, "format_rate": None}
+        if test_items:
+            _, summary = evaluate(model, tokenizer, cfg.task, test_items, cfg.template, cfg.max_new_tokens,
+                                  cfg.eval_batch_size, model_name=str(cfg.out_dir))
+        summary.update(preference_eval(model, reference, tokenizer, test_pairs, cfg.beta, cfg.eval_batch_size,
+                                       context))
+        model.train()
+        return summary
+
+    metrics_path = out_dir / "metrics.csv"
+    started = time.perf_counter()
+    summary: dict = {}
+    model.train()
+    from tqdm import tqdm
+
+    bar = tqdm(range(1, cfg.steps + 1), desc="dpo", unit="step", file=sys.stderr, dynamic_ncols=True)
+    for step in bar:
+        lr = cosine_schedule(step - 1, cfg.lr, cfg.lr / 10, cfg.warmup_steps, cfg.steps)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        sums = dict.fromkeys(("loss", "rewards/accuracies", "rewards/margins", "rewards/chosen", "rewards/rejected",
+                              "logps/chosen", "logps/rejected"), 0.0)
+        for _ in range(cfg.grad_accum):
+            pairs = next_batch()
+            policy_chosen, policy_rejected = pair_log_probs(model, tokenizer, pairs, context)
+            with torch.no_grad():
+                ref_chosen, ref_rejected = pair_log_probs(reference, tokenizer, pairs, context)
+            loss, meta = dpo_loss(policy_chosen, policy_rejected, ref_chosen.to(policy_chosen.device),
+                                  ref_rejected.to(policy_chosen.device), cfg.beta)
+            (loss / cfg.grad_accum).backward()
+            sums["loss"] += float(loss.detach()) / cfg.grad_accum
+            for key in sums.keys() - {"loss"}:
+                sums[key] += float(meta[key]) / cfg.grad_accum
+        grad_norm = clip_grad_norm(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        row = {"step": step, "lr": lr, "loss": sums["loss"], "reward_accuracy": sums["rewards/accuracies"],
+               "reward_margin": sums["rewards/margins"], "chosen_reward": sums["rewards/chosen"],
+               "rejected_reward": sums["rewards/rejected"], "logp_chosen": sums["logps/chosen"],
+               "logp_rejected": sums["logps/rejected"], "grad_norm": float(grad_norm)}
+        bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['reward_accuracy']:.2f}", refresh=False)
+        if step == cfg.steps or (cfg.eval_interval and step % cfg.eval_interval == 0):
+            summary = held_out()
+            row.update(val_pref_accuracy=summary["pref_accuracy"], val_margin=summary["margin"],
+                       val_accuracy=summary["accuracy"], val_format_rate=summary["format_rate"])
+            print(f"step {step}: loss {row['loss']:.4f} reward_accuracy {row['reward_accuracy']:.3f} "
+                  f"val_pref_accuracy {summary['pref_accuracy']} val_accuracy {summary['accuracy']}",
+                  file=sys.stderr, flush=True)
+        row["seconds"] = round(time.perf_counter() - started, 3)
+        _write_metrics(metrics_path, row, new=step == 1)
+
+    model.eval()
+    if ours:
+        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": cfg.steps,
+                 "model_config": model.cfg.to_dict(), "dpo_config": asdict(cfg),
+                 "seconds": time.perf_counter() - started}
+        path = save_checkpoint(out_dir, cfg.steps, state, keep_last=1)
+    else:
+        path = out_dir / "hf"
+        model.save_pretrained(path)
+        if hasattr(tokenizer, "save_pretrained"):
+            tokenizer.save_pretrained(path)
+    summary = {**summary, "checkpoint": str(path), "seconds": round(time.perf_counter() - started, 3)}
+    if cfg.report and summary.get("task"):
+        from datetime import datetime, timezone
+
+        append_report_row(cfg.report, {**summary, "stage": "dpo", "model": str(path), "outputs": "",
+                                       "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    return summary
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m alignment.dpo", description=__doc__.split("\n\n")[0])
+    helps = {"model": "our run folder / ckpt-*.pt, or a local Hugging Face model folder",
+             "tokenizer": "tokenizer folder (vocab.json + merges.txt); HF default: the model folder",
+             "reference": "frozen reference model (same kinds as --model); default a frozen copy of --model",
+             "task": "arithmetic (generated pairs, greedy task accuracy) or none (needs --pairs)",
+             "pairs": "JSONL(.gz) of preference pairs (prompt/chosen/rejected or hh-rlhf chosen/rejected); "
+                      "replaces the generated pairs, its last 10%% are held out",
+             "n_test": "held-out arithmetic items / at most this many held-out pairs",
+             "beta": "DPO beta (Rafailov et al. 2023)", "batch_size": "pairs per microbatch",
+             "eval_interval": "held-out evaluation every N steps and at the end (0: only at the end)",
+             "template": "arithmetic prompt template: short, r1_zero or a string with {question}",
+             "report": "also append the final eval row (stage dpo) to this CSV"}
+    for f in fields(DPOConfig):
+        flag = "--" + f.name.replace("_", "-")
+        kind = {"int": int, "float": float}.get(str(f.type).split(" ")[0], str)
+        if f.name == "model":
+            p.add_argument(flag, required=True, help=helps["model"])
+        else:
+            p.add_argument(flag, type=kind, default=f.default,
+                           help=f"{helps.get(f.name, f.name.replace('_', ' '))} (default {f.default})")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = DPOConfig(**vars(args))
+        from alignment.evaluate import load_model_and_tokenizer
+
+        data = load_pairs(cfg)
+        model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
+        reference = load_model_and_tokenizer(cfg.reference, cfg.tokenizer, cfg.device)[0] if cfg.reference else None
+    except Exception as exc:  # bad input: one line, exit 2
+        what = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+        print(f"error: {what}".splitlines()[0], file=sys.stderr)
+        return 2
+    summary = train_dpo(cfg, model, tokenizer, reference=reference, data=data)
+    print(f"dpo: {cfg.steps} steps, held-out preference accuracy {summary.get('pref_accuracy')}, margin "
+          f"{summary.get('margin')}, accuracy {summary.get('accuracy')}, format rate {summary.get('format_rate')}, "
+          f"checkpoint {summary['checkpoint']} ({summary['seconds']:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
