@@ -17,17 +17,18 @@ CLI: ``python -m alignment.dpo --model RUN --tokenizer TOK_DIR --out-dir runs/dp
 
 from __future__ import annotations
 
-import argparse
 import copy
-import csv
 import math
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from alignment.loop import ENGINES, cli_main, load_model_and_prepare, save_trained, write_metrics_row
+from alignment.tasks import HELD_OUT
 
 TASKS = ("arithmetic", "none")  # none: no greedy task accuracy (pairs from a file only)
 METRIC_COLUMNS = ("step", "lr", "loss", "reward_accuracy", "reward_margin", "chosen_reward", "rejected_reward",
@@ -45,6 +46,8 @@ class DPOConfig:
     pairs: str | None = None  # JSONL(.gz) of preference pairs; replaces the generated pairs
     n_train: int = 2000
     n_test: int = 100  # held-out items (arithmetic) / at most this many held-out pairs
+    digits: int = 2  # arithmetic: operands of 1..digits digits
+    held_out: str = "problems"  # arithmetic test split: unseen problems, or unseen wording of the same facts
     beta: float = 0.1  # DPO's β (Rafailov et al. 2023): strength of the implicit KL to the reference
     lr: float = 1e-4  # peak; cosine to lr/10 after warmup_steps
     warmup_steps: int = 10
@@ -61,8 +64,16 @@ class DPOConfig:
     template: str = "short"  # arithmetic prompts: 'short', 'r1_zero' or a string with {question}
     device: str = "cpu"
     report: str | None = None  # also append the final eval row (stage 'dpo') to this CSV
+    metrics: str | None = None  # also write the final summary (JSON) here, for dvc metrics
+    engine: str = "ours"  # ours | trl (TRL's DPOTrainer on a local HF model)
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"DPOConfig.engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.held_out not in HELD_OUT:
+            raise ValueError(f"DPOConfig.held_out must be one of {', '.join(HELD_OUT)}, got {self.held_out!r}")
+        if not isinstance(self.digits, int) or not 1 <= self.digits <= 9:
+            raise ValueError(f"DPOConfig.digits must be an int in 1..9, got {self.digits!r}")
         if self.task not in TASKS:
             raise ValueError(f"DPOConfig.task must be one of {', '.join(TASKS)}, got {self.task!r}")
         if self.task == "none" and not self.pairs:
@@ -98,7 +109,7 @@ def load_pairs(cfg: DPOConfig) -> tuple[list[dict], list[dict], list[dict]]:
 
     items: list[dict] = []
     if cfg.task == "arithmetic":
-        train_items, items = tasks.arithmetic_splits(cfg.n_train, cfg.n_test, cfg.seed)
+        train_items, items = tasks.task_splits(cfg.n_train, cfg.n_test, cfg.seed, cfg.digits, cfg.held_out)
     if cfg.pairs:
         path = Path(cfg.pairs)
         if not path.is_file():
@@ -154,14 +165,6 @@ def preference_eval(model, reference, tokenizer, pairs: list[dict], beta: float,
     return {"pref_accuracy": float((m > 0).float().mean()), "margin": float(m.mean()), "pref_n": len(pairs)}
 
 
-def _write_metrics(path: Path, row: dict, new: bool) -> None:
-    with open(path, "w" if new else "a", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, METRIC_COLUMNS, extrasaction="ignore")
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
-
-
 def _frozen(model):
     model.eval()
     model.requires_grad_(False)
@@ -176,30 +179,28 @@ def train_dpo(cfg: DPOConfig, model=None, tokenizer=None, *, reference=None,
     ``model``/``tokenizer`` may be given directly (else loaded from ``cfg.model``/``cfg.tokenizer``), likewise
     ``reference`` (else ``cfg.reference``, else a frozen copy of the starting policy) and ``data`` (else
     ``load_pairs(cfg)``)."""
-    from alignment.evaluate import append_report_row, evaluate, load_model_and_tokenizer
+    from alignment.evaluate import evaluate, load_model_and_tokenizer
     from alignment.losses import dpo_loss
-    from model.checkpoint import save_checkpoint, write_json_atomically
     from model.optim import AdamW, clip_grad_norm, cosine_schedule
 
+    if cfg.engine == "trl":
+        from alignment.trl_engine import train_dpo_trl
+
+        return train_dpo_trl(cfg, model, tokenizer)
     torch.manual_seed(cfg.seed)
+    train, test_pairs, test_items = data if data is not None else load_pairs(cfg)
     if model is None:
         model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
     if reference is None:
         reference = (load_model_and_tokenizer(cfg.reference, cfg.tokenizer, cfg.device)[0] if cfg.reference
                      else copy.deepcopy(model))
     reference = _frozen(reference)
-    ours = hasattr(model, "cfg") and hasattr(model, "new_cache")
-    context = model.cfg.context_length if ours else None
+    model, tokenizer, ours, context, out_dir = load_model_and_prepare(cfg, "dpo", model, tokenizer)
     if ours and hasattr(reference, "cfg") and hasattr(reference, "new_cache"):
         if reference.cfg.vocab_size != model.cfg.vocab_size:
             raise ValueError(f"DPOConfig.reference: vocab size {reference.cfg.vocab_size} differs from the "
                              f"policy's {model.cfg.vocab_size}")
         context = min(context, reference.cfg.context_length)
-    train, test_pairs, test_items = data if data is not None else load_pairs(cfg)
-    out_dir = Path(cfg.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomically(out_dir / "config.json",
-                          {"model": model.cfg.to_dict() if ours else {}, "dpo": asdict(cfg)})
     optimizer = AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     rng = random.Random(cfg.seed)
     order: list[int] = []
@@ -262,70 +263,23 @@ def train_dpo(cfg: DPOConfig, model=None, tokenizer=None, *, reference=None,
                   f"val_pref_accuracy {summary['pref_accuracy']} val_accuracy {summary['accuracy']}",
                   file=sys.stderr, flush=True)
         row["seconds"] = round(time.perf_counter() - started, 3)
-        _write_metrics(metrics_path, row, new=step == 1)
+        write_metrics_row(metrics_path, METRIC_COLUMNS, row, new=step == 1)
 
-    model.eval()
-    if ours:
-        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": cfg.steps,
-                 "model_config": model.cfg.to_dict(), "dpo_config": asdict(cfg),
-                 "seconds": time.perf_counter() - started}
-        path = save_checkpoint(out_dir, cfg.steps, state, keep_last=1)
-    else:
-        path = out_dir / "hf"
-        model.save_pretrained(path)
-        if hasattr(tokenizer, "save_pretrained"):
-            tokenizer.save_pretrained(path)
-    summary = {**summary, "checkpoint": str(path), "seconds": round(time.perf_counter() - started, 3)}
-    if cfg.report and summary.get("task"):
-        from datetime import datetime, timezone
-
-        append_report_row(cfg.report, {**summary, "stage": "dpo", "model": str(path), "outputs": "",
-                                       "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-    return summary
+    return save_trained(cfg, "dpo", model, tokenizer, optimizer, summary, started)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m alignment.dpo", description=__doc__.split("\n\n")[0])
-    helps = {"model": "our run folder / ckpt-*.pt, or a local Hugging Face model folder",
-             "tokenizer": "tokenizer folder (vocab.json + merges.txt); HF default: the model folder",
-             "reference": "frozen reference model (same kinds as --model); default a frozen copy of --model",
-             "task": "arithmetic (generated pairs, greedy task accuracy) or none (needs --pairs)",
-             "pairs": "JSONL(.gz) of preference pairs (prompt/chosen/rejected or hh-rlhf chosen/rejected); "
-                      "replaces the generated pairs, its last 10%% are held out",
-             "n_test": "held-out arithmetic items / at most this many held-out pairs",
-             "beta": "DPO beta (Rafailov et al. 2023)", "batch_size": "pairs per microbatch",
-             "eval_interval": "held-out evaluation every N steps and at the end (0: only at the end)",
-             "template": "arithmetic prompt template: short, r1_zero or a string with {question}",
-             "report": "also append the final eval row (stage dpo) to this CSV"}
-    for f in fields(DPOConfig):
-        flag = "--" + f.name.replace("_", "-")
-        kind = {"int": int, "float": float}.get(str(f.type).split(" ")[0], str)
-        if f.name == "model":
-            p.add_argument(flag, required=True, help=helps["model"])
-        else:
-            p.add_argument(flag, type=kind, default=f.default,
-                           help=f"{helps.get(f.name, f.name.replace('_', ' '))} (default {f.default})")
-    return p
+HELPS = {"reference": "frozen reference model (same kinds as --model); default a frozen copy of --model",
+         "task": "arithmetic (generated pairs, greedy task accuracy) or none (needs --pairs)",
+         "pairs": "JSONL(.gz) of preference pairs (prompt/chosen/rejected or hh-rlhf chosen/rejected); "
+                  "replaces the generated pairs, its last 10%% are held out",
+         "n_test": "held-out arithmetic items / at most this many held-out pairs",
+         "beta": "DPO beta (Rafailov et al. 2023)", "batch_size": "pairs per microbatch",
+         "eval_interval": "held-out evaluation every N steps and at the end (0: only at the end)",
+         "template": "arithmetic prompt template: short, r1_zero or a string with {question}"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        cfg = DPOConfig(**vars(args))
-        from alignment.evaluate import load_model_and_tokenizer
-
-        data = load_pairs(cfg)
-        model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
-        reference = load_model_and_tokenizer(cfg.reference, cfg.tokenizer, cfg.device)[0] if cfg.reference else None
-    except Exception as exc:  # bad input: one line, exit 2
-        what = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
-        print(f"error: {what}".splitlines()[0], file=sys.stderr)
-        return 2
-    summary = train_dpo(cfg, model, tokenizer, reference=reference, data=data)
-    print(f"dpo: {cfg.steps} steps, held-out preference accuracy {summary.get('pref_accuracy')}, margin "
-          f"{summary.get('margin')}, accuracy {summary.get('accuracy')}, format rate {summary.get('format_rate')}, "
-          f"checkpoint {summary['checkpoint']} ({summary['seconds']:.1f} s)")
-    return 0
+    return cli_main(DPOConfig, train_dpo, "dpo", argv, doc=__doc__, helps=HELPS)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from alignment.loop import ENGINES, cli_main, load_model_and_prepare, save_train
 from alignment.losses import LENGTH_NORMALIZATIONS, LOSS_TYPES
 from alignment.rollout import rollout
 from alignment.sft import TASKS, load_task
+from alignment.tasks import HELD_OUT
 
 METRIC_COLUMNS = ("step", "lr", "loss", "reward", "format_reward", "answer_reward", "frac_zero_std", "entropy",
                   "response_tokens", "clip_fraction", "kl", "grad_norm", "rollout_seconds", "train_seconds",
@@ -46,6 +47,8 @@ class GRPOConfig:
     task: str = "arithmetic"
     n_train: int = 2000
     n_test: int = 100
+    digits: int = 2  # arithmetic: operands of 1..digits digits
+    held_out: str = "problems"  # arithmetic test split: unseen problems, or unseen wording of the same facts
     steps: int = 200  # GRPO steps (rollout batches)
     lr: float = 1e-5
     warmup_steps: int = 0  # linear warmup, then constant (CS336 uses a constant lr)
@@ -80,6 +83,10 @@ class GRPOConfig:
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise ValueError(f"GRPOConfig.engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.held_out not in HELD_OUT:
+            raise ValueError(f"GRPOConfig.held_out must be one of {', '.join(HELD_OUT)}, got {self.held_out!r}")
+        if not isinstance(self.digits, int) or not 1 <= self.digits <= 9:
+            raise ValueError(f"GRPOConfig.digits must be an int in 1..9, got {self.digits!r}")
         if self.task not in TASKS:
             raise ValueError(f"GRPOConfig.task must be one of {', '.join(TASKS)}, got {self.task!r}")
         for name in ("n_train", "steps", "rollout_batch_size", "group_size", "train_batch_size", "grad_accum",

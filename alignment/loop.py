@@ -155,7 +155,13 @@ def cli_main(config_cls, train_fn, stage: str, argv: list[str] | None = None, do
         what = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
         print(f"error: {what}".splitlines()[0], file=sys.stderr)
         return 2
-    summary = train_fn(cfg, model, tokenizer)
+    try:
+        summary = train_fn(cfg, model, tokenizer)
+    except ValueError as exc:  # bad data or an engine that cannot take this model: one line, exit 2
+        print(f"error: {exc}".splitlines()[0], file=sys.stderr)
+        return 2
+    pref = (f", held-out preference accuracy {summary['pref_accuracy']}, margin {summary.get('margin')}"
+            if "pref_accuracy" in summary else "")
     print(f"{stage}: {cfg.steps} steps, held-out accuracy {summary.get('accuracy')}, format rate "
-          f"{summary.get('format_rate')}, checkpoint {summary['checkpoint']} ({summary['seconds']:.1f} s)")
+          f"{summary.get('format_rate')}{pref}, checkpoint {summary['checkpoint']} ({summary['seconds']:.1f} s)")
     return 0

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from alignment.loop import ENGINES, cli_main, load_model_and_prepare, save_trained, write_metrics_row
+from alignment.tasks import HELD_OUT
 
 TASKS = ("arithmetic", "gsm8k")
 METRIC_COLUMNS = ("step", "lr", "loss", "nll_per_token", "grad_norm", "response_tokens", "val_accuracy",
@@ -35,6 +36,8 @@ class SFTConfig:
     task: str = "arithmetic"  # arithmetic (generated) | gsm8k (../shared/data/alignment)
     n_train: int = 2000
     n_test: int = 100
+    digits: int = 2  # arithmetic: operands of 1..digits digits
+    held_out: str = "problems"  # arithmetic test split: unseen problems, or unseen wording of the same facts
     lr: float = 1e-3  # peak; cosine to lr/10 after warmup_steps (tiny models; ~1e-5 for 1B-scale HF models)
     warmup_steps: int = 10
     weight_decay: float = 0.0
@@ -57,6 +60,10 @@ class SFTConfig:
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise ValueError(f"SFTConfig.engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.held_out not in HELD_OUT:
+            raise ValueError(f"SFTConfig.held_out must be one of {', '.join(HELD_OUT)}, got {self.held_out!r}")
+        if not isinstance(self.digits, int) or not 1 <= self.digits <= 9:
+            raise ValueError(f"SFTConfig.digits must be an int in 1..9, got {self.digits!r}")
         if self.task not in TASKS:
             raise ValueError(f"SFTConfig.task must be one of {', '.join(TASKS)}, got {self.task!r}")
         for name in ("n_train", "batch_size", "grad_accum", "steps", "eval_batch_size", "max_new_tokens"):
@@ -79,12 +86,12 @@ class SFTConfig:
                              f"got {self.template!r}")
 
 
-def load_task(cfg: SFTConfig) -> tuple[list[dict], list[dict]]:
-    """(train, test) items: the arithmetic splits, or GSM8K train / test files."""
+def load_task(cfg) -> tuple[list[dict], list[dict]]:
+    """(train, test) items of a loop's config: the arithmetic splits, or GSM8K train / test files."""
     from alignment import tasks
 
     if cfg.task == "arithmetic":
-        return tasks.arithmetic_splits(cfg.n_train, cfg.n_test, cfg.seed)
+        return tasks.task_splits(cfg.n_train, cfg.n_test, cfg.seed, cfg.digits, cfg.held_out)
     train = tasks.load_gsm8k(tasks.DATA_DIR / "gsm8k_train.jsonl")[: cfg.n_train]
     test = tasks.load_gsm8k(tasks.DATA_DIR / "gsm8k_test.jsonl")[: cfg.n_test]
     return train, test

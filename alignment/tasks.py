@@ -133,6 +133,58 @@ def arithmetic_splits(n_train: int, n_test: int, seed: int = 0, digits: tuple[in
     return items[n_test:], items[:n_test]
 
 
+HELD_OUT = ("problems", "wording")
+
+
+def _wording_stream(seed: int, digits: tuple[int, int], ops: tuple[str, ...], templates: dict, names: tuple,
+                    objects: tuple):
+    """Distinct questions (a problem may recur in other words) drawn from the given templates, names, objects."""
+    rng = random.Random(seed)
+    seen = set()
+    ops = tuple(ops)
+    while True:
+        op = ops[rng.randrange(len(ops))]
+        a, b = _operand(rng, digits), _operand(rng, digits)
+        if op == "-" and a < b:
+            a, b = b, a
+        template = templates[op][rng.randrange(len(templates[op]))]
+        question = template.format(name=names[rng.randrange(len(names))], a=a, b=b,
+                                   obj=objects[rng.randrange(len(objects))])
+        if question in seen:
+            continue
+        seen.add(question)
+        yield {"question": question, "answer": str(_APPLY[op](a, b)), "expression": f"{a} {op} {b}"}
+
+
+def wording_splits(n_train: int, n_test: int, seed: int = 0, digits: tuple[int, int] = (1, 1),
+                   ops: tuple[str, ...] = ("+", "-")) -> tuple[list[dict], list[dict]]:
+    """(train, test) held out by wording, not by problem: test questions use each operation's last template and
+    names/objects never seen in training (the arithmetic facts are shared). For digit ranges too small to hold
+    out problems (1-digit: 100 facts) this measures whether a model answers the same sums asked another way."""
+    _check_args(digits, ops)
+    for name, n in (("n_train", n_train), ("n_test", n_test)):
+        if not isinstance(n, int) or n < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {n!r}")
+    train_t = {op: t[:-1] or t for op, t in TEMPLATES.items()}
+    test_t = {op: t[-1:] for op, t in TEMPLATES.items()}
+    cut_n, cut_o = len(NAMES) * 3 // 4, len(OBJECTS) * 3 // 4
+    test_cap = arithmetic_capacity(digits, ops) * (len(NAMES) - cut_n) * (len(OBJECTS) - cut_o)
+    if n_test > test_cap // 2:
+        raise ValueError(f"n_test={n_test} is too many held-out questions for digits={digits} ops={ops}")
+    train_stream = _wording_stream(seed, digits, ops, train_t, NAMES[:cut_n], OBJECTS[:cut_o])
+    test_stream = _wording_stream(seed + 1, digits, ops, test_t, NAMES[cut_n:], OBJECTS[cut_o:])
+    return [next(train_stream) for _ in range(n_train)], [next(test_stream) for _ in range(n_test)]
+
+
+def task_splits(n_train: int, n_test: int, seed: int = 0, digits: int = 2, held_out: str = "problems"):
+    """The arithmetic task as the loops configure it: operands of 1..``digits`` digits, + and -, held out by
+    problem (``arithmetic_splits``) or by wording (``wording_splits``)."""
+    if held_out not in HELD_OUT:
+        raise ValueError(f"held_out must be one of {', '.join(HELD_OUT)}, got {held_out!r}")
+    split = arithmetic_splits if held_out == "problems" else wording_splits
+    return split(n_train, n_test, seed, (1, digits))
+
+
 def _reasoning(item: dict) -> str:
     if item.get("expression"):
         return f"{item['expression']} = {item['answer']}"

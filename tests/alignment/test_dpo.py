@@ -177,7 +177,8 @@ def test_cli_bad_input_exits_2_with_one_line(runs, tmp_path, capsys):
     for extra in (["--beta", "-1"], ["--beta", "0"], ["--pairs", str(tmp_path / "missing.jsonl")],
                   ["--reference", str(tmp_path / "nope")]):
         capsys.readouterr()
-        argv = ["--model", str(run), "--tokenizer", str(tok), "--out-dir", str(tmp_path / "bad"), *extra]
+        argv = ["--model", str(run), "--tokenizer", str(tok), "--out-dir", str(tmp_path / "bad"),
+                "--params", str(tmp_path / "none.yaml"), *extra]
         assert main(argv) == 2, extra
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: "), err
@@ -187,11 +188,13 @@ def test_cli_bad_input_exits_2_with_one_line(runs, tmp_path, capsys):
 def test_cli_tiny_run_and_report(runs, tmp_path, capsys):
     run, _, tok = runs
     report = tmp_path / "alignment.csv"
-    argv = ["--model", str(run), "--tokenizer", str(tok), "--n-train", "8", "--n-test", "2", "--steps", "2",
+    argv = ["--params", str(tmp_path / "none.yaml"), "--model", str(run), "--tokenizer", str(tok), "--n-train", "8",
+            "--n-test", "2", "--steps", "2",
             "--batch-size", "2", "--grad-accum", "2", "--max-new-tokens", "4", "--out-dir", str(tmp_path / "cli"),
             "--report", str(report)]
     assert main(argv) == 0
-    assert capsys.readouterr().out.startswith("dpo: 2 steps, held-out preference accuracy")
+    out = capsys.readouterr().out
+    assert out.startswith("dpo: 2 steps, held-out accuracy") and "held-out preference accuracy" in out
     assert pd.read_csv(report)["stage"].tolist() == ["dpo"]
     assert json.loads((tmp_path / "cli" / "config.json").read_text())["dpo"]["beta"] == 0.1
     assert load_model(tmp_path / "cli").cfg.vocab_size == 257
