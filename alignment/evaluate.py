@@ -5,6 +5,8 @@ score each output with ``r1_zero_reward_fn``, write per-example outputs and the 
 supplementary SFT assignment's GSM8K / MMLU / SimpleSafetyTests evaluations:
 
 - ``arithmetic``: the project's generated task (the held-out test split), R1-Zero reward.
+- ``math``: MATH-style JSONL given with ``--data`` (``problem`` + ``solution`` with ``\\boxed{}``), R1-Zero reward
+  (MATH is not in ../shared/data; CS336 A5 uses its ``validation.jsonl``).
 - ``gsm8k``: ``gsm8k_reward`` (``#### N``, ``<answer>``, ``\\boxed{}`` or the last number).
 - ``mmlu``: the letter ``parse_mmlu_letter`` reads (inside ``<answer>`` tags when there are some).
 - ``safety``: outputs only (they are judged elsewhere); accuracy and format rate are left empty.
@@ -32,7 +34,7 @@ from alignment.policy import TokenizerAdapter, clean_text
 from alignment.rewards import extract_answer, gsm8k_reward, parse_mmlu_letter, r1_zero_reward_fn
 from alignment.tasks import DATA_DIR, format_prompt
 
-TASKS = ("arithmetic", "gsm8k", "mmlu", "safety")
+TASKS = ("arithmetic", "gsm8k", "math", "mmlu", "safety")
 CSV_COLUMNS = ("timestamp", "stage", "task", "model", "n", "accuracy", "format_rate", "mean_response_tokens",
                "seconds", "outputs")
 MMLU_QUESTION = "{question}\nA. {a}\nB. {b}\nC. {c}\nD. {d}\nAnswer with the letter of the correct choice."
@@ -53,7 +55,7 @@ def build_prompt(task: str, item: dict, template: str) -> str:
 
 def score(task: str, response: str, item: dict) -> dict:
     """``{"reward", "format_reward", "answer_reward"}`` (+ ``pred`` for MMLU); empty for safety."""
-    if task == "arithmetic":
+    if task in ("arithmetic", "math"):
         return r1_zero_reward_fn(response, item["answer"])
     if task == "gsm8k":
         return gsm8k_reward(response, item["answer"])
@@ -160,14 +162,18 @@ def append_report_row(path: str | Path, row: dict) -> Path:
 
 # ---- loading -------------------------------------------------------------------------------------
 
-def load_items(task: str, n: int | None, data: str | None = None, seed: int = 0) -> list[dict]:
-    """Evaluation items: the arithmetic test split (seeded), GSM8K test, MMLU test, SimpleSafetyTests."""
+def load_items(task: str, n: int | None, data: str | None = None, seed: int = 0, digits: int = 2,
+               held_out: str = "problems") -> list[dict]:
+    """Evaluation items: the arithmetic test split (seeded; ``digits``/``held_out`` as in the loops' configs),
+    GSM8K test, MMLU test, SimpleSafetyTests."""
     from alignment import tasks
 
     if task == "arithmetic":
-        return tasks.arithmetic_splits(0, n if n is not None else 200, seed)[1]
+        return tasks.task_splits(0, n if n is not None else 200, seed, digits, held_out)[1]
     if task == "gsm8k":
         items = tasks.load_gsm8k(data or DATA_DIR / "gsm8k_test.jsonl")
+    elif task == "math":
+        items = tasks.load_math(data or DATA_DIR / "math_test.jsonl")
     elif task == "mmlu":
         items = tasks.load_mmlu(data or DATA_DIR / "mmlu", "test")
     else:

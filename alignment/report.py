@@ -36,9 +36,10 @@ from alignment.evaluate import (
 
 def evaluate_stages(models: dict[str, str], tokenizer_dir: str | None, task: str, n: int, template: str,
                     max_new_tokens: int, batch_size: int = 64, seed: int = 0, device: str = "cpu",
-                    out_dir: str | Path = "reports/alignment") -> pd.DataFrame:
+                    out_dir: str | Path = "reports/alignment", digits: int = 2,
+                    held_out: str = "problems") -> pd.DataFrame:
     """One row per stage, in the order given; per-example JSONL under ``out_dir``."""
-    items = load_items(task, n, seed=seed)
+    items = load_items(task, n, seed=seed, digits=digits, held_out=held_out)
     if not items:
         raise ValueError(f"no {task} items to evaluate")
     rows = []
@@ -125,13 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a stage's model (repeatable; replaces alignment_report.models)")
     for flag, kind in (("--tokenizer", str), ("--task", str), ("--n", int), ("--template", str),
                        ("--max-new-tokens", int), ("--batch-size", int), ("--seed", int), ("--device", str),
+                       ("--digits", int), ("--held-out", str),
                        ("--out", str), ("--out-dir", str), ("--plot", str), ("--metrics", str)):
         p.add_argument(flag, type=kind, default=None, help=f"overrides alignment_report.{flag[2:].replace('-', '_')}")
     return p
 
 
 DEFAULTS = {"tokenizer": None, "task": "arithmetic", "n": 200, "template": "short", "max_new_tokens": 32,
-            "batch_size": 64, "seed": 0, "device": "cpu", "out": "reports/alignment.csv",
+            "batch_size": 64, "seed": 0, "device": "cpu", "digits": 2, "held_out": "problems", "out": "reports/alignment.csv",
             "out_dir": "reports/alignment", "plot": "reports/alignment.png", "metrics": "metrics/alignment.json",
             "models": {}}
 
@@ -173,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}".splitlines()[0], file=sys.stderr)
         return 2
     frame = evaluate_stages(s["models"], s["tokenizer"], s["task"], s["n"], s["template"], s["max_new_tokens"],
-                            s["batch_size"], s["seed"], s["device"], s["out_dir"])
+                            s["batch_size"], s["seed"], s["device"], s["out_dir"], s["digits"], s["held_out"])
     write_csv_atomically(frame, s["out"])
     curves = {stage: Path(path if Path(path).is_dir() else Path(path).parent) / "metrics.csv"
               for stage, path in s["models"].items()}

@@ -326,6 +326,30 @@ def load_gsm8k(path: str | Path = DATA_DIR / "gsm8k_train.jsonl") -> list[dict]:
     return out
 
 
+def load_math(path: str | Path = DATA_DIR / "math_test.jsonl") -> list[dict]:
+    """MATH-style JSONL (Hendrycks et al., 2021; CS336 A5's ``MATH/validation.jsonl``): ``problem`` (or
+    ``question``) and ``answer`` or a ``solution`` whose last ``\\boxed{}`` is the answer -> ``[{"question",
+    "answer", "solution"}]``."""
+    from alignment.rewards import extract_boxed
+
+    path, skips = Path(path), _Skips("load_math")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no MATH JSONL there (pass --data FILE with problem/solution records)")
+    out = []
+    for i, rec in _jsonl(path, skips):
+        question = rec.get("problem", rec.get("question"))
+        solution = rec.get("solution") if isinstance(rec.get("solution"), str) else ""
+        answer = rec.get("answer")
+        answer = str(answer) if isinstance(answer, (str, int, float)) and str(answer).strip() else extract_boxed(solution)
+        if not isinstance(question, str) or not question.strip() or not answer:
+            skips.add(path, i, "missing problem" if not isinstance(question, str) or not question.strip()
+                      else "no answer or \\boxed{} in the solution")
+            continue
+        out.append({"question": question, "answer": answer, "solution": solution})
+    skips.warn()
+    return out
+
+
 def load_mmlu(path: str | Path = DATA_DIR / "mmlu", split: str = "test") -> list[dict]:
     """MMLU headerless CSVs ``<path>/<split>/<subject>_<split>.csv`` (or ``<path>/<subject>_<split>.csv``) ->
     ``[{"subject", "question", "choices" (4 strings), "answer" ('A'..'D')}]``, subjects in file-name order."""

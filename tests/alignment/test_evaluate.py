@@ -175,3 +175,19 @@ def test_cli_runs_a_local_hf_model_folder(tmp_path):
     df = pd.read_csv(report)
     assert df["stage"].tolist() == ["hf"] and df["n"].tolist() == [2]
     assert 0 < df["mean_response_tokens"].iloc[0] <= 4
+
+
+def test_math_task_reads_boxed_answers_and_scores_with_r1_zero(tmp_path):
+    from alignment.evaluate import load_items
+
+    data = tmp_path / "math.jsonl"
+    data.write_text('{"problem": "What is $\\\\frac{1}{2}+\\\\frac{1}{4}$?", "solution": "So $\\\\boxed{\\\\frac{3}{4}}$."}\n'
+                    '{"problem": "2+2?", "answer": "4"}\n'
+                    '{"problem": "no answer", "solution": "none"}\n'
+                    'not json\n')
+    with pytest.warns(UserWarning, match="skipped 2 bad record"):
+        items = load_items("math", None, str(data))
+    assert [i["answer"] for i in items] == ["\\frac{3}{4}", "4"]
+    canned = ["</think> <answer> 0.75 </answer>", "</think> <answer> 5 </answer>"]
+    _, summary = evaluate(lambda prompts: canned, None, "math", items)
+    assert summary["accuracy"] == 0.5 and summary["format_rate"] == 1.0

@@ -296,3 +296,27 @@ def test_mmlu_and_csv_loaders_on_bad_rows(tmp_path):
     a.write_text(json.dumps([{"instruction": "Do X", "output": "ok"}, {"output": "no instruction"}, 7]))
     with pytest.warns(DataWarning, match="skipped 2"):
         assert load_alpaca_eval(a) == [{"instruction": "Do X", "output": "ok", "generator": "", "dataset": ""}]
+
+
+def test_wording_split_shares_facts_but_not_wording():
+    from alignment.tasks import NAMES, OBJECTS, TEMPLATES, task_splits
+
+    train, test = task_splits(2000, 100, seed=3, digits=1, held_out="wording")
+    assert len(train) == 2000 and len(test) == 100
+    assert not {t["question"] for t in train} & {t["question"] for t in test}
+    test_templates = {t[-1].split("{a}")[0].replace("{name}", "") for t in TEMPLATES.values()}
+    for item in test:
+        a, op, b = item["expression"].split()
+        assert int(item["answer"]) == (int(a) + int(b) if op == "+" else int(a) - int(b)) and 2 <= int(a) <= 9
+        names = [n for n in NAMES if f"{n} " in item["question"]]
+        objects = [o for o in OBJECTS if f" {o}" in item["question"]]
+        assert names and all(NAMES.index(n) >= 15 for n in names), item
+        assert objects and all(OBJECTS.index(o) >= 9 for o in objects), item
+    for item in train:
+        assert not any(f"{n} " in item["question"] for n in NAMES[15:]), item
+    # every held-out fact was trained on in other words (1-digit: only 100 facts)
+    assert {t["expression"] for t in test} <= {t["expression"] for t in train}
+    assert test_templates  # the last template of each operation is the held-out one
+    assert task_splits(2000, 100, seed=3, digits=1, held_out="wording") == (train, test)
+    with pytest.raises(ValueError, match="held_out"):
+        task_splits(1, 1, held_out="names")
