@@ -133,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 DEFAULTS = {"tokenizer": None, "task": "arithmetic", "n": 200, "template": "short", "max_new_tokens": 32,
-            "batch_size": 64, "seed": 0, "device": "cpu", "digits": 2, "held_out": "problems", "out": "reports/alignment.csv",
+            "batch_size": 64, "seed": 0, "device": "cpu", "digits": 2, "held_out": "problems",
+            "out": "reports/alignment.csv",
             "out_dir": "reports/alignment", "plot": "reports/alignment.png", "metrics": "metrics/alignment.json",
             "models": {}}
 

@@ -340,7 +340,8 @@ def load_math(path: str | Path = DATA_DIR / "math_test.jsonl") -> list[dict]:
         question = rec.get("problem", rec.get("question"))
         solution = rec.get("solution") if isinstance(rec.get("solution"), str) else ""
         answer = rec.get("answer")
-        answer = str(answer) if isinstance(answer, (str, int, float)) and str(answer).strip() else extract_boxed(solution)
+        given = isinstance(answer, (str, int, float)) and str(answer).strip()
+        answer = str(answer) if given else extract_boxed(solution)
         if not isinstance(question, str) or not question.strip() or not answer:
             skips.add(path, i, "missing problem" if not isinstance(question, str) or not question.strip()
                       else "no answer or \\boxed{} in the solution")

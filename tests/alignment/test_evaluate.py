@@ -181,7 +181,8 @@ def test_math_task_reads_boxed_answers_and_scores_with_r1_zero(tmp_path):
     from alignment.evaluate import load_items
 
     data = tmp_path / "math.jsonl"
-    data.write_text('{"problem": "What is $\\\\frac{1}{2}+\\\\frac{1}{4}$?", "solution": "So $\\\\boxed{\\\\frac{3}{4}}$."}\n'
+    data.write_text('{"problem": "What is $\\\\frac{1}{2}+\\\\frac{1}{4}$?", '
+                    '"solution": "So $\\\\boxed{\\\\frac{3}{4}}$."}\n'
                     '{"problem": "2+2?", "answer": "4"}\n'
                     '{"problem": "no answer", "solution": "none"}\n'
                     'not json\n')
