@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from alignment.loop import ENGINES, cli_main, load_model_and_prepare, save_trained, write_metrics_row
+from alignment.loop import ENGINES, cli_main, load_model_and_prepare, plot_metrics, save_trained, write_metrics_row
 from alignment.tasks import HELD_OUT
 
 TASKS = ("arithmetic", "none")  # none: no greedy task accuracy (pairs from a file only)
@@ -265,6 +265,9 @@ def train_dpo(cfg: DPOConfig, model=None, tokenizer=None, *, reference=None,
         row["seconds"] = round(time.perf_counter() - started, 3)
         write_metrics_row(metrics_path, METRIC_COLUMNS, row, new=step == 1)
 
+    plot_metrics(metrics_path, out_dir / "metrics.png",
+                 {"loss": ("loss",), "preference": ("reward_accuracy", "val_pref_accuracy", "val_accuracy"),
+                  "margin": ("reward_margin", "val_margin")})
     return save_trained(cfg, "dpo", model, tokenizer, optimizer, summary, started)
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from alignment.loop import ENGINES, cli_main, load_model_and_prepare, save_trained, write_metrics_row
+from alignment.loop import ENGINES, cli_main, load_model_and_prepare, plot_metrics, save_trained, write_metrics_row
 from alignment.losses import LENGTH_NORMALIZATIONS, LOSS_TYPES
 from alignment.rollout import rollout
 from alignment.sft import TASKS, load_task
@@ -306,6 +306,9 @@ def train_grpo(cfg: GRPOConfig, model=None, tokenizer=None, reward_fn=None) -> d
                   f"val_accuracy {summary['accuracy']}", file=sys.stderr, flush=True)
         row["seconds"] = round(time.perf_counter() - started, 3)
         write_metrics_row(metrics_path, METRIC_COLUMNS, row, new=False)
+    plot_metrics(metrics_path, out_dir / "metrics.png",
+                 {"reward": ("reward", "format_reward", "answer_reward", "val_accuracy"),
+                  "policy": ("entropy", "clip_fraction", "kl", "frac_zero_std"), "length": ("response_tokens",)})
     return save_trained(cfg, "grpo", model, tokenizer, optimizer, summary, started)
 
 

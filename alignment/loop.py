@@ -50,6 +50,30 @@ def write_metrics_row(path: Path, columns: tuple[str, ...], row: dict, new: bool
         writer.writerow(row)
 
 
+def plot_metrics(csv_path: Path, png_path: Path, panels: dict[str, tuple[str, ...]]) -> Path | None:
+    """One panel per entry (title -> metrics.csv columns against step); None when there is nothing to draw."""
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    frame = pd.read_csv(csv_path)
+    panels = {title: [c for c in cols if c in frame and frame[c].notna().any()] for title, cols in panels.items()}
+    panels = {title: cols for title, cols in panels.items() if cols}
+    if not panels or "step" not in frame:
+        return None
+    fig = Figure(figsize=(4.2 * len(panels), 3.4), layout="constrained")
+    for ax, (title, cols) in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels.items()):
+        for col in cols:
+            points = frame[["step", col]].dropna()
+            ax.plot(points["step"], points[col], label=col, marker="o" if len(points) < 12 else None, markersize=3)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.legend(fontsize=8)
+    tmp = png_path.with_name(f".{png_path.stem}.tmp{png_path.suffix}")
+    fig.savefig(tmp, dpi=100)
+    tmp.replace(png_path)
+    return png_path
+
+
 def save_trained(cfg, stage: str, model, tokenizer, optimizer, summary: dict, started: float) -> dict:
     """Checkpoint the trained model, append the final eval row to ``cfg.report`` and write the headline
     numbers to ``cfg.metrics`` (JSON) when set; returns ``summary`` plus ``checkpoint`` and ``seconds``."""

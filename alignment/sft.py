@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from alignment.loop import ENGINES, cli_main, load_model_and_prepare, save_trained, write_metrics_row
+from alignment.loop import ENGINES, cli_main, load_model_and_prepare, plot_metrics, save_trained, write_metrics_row
 from alignment.tasks import HELD_OUT
 
 TASKS = ("arithmetic", "gsm8k")
@@ -172,6 +172,8 @@ def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
         row["seconds"] = round(time.perf_counter() - started, 3)
         write_metrics_row(metrics_path, METRIC_COLUMNS, row, new=step == 1)
 
+    plot_metrics(metrics_path, out_dir / "metrics.png",
+                 {"loss": ("loss", "nll_per_token"), "held-out": ("val_accuracy", "val_format_rate")})
     return save_trained(cfg, "sft", model, tokenizer, optimizer, summary, started)
 
 

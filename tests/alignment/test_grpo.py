@@ -96,6 +96,7 @@ def test_off_policy_clip_and_kl_are_logged_and_checkpoint_loads(base_run, tmp_pa
     assert metrics["val_accuracy"].notna().tolist() == [True, False, True]
     model = load_model(tmp_path / "g")
     assert isinstance(model, TransformerLM)
+    assert (tmp_path / "g" / "metrics.png").stat().st_size > 5_000
     assert pd.read_csv(report)["stage"].tolist() == ["grpo"]
     assert summary["n"] == 4
 
