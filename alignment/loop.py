@@ -129,7 +129,7 @@ def build_parser(config_cls, prog: str, doc: str, helps: dict[str, str] | None =
     p = argparse.ArgumentParser(prog=prog, description=(doc or "").split("\n\n")[0])
     p.add_argument("--params", default="params.yaml",
                    help="params file whose section of this stage's name gives the defaults (default params.yaml; "
-                        "flags win)")
+                        "flags win; 'none': only the built-in defaults)")
     for f in fields(config_cls):
         annotation = str(f.type)
         kind = {"int": int, "float": float, "bool": _parse_bool}.get(annotation.split(" ")[0], str)
@@ -147,7 +147,7 @@ def config_from_sources(config_cls, section: str, args: argparse.Namespace):
 
     path = Path(args.params)
     values: dict = {}
-    if path.exists():
+    if args.params.lower() != "none" and path.exists():
         with open(path, encoding="utf-8") as fh:
             loaded = yaml.safe_load(fh) or {}
         values = dict(loaded.get(section) or {}) if isinstance(loaded, dict) else {}

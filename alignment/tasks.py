@@ -158,21 +158,19 @@ def _wording_stream(seed: int, digits: tuple[int, int], ops: tuple[str, ...], te
 
 def wording_splits(n_train: int, n_test: int, seed: int = 0, digits: tuple[int, int] = (1, 1),
                    ops: tuple[str, ...] = ("+", "-")) -> tuple[list[dict], list[dict]]:
-    """(train, test) held out by wording, not by problem: test questions use each operation's last template and
-    names/objects never seen in training (the arithmetic facts are shared). For digit ranges too small to hold
-    out problems (1-digit: 100 facts) this measures whether a model answers the same sums asked another way."""
+    """(train, test) held out by wording, not by problem: test questions name people and objects never seen in
+    training (same templates; the arithmetic facts are shared). For digit ranges too small to hold out problems
+    (1-digit: 100 facts) this measures whether a model answers the same sums asked about other things."""
     _check_args(digits, ops)
     for name, n in (("n_train", n_train), ("n_test", n_test)):
         if not isinstance(n, int) or n < 0:
             raise ValueError(f"{name} must be an int >= 0, got {n!r}")
-    train_t = {op: t[:-1] or t for op, t in TEMPLATES.items()}
-    test_t = {op: t[-1:] for op, t in TEMPLATES.items()}
     cut_n, cut_o = len(NAMES) * 3 // 4, len(OBJECTS) * 3 // 4
     test_cap = arithmetic_capacity(digits, ops) * (len(NAMES) - cut_n) * (len(OBJECTS) - cut_o)
     if n_test > test_cap // 2:
         raise ValueError(f"n_test={n_test} is too many held-out questions for digits={digits} ops={ops}")
-    train_stream = _wording_stream(seed, digits, ops, train_t, NAMES[:cut_n], OBJECTS[:cut_o])
-    test_stream = _wording_stream(seed + 1, digits, ops, test_t, NAMES[cut_n:], OBJECTS[cut_o:])
+    train_stream = _wording_stream(seed, digits, ops, TEMPLATES, NAMES[:cut_n], OBJECTS[:cut_o])
+    test_stream = _wording_stream(seed + 1, digits, ops, TEMPLATES, NAMES[cut_n:], OBJECTS[cut_o:])
     return [next(train_stream) for _ in range(n_train)], [next(test_stream) for _ in range(n_test)]
 
 

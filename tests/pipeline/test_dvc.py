@@ -28,7 +28,8 @@ def _ran(output: str) -> list[str]:
 # (upstream, downstream) stage pairs of dvc.yaml; stages without a path between them may run in any order
 EDGES = [("sample", "extract"), ("extract", "filter"), ("train_classifiers", "filter"), ("filter", "dedup"),
          ("dedup", "train_tokenizer"), ("train_tokenizer", "tokenize"), ("tokenize", "data_report"),
-         ("tokenize", "train"), ("tokenize", "sweep"), ("sweep", "fit")]
+         ("tokenize", "train"), ("tokenize", "sweep"), ("sweep", "fit"), ("train", "sft"), ("sft", "dpo"),
+         ("dpo", "grpo"), ("grpo", "evaluate")]
 STAGES = {s for edge in EDGES for s in edge}
 
 
@@ -43,7 +44,7 @@ def _check_order(ran: list[str], expected: set[str]) -> None:
 def test_dvc_repro_runs_once_then_only_changed_stages(tmp_path):
     for name in ("dvc.yaml", "params.yaml", ".dvcignore"):
         shutil.copy(ROOT / name, tmp_path / name)
-    for package in ("pipeline", "model", "scaling"):
+    for package in ("pipeline", "model", "scaling", "alignment"):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     params = yaml.safe_load((tmp_path / "params.yaml").read_text())
     params["sample"]["pages"] = 80
@@ -56,6 +57,11 @@ def test_dvc_repro_runs_once_then_only_changed_stages(tmp_path):
     params["sweep"].update(budgets=[2e8, 4e8], shapes=[[16, 1, 2], [32, 1, 2], [48, 1, 2]], total_flops=1e10)
     params["sweep"]["train"].update(context_length=16, batch_size=4, eval_batches=2, threads=1)
     params["scaling_fit"]["bootstrap"] = 10
+    tiny = dict(n_train=16, n_test=4, max_new_tokens=8, eval_interval=0)
+    params["sft"].update(tiny, steps=2, batch_size=4)
+    params["dpo"].update(tiny, steps=2, batch_size=2)
+    params["grpo"].update(tiny, steps=2, rollout_batch_size=4, group_size=2, train_batch_size=4, grad_accum=1)
+    params["alignment_report"].update(n=4, max_new_tokens=8)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     _run(["git", "init", "-q"], tmp_path)
     _run(["dvc", "init", "-q"], tmp_path)
@@ -67,11 +73,14 @@ def test_dvc_repro_runs_once_then_only_changed_stages(tmp_path):
                 "reports/data_funnel.csv", "reports/data_funnel.png", "data/tokenizer/merges.txt",
                 "data/shards/train.bin", "data/shards/meta.json", "metrics/extract.json",
                 "data/runs/default/metrics.csv", "metrics/train.json", "data/sweep/results.csv",
-                "data/sweep/fit/fit.json", "metrics/fit.json"):
+                "data/sweep/fit/fit.json", "metrics/fit.json", "metrics/sft.json", "metrics/dpo.json",
+                "metrics/grpo.json", "data/alignment/grpo/metrics.csv", "reports/alignment.csv",
+                "reports/alignment.png", "metrics/alignment.json"):
         assert (tmp_path / out).is_file(), out
     assert _ran(_run(["dvc", "repro"], tmp_path)) == []
 
     params["tokenizer"]["vocab_size"] = 420
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     _check_order(_ran(_run(["dvc", "repro"], tmp_path)),
-                 {"train_tokenizer", "tokenize", "data_report", "train", "sweep", "fit"})
+                 {"train_tokenizer", "tokenize", "data_report", "train", "sweep", "fit", "sft", "dpo", "grpo",
+                  "evaluate"})
