@@ -94,7 +94,7 @@ def plot_report(frame: pd.DataFrame, curves: dict[str, Path], path: str | Path) 
     bars.set_ylim(0, 1.08)
     bars.set_title(f"held-out {frame['task'].iloc[0] if len(frame) else ''} (greedy, n={int(frame['n'].max() or 0)})")
     bars.legend(loc="upper left", fontsize=8)
-    panels = {"sft": (sft_ax, [("loss", "train loss"), ("val_accuracy", "held-out accuracy")]),
+    panels = {"sft": (sft_ax, []),
               "dpo": (dpo_ax, [("reward_accuracy", "train pref. accuracy"),
                                ("val_pref_accuracy", "held-out pref. acc."), ("val_accuracy", "held-out accuracy")]),
               "grpo": (grpo_ax, [("reward", "rollout reward"), ("val_accuracy", "held-out accuracy"),
@@ -107,6 +107,15 @@ def plot_report(frame: pd.DataFrame, curves: dict[str, Path], path: str | Path) 
             ax.text(0.5, 0.5, "no metrics.csv", ha="center", va="center", transform=ax.transAxes)
             continue
         frame_m = pd.read_csv(metrics)
+        if stage == "sft":  # the loss (nats per sequence) and an accuracy need their own axes
+            _curve(ax, frame_m, "loss", "train loss (nats/seq)", color="C0")
+            ax.set_yscale("log")
+            ax.legend(loc="upper left", fontsize=8)
+            right = ax.twinx()
+            if _curve(right, frame_m, "val_accuracy", "held-out accuracy", color="C1", marker="o", markersize=3):
+                right.set_ylim(0, 1)
+                right.legend(loc="upper right", fontsize=8)
+            continue
         drawn = [_curve(ax, frame_m, col, label, marker="o" if col.startswith("val") else None, markersize=3)
                  for col, label in columns]
         if any(drawn):
