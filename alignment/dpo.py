@@ -27,8 +27,14 @@ from pathlib import Path
 
 import torch
 
-from alignment.loop import ENGINES, cli_main, load_model_and_prepare, plot_metrics, save_trained, write_metrics_row
-from alignment.tasks import HELD_OUT
+from alignment.loop import (
+    check_choices,
+    cli_main,
+    load_model_and_prepare,
+    plot_metrics,
+    save_trained,
+    write_metrics_row,
+)
 
 TASKS = ("arithmetic", "none")  # none: no greedy task accuracy (pairs from a file only)
 METRIC_COLUMNS = ("step", "lr", "loss", "reward_accuracy", "reward_margin", "chosen_reward", "rejected_reward",
@@ -68,14 +74,7 @@ class DPOConfig:
     engine: str = "ours"  # ours | trl (TRL's DPOTrainer on a local HF model)
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise ValueError(f"DPOConfig.engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
-        if self.held_out not in HELD_OUT:
-            raise ValueError(f"DPOConfig.held_out must be one of {', '.join(HELD_OUT)}, got {self.held_out!r}")
-        if not isinstance(self.digits, int) or not 1 <= self.digits <= 9:
-            raise ValueError(f"DPOConfig.digits must be an int in 1..9, got {self.digits!r}")
-        if self.task not in TASKS:
-            raise ValueError(f"DPOConfig.task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        check_choices(self, TASKS)
         if self.task == "none" and not self.pairs:
             raise ValueError("DPOConfig.task='none' needs DPOConfig.pairs (a JSONL of preference pairs)")
         for name in ("n_train", "batch_size", "grad_accum", "steps", "eval_batch_size", "max_new_tokens"):

@@ -29,11 +29,17 @@ from dataclasses import dataclass
 
 import torch
 
-from alignment.loop import ENGINES, cli_main, load_model_and_prepare, plot_metrics, save_trained, write_metrics_row
+from alignment.loop import (
+    check_choices,
+    cli_main,
+    load_model_and_prepare,
+    plot_metrics,
+    save_trained,
+    write_metrics_row,
+)
 from alignment.losses import LENGTH_NORMALIZATIONS, LOSS_TYPES
 from alignment.rollout import rollout
 from alignment.sft import TASKS, load_task
-from alignment.tasks import HELD_OUT
 
 METRIC_COLUMNS = ("step", "lr", "loss", "reward", "format_reward", "answer_reward", "frac_zero_std", "entropy",
                   "response_tokens", "clip_fraction", "kl", "grad_norm", "rollout_seconds", "train_seconds",
@@ -81,14 +87,7 @@ class GRPOConfig:
     engine: str = "ours"  # ours | trl (TRL's trainer on a local HF model: accelerate/DeepSpeed/vLLM)
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise ValueError(f"GRPOConfig.engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
-        if self.held_out not in HELD_OUT:
-            raise ValueError(f"GRPOConfig.held_out must be one of {', '.join(HELD_OUT)}, got {self.held_out!r}")
-        if not isinstance(self.digits, int) or not 1 <= self.digits <= 9:
-            raise ValueError(f"GRPOConfig.digits must be an int in 1..9, got {self.digits!r}")
-        if self.task not in TASKS:
-            raise ValueError(f"GRPOConfig.task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        check_choices(self, TASKS)
         for name in ("n_train", "steps", "rollout_batch_size", "group_size", "train_batch_size", "grad_accum",
                      "epochs_per_rollout_batch", "max_new_tokens", "eval_batch_size"):
             value = getattr(self, name)

@@ -22,6 +22,18 @@ ENGINES = ("ours", "trl")
 METRIC_KEYS = ("task", "n", "accuracy", "format_rate", "mean_response_tokens", "pref_accuracy", "margin", "seconds")
 
 
+def check_choices(cfg, tasks: tuple[str, ...]) -> None:
+    """The checks every loop config shares: engine, task, and the arithmetic digits / held_out options."""
+    from alignment.tasks import HELD_OUT
+
+    name = type(cfg).__name__
+    for field, allowed in (("engine", ENGINES), ("task", tasks), ("held_out", HELD_OUT)):
+        if getattr(cfg, field) not in allowed:
+            raise ValueError(f"{name}.{field} must be one of {', '.join(allowed)}, got {getattr(cfg, field)!r}")
+    if not isinstance(cfg.digits, int) or not 1 <= cfg.digits <= 9:
+        raise ValueError(f"{name}.digits must be an int in 1..9, got {cfg.digits!r}")
+
+
 def is_ours(model) -> bool:
     return hasattr(model, "cfg") and hasattr(model, "new_cache")
 

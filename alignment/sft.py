@@ -21,8 +21,14 @@ from dataclasses import dataclass
 
 import torch
 
-from alignment.loop import ENGINES, cli_main, load_model_and_prepare, plot_metrics, save_trained, write_metrics_row
-from alignment.tasks import HELD_OUT
+from alignment.loop import (
+    check_choices,
+    cli_main,
+    load_model_and_prepare,
+    plot_metrics,
+    save_trained,
+    write_metrics_row,
+)
 
 TASKS = ("arithmetic", "gsm8k")
 METRIC_COLUMNS = ("step", "lr", "loss", "nll_per_token", "grad_norm", "response_tokens", "val_accuracy",
@@ -58,14 +64,7 @@ class SFTConfig:
     engine: str = "ours"  # ours | trl (TRL's trainer on a local HF model: accelerate/DeepSpeed/vLLM)
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise ValueError(f"SFTConfig.engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
-        if self.held_out not in HELD_OUT:
-            raise ValueError(f"SFTConfig.held_out must be one of {', '.join(HELD_OUT)}, got {self.held_out!r}")
-        if not isinstance(self.digits, int) or not 1 <= self.digits <= 9:
-            raise ValueError(f"SFTConfig.digits must be an int in 1..9, got {self.digits!r}")
-        if self.task not in TASKS:
-            raise ValueError(f"SFTConfig.task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        check_choices(self, TASKS)
         for name in ("n_train", "batch_size", "grad_accum", "steps", "eval_batch_size", "max_new_tokens"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:

@@ -87,8 +87,10 @@ def _operand(rng: random.Random, digits: tuple[int, int]) -> int:
     return rng.randint(max(2, 10 ** (d - 1)), 10**d - 1)
 
 
-def _arithmetic_stream(seed: int, digits: tuple[int, int], ops: tuple[str, ...]):
-    """Distinct problems in a fixed order for a seed: every (a, op, b) at most once."""
+def _arithmetic_stream(seed: int, digits: tuple[int, int], ops: tuple[str, ...], names: tuple = NAMES,
+                       objects: tuple = OBJECTS, distinct: str = "problem"):
+    """Word problems in a fixed order for a seed: every (a, op, b) at most once (``distinct="problem"``), or every
+    question at most once (``"question"``: a problem may recur about other people and things)."""
     rng = random.Random(seed)
     seen = set()
     ops = tuple(ops)
@@ -98,12 +100,13 @@ def _arithmetic_stream(seed: int, digits: tuple[int, int], ops: tuple[str, ...])
         if op == "-" and a < b:
             a, b = b, a
         template = TEMPLATES[op][rng.randrange(len(TEMPLATES[op]))]
-        name, obj = NAMES[rng.randrange(len(NAMES))], OBJECTS[rng.randrange(len(OBJECTS))]
-        if (a, op, b) in seen:
+        question = template.format(name=names[rng.randrange(len(names))], a=a, b=b,
+                                   obj=objects[rng.randrange(len(objects))])
+        key = (a, op, b) if distinct == "problem" else question
+        if key in seen:
             continue
-        seen.add((a, op, b))
-        yield {"question": template.format(name=name, a=a, b=b, obj=obj), "answer": str(_APPLY[op](a, b)),
-               "expression": f"{a} {op} {b}"}
+        seen.add(key)
+        yield {"question": question, "answer": str(_APPLY[op](a, b)), "expression": f"{a} {op} {b}"}
 
 
 def make_arithmetic(n: int, seed: int = 0, digits: tuple[int, int] = (1, 2),
@@ -136,26 +139,6 @@ def arithmetic_splits(n_train: int, n_test: int, seed: int = 0, digits: tuple[in
 HELD_OUT = ("problems", "wording")
 
 
-def _wording_stream(seed: int, digits: tuple[int, int], ops: tuple[str, ...], templates: dict, names: tuple,
-                    objects: tuple):
-    """Distinct questions (a problem may recur in other words) drawn from the given templates, names, objects."""
-    rng = random.Random(seed)
-    seen = set()
-    ops = tuple(ops)
-    while True:
-        op = ops[rng.randrange(len(ops))]
-        a, b = _operand(rng, digits), _operand(rng, digits)
-        if op == "-" and a < b:
-            a, b = b, a
-        template = templates[op][rng.randrange(len(templates[op]))]
-        question = template.format(name=names[rng.randrange(len(names))], a=a, b=b,
-                                   obj=objects[rng.randrange(len(objects))])
-        if question in seen:
-            continue
-        seen.add(question)
-        yield {"question": question, "answer": str(_APPLY[op](a, b)), "expression": f"{a} {op} {b}"}
-
-
 def wording_splits(n_train: int, n_test: int, seed: int = 0, digits: tuple[int, int] = (1, 1),
                    ops: tuple[str, ...] = ("+", "-")) -> tuple[list[dict], list[dict]]:
     """(train, test) held out by wording, not by problem: test questions name people and objects never seen in
@@ -169,8 +152,8 @@ def wording_splits(n_train: int, n_test: int, seed: int = 0, digits: tuple[int, 
     test_cap = arithmetic_capacity(digits, ops) * (len(NAMES) - cut_n) * (len(OBJECTS) - cut_o)
     if n_test > test_cap // 2:
         raise ValueError(f"n_test={n_test} is too many held-out questions for digits={digits} ops={ops}")
-    train_stream = _wording_stream(seed, digits, ops, TEMPLATES, NAMES[:cut_n], OBJECTS[:cut_o])
-    test_stream = _wording_stream(seed + 1, digits, ops, TEMPLATES, NAMES[cut_n:], OBJECTS[cut_o:])
+    train_stream = _arithmetic_stream(seed, digits, ops, NAMES[:cut_n], OBJECTS[:cut_o], distinct="question")
+    test_stream = _arithmetic_stream(seed + 1, digits, ops, NAMES[cut_n:], OBJECTS[cut_o:], distinct="question")
     return [next(train_stream) for _ in range(n_train)], [next(test_stream) for _ in range(n_test)]
 
 

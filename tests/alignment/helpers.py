@@ -8,3 +8,20 @@ EOT = "<|endoftext|>"
 def byte_tokenizer() -> Tokenizer:
     """No merges: token ids are the UTF-8 bytes, <|endoftext|> is 256."""
     return Tokenizer({i: bytes([i]) for i in range(256)}, [], [EOT])
+
+
+def save_nano_run(tmp_path, context_length: int = 192, seed: int = 0):
+    """A random nano TransformerLM (vocab 257) saved as ``tmp_path/base`` and a byte tokenizer in ``tmp_path/tok``."""
+    import torch
+
+    from model.checkpoint import save_checkpoint
+    from model.config import ModelConfig
+    from model.transformer import TransformerLM
+
+    torch.manual_seed(seed)
+    cfg = ModelConfig.from_preset("nano", vocab_size=257, context_length=context_length)
+    save_checkpoint(tmp_path / "base", 0, {"model": TransformerLM(cfg).state_dict(), "model_config": cfg.to_dict()})
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    byte_tokenizer().save(tok / "vocab.json", tok / "merges.txt")
+    return tmp_path / "base", tok

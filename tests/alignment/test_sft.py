@@ -12,22 +12,13 @@ import torch
 
 from alignment.sft import SFTConfig, load_task, main, train_sft
 from alignment.tasks import sft_example
-from model.checkpoint import load_model, save_checkpoint
-from model.config import ModelConfig
-from model.transformer import TransformerLM
-from tests.alignment.helpers import byte_tokenizer
+from model.checkpoint import load_model
+from tests.alignment.helpers import save_nano_run
 
 
 @pytest.fixture()
 def base_run(tmp_path):
-    torch.manual_seed(0)
-    cfg = ModelConfig.from_preset("nano", vocab_size=257, context_length=192)
-    model = TransformerLM(cfg)
-    save_checkpoint(tmp_path / "base", 0, {"model": model.state_dict(), "model_config": cfg.to_dict()})
-    tok = tmp_path / "tok"
-    tok.mkdir()
-    byte_tokenizer().save(tok / "vocab.json", tok / "merges.txt")
-    return tmp_path / "base", tok
+    return save_nano_run(tmp_path, context_length=192)
 
 
 def reference_nll(model, pairs) -> float:
