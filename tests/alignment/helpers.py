@@ -5,6 +5,22 @@ from pipeline.tokenizer import Tokenizer
 EOT = "<|endoftext|>"
 
 
+class ByteHFTokenizer:
+    """A HF-style tokenizer over bytes (eos 256), enough for TokenizerAdapter."""
+
+    eos_token_id = pad_token_id = 256
+    bos_token_id = None
+
+    def encode(self, text, add_special_tokens=False):
+        return list(text.encode())
+
+    def decode(self, ids):
+        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+
+    def __len__(self):
+        return 257
+
+
 def byte_tokenizer() -> Tokenizer:
     """No merges: token ids are the UTF-8 bytes, <|endoftext|> is 256."""
     return Tokenizer({i: bytes([i]) for i in range(256)}, [], [EOT])

@@ -19,7 +19,7 @@ from alignment.tasks import DataWarning
 from model.checkpoint import load_model, save_checkpoint
 from model.config import ModelConfig
 from model.transformer import TransformerLM
-from tests.alignment.helpers import byte_tokenizer
+from tests.alignment.helpers import ByteHFTokenizer, byte_tokenizer
 
 EOS = 256
 COLUMNS = ["step", "lr", "loss", "reward_accuracy", "reward_margin", "chosen_reward", "rejected_reward",
@@ -198,22 +198,6 @@ def test_cli_tiny_run_and_report(runs, tmp_path, capsys):
     assert pd.read_csv(report)["stage"].tolist() == ["dpo"]
     assert json.loads((tmp_path / "cli" / "config.json").read_text())["dpo"]["beta"] == 0.1
     assert load_model(tmp_path / "cli").cfg.vocab_size == 257
-
-
-class ByteHFTokenizer:
-    """A HF-style tokenizer over bytes (eos 256), enough for TokenizerAdapter."""
-
-    eos_token_id = pad_token_id = EOS
-    bos_token_id = None
-
-    def encode(self, text, add_special_tokens=False):
-        return list(text.encode())
-
-    def decode(self, ids):
-        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
-
-    def __len__(self):
-        return 257
 
 
 def test_hf_llama_trains_and_saves_pretrained(tmp_path):

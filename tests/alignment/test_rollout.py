@@ -14,7 +14,7 @@ from alignment.policy import Policy
 from alignment.rollout import cut_at_stop, rollout
 from model.config import ModelConfig
 from model.transformer import TransformerLM
-from tests.alignment.helpers import EOT, byte_tokenizer
+from tests.alignment.helpers import EOT, ByteHFTokenizer, byte_tokenizer
 
 EOS_ID = 256
 SCRIPT = "Q: 2+2? <think> 2 + 2 = 4 </think> <answer> 4 </answer> and more text"
@@ -98,22 +98,6 @@ def test_rollout_sampling_is_seeded():
     a = rollout(model, tok, ["ab", "cd"], 8, temperature=1.0, top_p=0.9, seed=3, stop=None)
     b = rollout(model, tok, ["ab", "cd"], 8, temperature=1.0, top_p=0.9, seed=3, stop=None)
     assert a == b and len(a) == 2
-
-
-class ByteHFTokenizer:
-    """A HF-style tokenizer over bytes (eos 256), enough for TokenizerAdapter."""
-
-    eos_token_id = pad_token_id = EOS_ID
-    bos_token_id = None
-
-    def encode(self, text, add_special_tokens=False):
-        return list(text.encode())
-
-    def decode(self, ids):
-        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
-
-    def __len__(self):
-        return 257
 
 
 def test_rollout_hf_model_matches_its_greedy_loop():
