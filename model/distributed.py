@@ -124,13 +124,18 @@ class _Bucket:
         self.flat: Tensor | None = None
         self.work = None
 
+    def is_full(self) -> bool:
+        return len(self.ready) == len(self.params)
+
 
 class DDP(_DataParallel):
     """Bucketed all-reduce overlapped with backward.
 
-    A parameter whose gradient never arrives (unused in this forward) is reduced with zeros when
-    ``finish_gradient_synchronization`` flushes its bucket; it keeps ``grad=None`` unless another
-    rank produced a non-zero gradient for it."""
+    Buckets are launched strictly in order (a ready bucket waits for the ones before it), so every
+    rank issues the same collectives in the same sequence even when ranks' backward passes touch
+    different parameters. A parameter whose gradient never arrives (unused in this forward) is
+    reduced with zeros when ``finish_gradient_synchronization`` flushes its bucket; it keeps
+    ``grad=None`` unless another rank produced a non-zero gradient for it."""
 
     def __init__(self, module: nn.Module, bucket_size_mb: float = 25.0):
         super().__init__(module)
@@ -139,6 +144,7 @@ class DDP(_DataParallel):
         self.bucket_size_mb = bucket_size_mb
         self.buckets: list[_Bucket] = []
         self._bucket_of: dict[int, _Bucket] = {}
+        self._next = 0  # index of the first bucket not launched yet
         limit = bucket_size_mb * 2**20
         current, size = [], 0
         for p in reversed([p for p in unique_parameters(module) if p.requires_grad]):
@@ -164,8 +170,8 @@ class DDP(_DataParallel):
             return
         bucket = self._bucket_of[id(param)]
         bucket.ready.add(id(param))
-        if len(bucket.ready) == len(bucket.params):
-            self._launch(bucket)
+        while self._next < len(self.buckets) and self.buckets[self._next].is_full():
+            self._launch(self.buckets[self._next])
 
     def _launch(self, bucket: _Bucket) -> None:
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in bucket.params]
@@ -173,13 +179,13 @@ class DDP(_DataParallel):
         if len(grads) == 1 and bucket.params[0].grad is None:
             bucket.flat = bucket.flat.clone()
         bucket.work = dist.all_reduce(bucket.flat, async_op=True)
+        self._next += 1
         self.bytes_reduced += bucket.flat.numel() * bucket.flat.element_size()
 
     def finish_gradient_synchronization(self) -> None:
         """Flush buckets still waiting on unused parameters, wait for every all-reduce, average."""
-        for bucket in self.buckets:  # the same order on every rank, so collectives match
-            if bucket.work is None:
-                self._launch(bucket)
+        while self._next < len(self.buckets):
+            self._launch(self.buckets[self._next])
         for bucket in self.buckets:
             bucket.work.wait()
             bucket.flat.div_(self.world_size)
@@ -194,6 +200,7 @@ class DDP(_DataParallel):
                     p.grad = chunk.clone()
             bucket.flat, bucket.work = None, None
             bucket.ready.clear()
+        self._next = 0
 
 
 def apply_fsdp(model: nn.Module, param_dtype: torch.dtype | None = None,

@@ -5,6 +5,10 @@ gradient accumulation) → clip → AdamW step; a log line and a ``metrics.csv``
 ``log_interval`` steps, validation every ``eval_interval``, an atomic checkpoint every
 ``ckpt_interval``. ``--resume`` continues from the newest good checkpoint and ends with exactly
 the parameters an uninterrupted run would have (CPU, ``--deterministic``).
+
+Under ``torchrun``, ``--parallel {ddp,zero1,zero2,fsdp}`` trains data-parallel (``model.parallel``):
+each rank draws distinct micro-batches, ``batch_size`` is per rank, and only rank 0 logs and
+writes files. A failing or timed-out rank makes every rank exit non-zero.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import contextlib
 import csv
 import logging
 import math
+import os
 import random
 import sys
 import time
@@ -25,8 +30,10 @@ import torch
 from model.checkpoint import load_latest, save_checkpoint, write_json_atomically
 from model.config import ModelConfig
 from model.data import batch_rng, get_batch, load_tokens, read_meta, unigram_entropy
+from model.distributed import launched_by_torchrun
 from model.loss import cross_entropy
-from model.optim import AdamW, clip_grad_norm, cosine_schedule, wsd_schedule
+from model.optim import AdamW, cosine_schedule, wsd_schedule
+from model.parallel import Parallel
 from model.train_config import TrainConfig, add_arguments, from_sources, resolve_device
 from model.transformer import TransformerLM
 
@@ -145,9 +152,11 @@ def _tracker(cfg: TrainConfig, out_dir: Path):
     return lambda row: None
 
 
-def train(cfg: TrainConfig, resume: bool = False) -> dict:
+def train(cfg: TrainConfig, resume: bool = False, parallel: Parallel | None = None) -> dict:
     """Run (or resume) training; returns the run summary that is also written to summary.json."""
-    device = resolve_device(cfg.device)
+    parallel = parallel or Parallel(cfg.parallel, cfg.device, cfg.dist_timeout_s, cfg.bucket_size_mb)
+    main_rank, world = parallel.is_main, parallel.world_size
+    device = parallel.info.device if parallel.info else resolve_device(cfg.device)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     if cfg.deterministic:
@@ -164,51 +173,80 @@ def train(cfg: TrainConfig, resume: bool = False) -> dict:
                              f"{cfg.context_length} needs more")
 
     out_dir = Path(cfg.out_dir)
-    found = load_latest(out_dir, map_location=device) if resume else None
-    if not resume and any(out_dir.glob("ckpt-*.pt")):
+    fsdp = cfg.parallel == "fsdp"
+    found = load_latest(out_dir, map_location=device) if resume and not fsdp else None
+    if not resume and (any(out_dir.glob("ckpt-*.pt")) or (out_dir / "dcp" / "latest").exists()):
         raise ValueError(f"{out_dir} already holds checkpoints: pass --resume to continue, or remove it")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomically(out_dir / "config.json", {"model": mcfg.to_dict(), "train": cfg.to_dict()})
-
-    torch.manual_seed(cfg.seed)
-    model = TransformerLM(mcfg, device=device)
-    optimizer = AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
-    step, bad_steps, elapsed = 0, 0, 0.0
-    if found is not None:
-        path, state = found
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        set_rng_state(state["rng"])
-        step, bad_steps, elapsed = state["step"], state.get("bad_steps", 0), state.get("seconds", 0.0)
-        log.info("resumed from %s (step %d)", path, step)
-    elif resume:
-        log.info("no checkpoint in %s: starting from scratch", out_dir)
+    if main_rank:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomically(out_dir / "config.json", {"model": mcfg.to_dict(), "train": cfg.to_dict()})
 
     use_cuda = device.startswith("cuda")
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}[cfg.dtype]
     amp_dtype = amp_dtype if use_cuda else None
+    if amp_dtype == torch.float16 and cfg.parallel in ("zero2", "fsdp"):
+        raise ValueError(f"TrainConfig.dtype='fp16' (loss scaling) is not supported with parallel={cfg.parallel!r}: "
+                         "use dtype bf16")
+
+    torch.manual_seed(cfg.seed)
+    model = TransformerLM(mcfg, device=device)
+    step, bad_steps, elapsed = 0, 0, 0.0
+    if found is not None:
+        model.load_state_dict(found[1]["model"])
+    # FSDP computes in the low-precision dtype itself (fp32 master weights); the others autocast.
+    wrapped = parallel.wrap(model, compute_dtype=amp_dtype if fsdp else None)
+    amp_dtype = None if fsdp else amp_dtype
+    optimizer = parallel.make_optimizer(param_groups(model, cfg.weight_decay), AdamW, lr=cfg.lr,
+                                        betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
+    resumed = found is not None
+    if found is not None:
+        path, state = found
+        parallel.load_checkpoint_state(state)
+        set_rng_state(state["rng"])
+        step, bad_steps, elapsed = state["step"], state.get("bad_steps", 0), state.get("seconds", 0.0)
+        log.info("resumed from %s (step %d)", path, step)
+    elif resume and fsdp and (trainer := parallel.load_sharded(out_dir)) is not None:
+        step, bad_steps, elapsed = trainer["step"], trainer["bad_steps"], trainer["seconds"]
+        resumed = True
+        log.info("resumed from %s/dcp (step %d)", out_dir, step)
+    elif resume:
+        log.info("no checkpoint in %s: starting from scratch", out_dir)
 
     def autocast():
         return torch.autocast("cuda", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
 
     scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
-    forward = torch.compile(model) if cfg.compile else model
+    forward = torch.compile(wrapped) if cfg.compile else wrapped
     flops_per_token = mcfg.flops_per_token(cfg.context_length)
     peak = peak_flops(device, cfg.peak_flops)
+    peak = peak * world if peak else None
+    tokens_per_step = cfg.tokens_per_step * world
     entropy = unigram_entropy(train_tokens, mcfg.vocab_size)
-    metrics = MetricsLog(out_dir / "metrics.csv", step if found is not None else None)
-    track = _tracker(cfg, out_dir)
-    total = cfg.total_steps
+    metrics = MetricsLog(out_dir / "metrics.csv", step if resumed else None) if main_rank else None
+    track = _tracker(cfg, out_dir) if main_rank else (lambda row: None)
+    total = cfg.total_steps if cfg.max_tokens is None else -(-cfg.max_tokens // tokens_per_step)
     params = [p for g in optimizer.param_groups for p in g["params"]]
 
-    print(f"model {cfg.preset}: {mcfg.param_count():,} params ({mcfg.param_count(False):,} non-embedding), "
-          f"{cfg.tokens_per_step:,} tokens/step × {total} steps on {device}; "
-          f"train unigram entropy {entropy:.3f} nats/token", flush=True)
+    if main_rank:
+        print(f"model {cfg.preset}: {mcfg.param_count():,} params ({mcfg.param_count(False):,} non-embedding), "
+              f"{tokens_per_step:,} tokens/step × {total} steps on {device}"
+              f"{f' × {world} ranks ({cfg.parallel})' if world > 1 or parallel.info else ''}; "
+              f"train unigram entropy {entropy:.3f} nats/token", flush=True)
 
-    def checkpoint(at_step: int) -> Path:
-        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": at_step,
-                 "bad_steps": bad_steps, "seconds": elapsed, "rng": rng_state(), "model_config": mcfg.to_dict(),
-                 "train_config": cfg.to_dict(), "data": {"seed": cfg.seed, "next_step": at_step}}
+    def checkpoint(at_step: int, final: bool = False) -> Path | None:
+        trainer = {"step": at_step, "bad_steps": bad_steps, "seconds": elapsed}
+        if fsdp:
+            path = parallel.save_sharded(out_dir, at_step, trainer, cfg.keep_last)
+            if not final:
+                return path
+            model_state, optimizer_state = parallel.full_model_state(), None  # model-only export
+        else:
+            model_state, optimizer_state = parallel.checkpoint_state()
+        if not main_rank:
+            return None
+        state = {"model": model_state, "optimizer": optimizer_state, **trainer, "rng": rng_state(),
+                 "model_config": mcfg.to_dict(), "train_config": cfg.to_dict(),
+                 "data": {"seed": cfg.seed, "next_step": at_step, "world_size": world}}
         return save_checkpoint(out_dir, at_step, state, cfg.keep_last)
 
     from tqdm import tqdm
@@ -216,7 +254,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> dict:
     model.train()
     val_loss = loss_value = None
     window_tokens, window_start, started = 0, time.perf_counter(), time.perf_counter() - elapsed
-    bar = tqdm(total=total, initial=step, desc="train", unit="step", dynamic_ncols=True, file=sys.stderr)
+    bar = tqdm(total=total, initial=step, desc="train", unit="step", dynamic_ncols=True, file=sys.stderr,
+               disable=not main_rank)
     try:
         while step < total:
             lr = learning_rate(cfg, step)
@@ -225,16 +264,17 @@ def train(cfg: TrainConfig, resume: bool = False) -> dict:
             loss_sum = torch.zeros((), device=device)
             for micro in range(cfg.grad_accum):
                 x, y = get_batch(train_tokens, cfg.batch_size, cfg.context_length, device,
-                                 batch_rng(cfg.seed, step, micro))
-                with autocast():
-                    loss = cross_entropy(forward(x), y)
-                scaled = loss / cfg.grad_accum
-                (scaler.scale(scaled) if scaler else scaled).backward()
+                                 batch_rng(cfg.seed, step, parallel.batch_index(micro)))
+                with parallel.micro_step(last=micro == cfg.grad_accum - 1):
+                    with autocast():
+                        loss = cross_entropy(forward(x), y)
+                    scaled = loss / cfg.grad_accum
+                    (scaler.scale(scaled) if scaler else scaled).backward()
                 loss_sum += loss.detach()
             if scaler:
                 scaler.unscale_(optimizer)
-            grad_norm = float(clip_grad_norm(params, cfg.grad_clip))
-            loss_value = float(loss_sum) / cfg.grad_accum
+            grad_norm = parallel.clip_gradients(params, cfg.grad_clip)
+            loss_value = float(parallel.mean(loss_sum)) / cfg.grad_accum
             step += 1
             if not (math.isfinite(loss_value) and math.isfinite(grad_norm)):
                 optimizer.zero_grad(set_to_none=True)
@@ -253,22 +293,25 @@ def train(cfg: TrainConfig, resume: bool = False) -> dict:
             else:
                 optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-            window_tokens += cfg.tokens_per_step
+            window_tokens += tokens_per_step
             bar.update(1)
 
             do_eval = step % cfg.eval_interval == 0 or step == total
             stop_early = cfg.time_budget_s is not None and time.perf_counter() - started >= cfg.time_budget_s
+            if cfg.time_budget_s is not None:
+                stop_early = parallel.any(stop_early)  # every rank stops at the same step
             if do_eval or stop_early:
                 val_loss = evaluate(forward, val_tokens, cfg, device, autocast)
             if step % cfg.log_interval == 0 or do_eval or stop_early:
                 now = time.perf_counter()
                 tokens_per_s = window_tokens / max(now - window_start, 1e-9)
                 mfu = tokens_per_s * flops_per_token / peak if peak else None
-                row = {"step": step, "tokens": step * cfg.tokens_per_step, "loss": round(loss_value, 5),
+                row = {"step": step, "tokens": step * tokens_per_step, "loss": round(loss_value, 5),
                        "val_loss": round(val_loss, 5) if do_eval or stop_early else None, "lr": lr,
                        "grad_norm": round(grad_norm, 5), "tokens_per_s": round(tokens_per_s, 1),
                        "mfu": round(mfu, 4) if mfu is not None else None}
-                metrics.write(row)
+                if metrics:
+                    metrics.write(row)
                 track(row)
                 bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{tokens_per_s:,.0f}",
                                 **({"mfu": f"{mfu:.1%}"} if mfu is not None else {}))
@@ -279,31 +322,47 @@ def train(cfg: TrainConfig, resume: bool = False) -> dict:
                 window_tokens, window_start = 0, now
             elapsed = time.perf_counter() - started
             if step % cfg.ckpt_interval == 0 or step == total or stop_early:
-                checkpoint(step)
+                checkpoint(step, final=step == total or stop_early)
             if stop_early:
                 bar.write(f"time budget of {cfg.time_budget_s}s reached at step {step}")
                 break
     finally:
         bar.close()
-        metrics.close()
+        if metrics:
+            metrics.close()
 
     if val_loss is None:  # resumed at the end: nothing left to train
         val_loss = evaluate(forward, val_tokens, cfg, device, autocast)
     summary = {
         "params": mcfg.param_count(), "params_non_embedding": mcfg.param_count(False), "steps": step,
-        "tokens": step * cfg.tokens_per_step, "flops": step * cfg.tokens_per_step * flops_per_token,
+        "tokens": step * tokens_per_step, "flops": step * tokens_per_step * flops_per_token,
         "train_loss": loss_value, "val_loss": val_loss, "val_perplexity": math.exp(val_loss),
         "unigram_entropy": entropy, "nats_below_unigram": entropy - val_loss, "seconds": round(elapsed, 2),
-        "tokens_per_s": round(step * cfg.tokens_per_step / max(elapsed, 1e-9), 1), "device": device,
-        "bad_steps": bad_steps,
+        "tokens_per_s": round(step * tokens_per_step / max(elapsed, 1e-9), 1), "device": device,
+        "bad_steps": bad_steps, "parallel": cfg.parallel, "world_size": world,
     }
+    if not main_rank:
+        return summary
     write_json_atomically(out_dir / "summary.json", summary)
     if cfg.metrics:
         Path(cfg.metrics).parent.mkdir(parents=True, exist_ok=True)
         write_json_atomically(Path(cfg.metrics), summary)
+    parallel.close()
     print(f"done: val loss {val_loss:.4f} (perplexity {math.exp(val_loss):.1f}) vs train unigram entropy "
           f"{entropy:.4f}: {entropy - val_loss:.3f} nats below, {step} steps in {elapsed:.0f}s", flush=True)
     return summary
+
+
+def _fail_rank(exc: BaseException, code: int) -> None:
+    """A distributed rank failed: say which and why on one line, then exit at once (a clean
+    interpreter exit could block in process-group teardown while peers wait on a collective)."""
+    rank, world = os.environ.get("RANK", "?"), os.environ.get("WORLD_SIZE", "?")
+    message = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+    if "timed out" in message.lower() or "connection closed" in message.lower():
+        message += " (another rank probably died or hung: see its log)"
+    print(f"error: rank {rank}/{world}: {message}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,7 +378,13 @@ def main(argv: list[str] | None = None) -> int:
         from pipeline.params import load_section
 
         cfg = from_sources(load_section("train", args.params), args)
-        train(cfg, resume=args.resume)
+        if cfg.parallel != "none" and launched_by_torchrun():
+            try:
+                train(cfg, resume=args.resume)
+            except BaseException as exc:  # noqa: BLE001 — every failure must end this rank non-zero
+                _fail_rank(exc, 2 if isinstance(exc, (ValueError, FileNotFoundError)) else 1)
+        else:
+            train(cfg, resume=args.resume)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -14,6 +14,7 @@ from model.config import check_fields
 SCHEDULES = ("cosine", "wsd", "constant")
 DTYPES = ("bf16", "fp16", "fp32")
 TRACKERS = ("none", "tensorboard", "wandb")
+PARALLEL_MODES = ("none", "ddp", "zero1", "zero2", "fsdp")
 
 
 def _f(default, help: str):
@@ -70,6 +71,10 @@ class TrainConfig:
     threads: int | None = _f(None, "torch CPU threads (default: torch's choice)")
     peak_flops: float | None = _f(None, "peak FLOP/s for MFU (default: looked up from the GPU name)")
     tracker: str = _f("none", "also log to: none | tensorboard | wandb (if installed)")
+    # distributed (under torchrun)
+    parallel: str = _f("none", "data parallelism: none | ddp | zero1 | zero2 | fsdp (launch with torchrun)")
+    bucket_size_mb: float = _f(25.0, "DDP gradient bucket size in MiB (0 = one all-reduce per parameter)")
+    dist_timeout_s: float = _f(300.0, "seconds a collective may wait before the job fails")
 
     def __post_init__(self) -> None:
         positive = ("context_length", "batch_size", "grad_accum", "max_steps", "eval_interval", "eval_batches",
@@ -77,7 +82,8 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"TrainConfig.{name} must be > 0, got {getattr(self, name)}")
-        for name, allowed in (("schedule", SCHEDULES), ("dtype", DTYPES), ("tracker", TRACKERS)):
+        for name, allowed in (("schedule", SCHEDULES), ("dtype", DTYPES), ("tracker", TRACKERS),
+                              ("parallel", PARALLEL_MODES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"TrainConfig.{name}={getattr(self, name)!r}: expected one of {allowed}")
         if not 0 <= self.min_lr <= self.lr:
@@ -86,6 +92,9 @@ class TrainConfig:
             raise ValueError("TrainConfig.warmup_steps and max_bad_steps must be >= 0")
         if not 0 < self.decay_fraction <= 1:
             raise ValueError(f"TrainConfig.decay_fraction must be in (0, 1], got {self.decay_fraction}")
+        if self.bucket_size_mb < 0 or self.dist_timeout_s <= 0:
+            raise ValueError(f"TrainConfig: need bucket_size_mb >= 0 and dist_timeout_s > 0, got "
+                             f"{self.bucket_size_mb} and {self.dist_timeout_s}")
         if self.max_tokens is not None and self.max_tokens <= 0:
             raise ValueError(f"TrainConfig.max_tokens must be > 0, got {self.max_tokens}")
 

@@ -41,6 +41,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
         self.load = [0] * self.world_size  # elements owned per rank
         self.require_backward_grad_sync = True
         self._works: list[tuple[nn.Parameter, Any]] = []
+        self._ready: set[int] = set()  # stage 2: gradients produced, not yet reduced
         self._hooks = []
         super().__init__(params, kwargs)
 
@@ -61,6 +62,9 @@ class ShardedOptimizer(torch.optim.Optimizer):
             self.local = self.optimizer_cls([local_group], **self.optimizer_kwargs)
         else:
             self.local.add_param_group(local_group)
+        for key, value in self.local.param_groups[-1].items():  # the local optimizer's defaults (eps, …)
+            if key != "params":
+                group.setdefault(key, value)
 
     def owned(self, rank: int | None = None) -> list[nn.Parameter]:
         rank = self.rank if rank is None else rank
@@ -78,21 +82,33 @@ class ShardedOptimizer(torch.optim.Optimizer):
         finally:
             self.require_backward_grad_sync = previous
 
+    def _reduce_order(self) -> list[nn.Parameter]:
+        """Reverse registration order (roughly backward's), identical on every rank."""
+        return [p for p in reversed(self._all_params()) if p.requires_grad]
+
     def _reduce_to_owner(self, param: nn.Parameter) -> None:
-        if self.require_backward_grad_sync:
-            self._works.append((param, dist.reduce(param.grad, dst=self.owner[id(param)], async_op=True)))
+        """Hook: reduce every gradient that is ready and whose predecessors in the fixed order
+        have been launched, so all ranks issue the same collectives in the same sequence."""
+        if not self.require_backward_grad_sync:
+            return
+        self._ready.add(id(param))
+        order = self._reduce_order()
+        while len(self._works) < len(order) and id(order[len(self._works)]) in self._ready:
+            self._launch_reduce(order[len(self._works)])
+
+    def _launch_reduce(self, p: nn.Parameter) -> None:
+        if p.grad is None:  # unused in this backward: reduce zeros so every rank's collectives match
+            p.grad = torch.zeros_like(p)
+        self._works.append((p, dist.reduce(p.grad, dst=self.owner[id(p)], async_op=True)))
 
     def finish_gradient_synchronization(self) -> None:
         """Stage 2: wait for the reductions, average on the owner, free the gradients of others."""
         if self.stage != 2:
             return
-        launched = {id(p) for p, _ in self._works}
-        for p in self._all_params():  # unused parameters: reduce zeros so every rank's collectives match
-            if p.requires_grad and id(p) not in launched:
-                grad = p.grad if p.grad is not None else torch.zeros_like(p)
-                self._works.append((p, dist.reduce(grad, dst=self.owner[id(p)], async_op=True)))
-                if p.grad is None and self.owner[id(p)] == self.rank:
-                    p.grad = grad
+        order = self._reduce_order()
+        while len(self._works) < len(order):
+            self._launch_reduce(order[len(self._works)])
+        self._ready.clear()
         for p, work in self._works:
             work.wait()
             if self.owner[id(p)] == self.rank:
@@ -179,7 +195,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
         index = {id(p): i for i, p in enumerate(self._all_params())}
         local_index = [index[id(p)] for g in self.local.param_groups for p in g["params"]]
         local_state = self.local.state_dict()["state"]
-        mine = {local_index[i]: {k: (v.cpu() if torch.is_tensor(v) else v) for k, v in s.items()}
+        mine = {local_index[i]: {k: (v.detach().cpu().clone() if torch.is_tensor(v) else v) for k, v in s.items()}
                 for i, s in local_state.items()}
         gathered = [None] * self.world_size if self.rank == to else None
         dist.gather_object(mine, gathered, dst=to)
