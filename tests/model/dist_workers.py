@@ -53,7 +53,7 @@ def train_parallel(rank: int, world: int, port: int, mode: str, out: str, tied: 
     init(rank, world, port)
     for accum in ACCUMS:
         state = _train(rank, world, mode, accum, CFG.replace(tie_embeddings=tied))
-        if state:
+        if state:  # FSDP gathers the full state on rank 0 only
             torch.save(state, Path(out) / f"{mode}-accum{accum}-rank{rank}.pt")
     dist.destroy_process_group()
 
@@ -66,10 +66,11 @@ def _train(rank: int, world: int, mode: str, accum: int, cfg: ModelConfig, clip:
     from model.zero import ShardedOptimizer
 
     model = build_model(seed=rank, cfg=cfg)  # different per rank: wrappers must broadcast rank 0's
-    if mode == "fsdp":
+    if mode.startswith("fsdp"):
         broadcast_module(model)
-        wrapped = apply_fsdp(model)
+        wrapped = apply_fsdp(model, param_dtype=torch.bfloat16 if mode == "fsdp_bf16" else None)
         opt = AdamW(model.parameters(), **OPT)
+        assert all(p.dtype == torch.float32 for p in model.parameters()), "master weights must stay fp32"
     elif mode in ("zero1", "zero2"):
         stage = int(mode[-1])
         if stage == 1:
@@ -90,22 +91,26 @@ def _train(rank: int, world: int, mode: str, accum: int, cfg: ModelConfig, clip:
         for m in range(accum):
             last = m == accum - 1
             ctx = sync_owner.no_sync() if (not last and hasattr(sync_owner, "no_sync")) else _null()
-            if mode == "fsdp":
+            if mode.startswith("fsdp"):
                 wrapped.set_requires_gradient_sync(last)
             with ctx:
-                loss = cross_entropy(wrapped(xs[m * micro:(m + 1) * micro]), ys[m * micro:(m + 1) * micro])
+                logits = wrapped(xs[m * micro:(m + 1) * micro])
+                assert logits.dtype == (torch.bfloat16 if mode == "fsdp_bf16" else torch.float32)
+                loss = cross_entropy(logits, ys[m * micro:(m + 1) * micro])
                 (loss / accum).backward()
         if hasattr(sync_owner, "finish_gradient_synchronization"):
             sync_owner.finish_gradient_synchronization()
         if mode.startswith("zero"):
             opt.clip_grad_norm(clip)
-        elif mode == "fsdp":
+        elif mode.startswith("fsdp"):
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         else:
             clip_grad_norm(model.parameters(), clip)
         opt.step()
         opt.zero_grad(set_to_none=True)
-    state = full_model_state_dict(model) if mode == "fsdp" else model.state_dict()
+    state = full_model_state_dict(model) if mode.startswith("fsdp") else model.state_dict()
+    if mode.startswith("fsdp") and rank != 0:
+        return {}
     return {k: v.detach().clone() for k, v in state.items()}
 
 

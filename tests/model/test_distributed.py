@@ -56,6 +56,19 @@ def test_parallel_training_equals_single_process(mode, reference, tmp_path):
     assert any((reference[k] - start[k]).abs().max() > 1e-3 for k in start)
 
 
+def test_fsdp_bf16_compute_keeps_fp32_master_weights(reference, tmp_path):
+    """bf16 all-gather and compute (asserted inside the ranks), fp32 sharded weights and Adam state:
+    the result tracks fp32 training to bf16 precision."""
+    spawn(W.train_parallel, "fsdp_bf16", str(tmp_path))
+    start = W.build_model(0).state_dict()
+    for accum in W.ACCUMS:
+        got = torch.load(tmp_path / f"fsdp_bf16-accum{accum}-rank0.pt", weights_only=True)
+        assert all(v.dtype == torch.float32 for v in got.values())
+        error = torch.cat([(got[k] - reference[k]).flatten() for k in reference]).norm()
+        moved = torch.cat([(reference[k] - start[k]).flatten() for k in reference]).norm()
+        assert error < 0.1 * moved, f"accum={accum}: |bf16 - fp32| = {error:.4f} vs training moved {moved:.4f}"
+
+
 def test_tied_shared_and_unused_parameters(tmp_path):
     spawn(W.tied_unused_grads, str(tmp_path))
     # reference: average over the two ranks' batches of rank 0's initial model (which DDP broadcast)
