@@ -11,6 +11,7 @@ Each number is the median over timed iterations after warmup iterations.
 
     python -m model.bench                        # CPU: preset micro, context 256, batch 8
     python -m model.bench --device cuda --compile  # CUDA: preset small, context 1024, bf16
+    python -m model.bench --distributed          # DDP/ZeRO/FSDP memory and step time (model.bench_distributed)
 """
 
 from __future__ import annotations
@@ -179,10 +180,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
     p.add_argument("--skip-train", action="store_true", help="skip the training benchmark (a)")
     p.add_argument("--skip-generate", action="store_true", help="skip the generation benchmark (b)")
+    p.add_argument("--distributed", action="store_true",
+                   help="run the data-parallel benchmark instead (DDP/ZeRO/FSDP memory and step time; its own "
+                        "flags: python -m model.bench --distributed --help)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--distributed" in argv:
+        from model.bench_distributed import main as distributed_main
+
+        return distributed_main([a for a in argv if a != "--distributed"])
     args = build_parser().parse_args(argv)
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -95,12 +95,15 @@ class Parallel:
             return contextlib.nullcontext()
         return (self.optimizer if self.mode == "zero2" else self.wrapped).no_sync()
 
-    def clip_gradients(self, params: list[nn.Parameter], max_norm: float) -> float:
-        """Finish gradient synchronization, then clip; returns the global norm before clipping."""
+    def finish_gradients(self) -> None:
+        """Wait for the gradient communication started during backward (before unscaling/clipping)."""
         if self.mode in ("ddp", "zero1"):
             self.wrapped.finish_gradient_synchronization()
         if self.mode == "zero2":
             self.optimizer.finish_gradient_synchronization()
+
+    def clip_gradients(self, params: list[nn.Parameter], max_norm: float) -> float:
+        """Clip synchronized gradients; returns the global norm before clipping."""
         if self.mode in ("zero1", "zero2"):
             return float(self.optimizer.clip_grad_norm(max_norm))
         if self.mode == "fsdp":

@@ -271,6 +271,7 @@ def train(cfg: TrainConfig, resume: bool = False, parallel: Parallel | None = No
                     scaled = loss / cfg.grad_accum
                     (scaler.scale(scaled) if scaler else scaled).backward()
                 loss_sum += loss.detach()
+            parallel.finish_gradients()
             if scaler:
                 scaler.unscale_(optimizer)
             grad_norm = parallel.clip_gradients(params, cfg.grad_clip)
