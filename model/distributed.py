@@ -246,3 +246,55 @@ def load_sharded_checkpoint(directory: str | os.PathLike, model: nn.Module, opti
     dcp.load(state, checkpoint_id=str(directory))
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
     return state["extra"]
+
+
+def export_sharded_checkpoint(run_dir: str | os.PathLike, step: int | None = None) -> str:
+    """Turn an FSDP run's ``dcp/step-N`` folder into a model-only ``ckpt-N.pt`` in the run folder,
+    on one process with no process group (``model.checkpoint.load_model`` and ``model.export``
+    read it). Default: the newest folder. Returns the written path."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    from model.checkpoint import save_checkpoint
+
+    run_dir = Path(run_dir)
+    folders = sorted((run_dir / "dcp").glob("step-*"))
+    if step is not None:
+        folders = [f for f in folders if f.name == f"step-{step:08d}"]
+    if not folders:
+        raise FileNotFoundError(f"{run_dir}/dcp: no sharded checkpoint folder"
+                                + (f" for step {step}" if step is not None else ""))
+    folder = folders[-1]
+    config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    trainer = json.loads((folder / "trainer.json").read_text(encoding="utf-8"))
+    with tempfile.TemporaryDirectory() as tmp:
+        dcp_to_torch_save(folder, Path(tmp) / "full.pt")
+        full = torch.load(Path(tmp) / "full.pt", weights_only=True)
+    state = {"model": full["model"], "optimizer": None, **trainer, "model_config": config["model"],
+             "train_config": config["train"]}
+    return str(save_checkpoint(run_dir, trainer["step"], state, keep_last=10**6))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m model.distributed",
+                                     description="Export an FSDP run's sharded checkpoint to a single file.")
+    parser.add_argument("command", choices=["export"])
+    parser.add_argument("run_dir", help="run folder holding dcp/step-*")
+    parser.add_argument("--step", type=int, default=None, help="which step (default: the newest)")
+    args = parser.parse_args(argv)
+    try:
+        print(export_sharded_checkpoint(args.run_dir, args.step))
+    except (FileNotFoundError, KeyError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

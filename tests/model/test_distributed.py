@@ -199,6 +199,16 @@ def test_torchrun_train_matches_single_process(mode, shards, single_process_run,
     if mode == "fsdp":
         assert (out / "dcp" / "step-00000012" / "trainer.json").exists()
         assert load_latest(out)[1]["optimizer"] is None  # the final model-only export
+        # a sharded folder exports on one process, without a process group, to a loadable file
+        exported = subprocess.run([sys.executable, "-m", "model.distributed", "export", str(out), "--step", "6"],
+                                  cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=60)
+        assert exported.returncode == 0, exported.stderr[-2000:]
+        from model.checkpoint import load_model
+
+        model = load_model(exported.stdout.strip())
+        expected6 = torch.load(single_process_run / "ckpt-00000006.pt", weights_only=True)["model"]
+        for name, value in expected6.items():
+            torch.testing.assert_close(model.state_dict()[name], value, **TOL, msg=f"exported step 6 {name}")
 
     # resume from the step-6 checkpoint: the same final weights as the uninterrupted run
     final = out / "dcp" / "step-00000012" if mode == "fsdp" else out / read_latest(out)["file"]
