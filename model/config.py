@@ -57,6 +57,17 @@ class ModelConfig:
     norm: str = "torch"  # torch | triton
     tie_embeddings: bool = False
     qk_norm: bool = False
+    # attention variants
+    n_kv_heads: int | None = None  # grouped-query attention: None = n_heads (MHA), 1 = multi-query
+    sliding_window: int | None = None  # causal attention to at most this many most recent tokens (self included)
+    # mixture of experts (0 experts = dense SwiGLU); each expert is a SwiGLU of width d_ff
+    n_experts: int = 0
+    moe_top_k: int = 2
+    moe_capacity_factor: float | None = 1.25  # None = no capacity limit (no token dropped)
+    moe_aux_loss_coef: float = 0.01  # Switch Transformer load-balancing loss weight
+    moe_z_loss_coef: float = 0.001  # ST-MoE router z-loss weight
+    # activation checkpointing: 0 = off, k = recompute every k-th block in backward (1 = every block)
+    checkpoint_every: int = 0
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "context_length", "d_model", "n_layers", "n_heads"):
@@ -79,6 +90,23 @@ class ModelConfig:
             raise ValueError(f"ModelConfig.rope_theta must be > 0, got {self.rope_theta}")
         if self.norm_eps <= 0:
             raise ValueError(f"ModelConfig.norm_eps must be > 0, got {self.norm_eps}")
+        if self.n_kv_heads is None:
+            object.__setattr__(self, "n_kv_heads", self.n_heads)
+        if not isinstance(self.n_kv_heads, int) or self.n_kv_heads <= 0 or self.n_heads % self.n_kv_heads:
+            raise ValueError(f"ModelConfig.n_kv_heads={self.n_kv_heads!r} must be a positive divisor of "
+                             f"n_heads={self.n_heads}")
+        if self.sliding_window is not None and (not isinstance(self.sliding_window, int) or self.sliding_window <= 0):
+            raise ValueError(f"ModelConfig.sliding_window must be a positive integer or None, "
+                             f"got {self.sliding_window!r}")
+        if self.n_experts < 0 or (self.n_experts and not 1 <= self.moe_top_k <= self.n_experts):
+            raise ValueError(f"ModelConfig: need n_experts >= 0 and 1 <= moe_top_k <= n_experts, got "
+                             f"n_experts={self.n_experts}, moe_top_k={self.moe_top_k}")
+        if self.moe_capacity_factor is not None and self.moe_capacity_factor <= 0:
+            raise ValueError(f"ModelConfig.moe_capacity_factor must be > 0 or None, got {self.moe_capacity_factor}")
+        if self.moe_aux_loss_coef < 0 or self.moe_z_loss_coef < 0:
+            raise ValueError("ModelConfig.moe_aux_loss_coef and moe_z_loss_coef must be >= 0")
+        if self.checkpoint_every < 0:
+            raise ValueError(f"ModelConfig.checkpoint_every must be >= 0, got {self.checkpoint_every}")
 
     @property
     def d_head(self) -> int:
@@ -111,17 +139,31 @@ class ModelConfig:
 
     # ---- accounting -------------------------------------------------------------------------
 
-    def block_params(self) -> int:
-        d, f = self.d_model, self.d_ff
-        attention = 4 * d * d
-        ffn = 3 * d * f
-        norms = 2 * d + (2 * self.d_head if self.qk_norm else 0)
-        return attention + ffn + norms
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0
 
-    def param_count(self, include_embeddings: bool = True) -> int:
+    def attention_params(self) -> int:
+        """Q and output projections d×d; K and V d×(n_kv_heads·d_head) each."""
+        d, kv = self.d_model, self.n_kv_heads * self.d_head
+        return 2 * d * d + 2 * d * kv
+
+    def ffn_params(self, active: bool = False) -> int:
+        """SwiGLU 3·d·d_ff, or per MoE layer: the router d×E plus E experts (top_k when ``active``)."""
+        swiglu = 3 * self.d_model * self.d_ff
+        if not self.is_moe:
+            return swiglu
+        return self.d_model * self.n_experts + swiglu * (self.moe_top_k if active else self.n_experts)
+
+    def block_params(self, active: bool = False) -> int:
+        norms = 2 * self.d_model + (2 * self.d_head if self.qk_norm else 0)
+        return self.attention_params() + self.ffn_params(active) + norms
+
+    def param_count(self, include_embeddings: bool = True, active: bool = False) -> int:
         """Exact number of trainable scalars. Without embeddings: the token embedding and the LM
-        head are both excluded (Kaplan et al. 2020's non-embedding N)."""
-        body = self.n_layers * self.block_params() + self.d_model  # + final norm
+        head are both excluded (Kaplan et al. 2020's non-embedding N). ``active``: an MoE model's
+        parameters one token uses (top_k experts of each layer, the router included)."""
+        body = self.n_layers * self.block_params(active) + self.d_model  # + final norm
         if not include_embeddings:
             return body
         embeddings = self.vocab_size * self.d_model
@@ -129,13 +171,15 @@ class ModelConfig:
         return body + embeddings + head
 
     def matmul_params(self) -> int:
-        """Weights that take part in a matmul for every token (blocks' linears + LM head)."""
-        d, f = self.d_model, self.d_ff
-        return self.n_layers * (4 * d * d + 3 * d * f) + self.vocab_size * d
+        """Weights that take part in a matmul for every token (blocks' linears, for MoE the router
+        and the top_k experts a token is sent to, + LM head)."""
+        return self.n_layers * (self.attention_params() + self.ffn_params(active=True)) + self.vocab_size * self.d_model
 
     def flops_per_token(self, seq_len: int | None = None, training: bool = True) -> float:
         """FLOPs per token: forward = 2·N_matmul + 4·n_layers·d_model·T (QKᵀ and AV); training
-        (forward + backward) is 3x forward, i.e. 6N + 12·L·d·T as in PaLM app. B."""
+        (forward + backward) is 3x forward, i.e. 6N + 12·L·d·T as in PaLM app. B. N_matmul counts
+        active parameters only (MoE); with a sliding window a query sees at most ``window`` keys."""
         seq_len = self.context_length if seq_len is None else seq_len
-        forward = 2 * self.matmul_params() + 4 * self.n_layers * self.d_model * seq_len
+        keys = min(seq_len, self.sliding_window) if self.sliding_window else seq_len
+        forward = 2 * self.matmul_params() + 4 * self.n_layers * self.d_model * keys
         return 3 * forward if training else forward
