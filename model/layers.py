@@ -203,7 +203,12 @@ class TransformerBlock(nn.Module):
         self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads, rope, cfg.attention, cfg.qk_norm,
                                         cfg.norm_eps, device=device, dtype=dtype)
         self.ln2 = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
-        self.ffn = SwiGLU(cfg.d_model, cfg.d_ff, device=device, dtype=dtype)
+        if cfg.is_moe:
+            from model.moe import MoEFeedForward
+
+            self.ffn = MoEFeedForward(cfg, device=device, dtype=dtype)
+        else:
+            self.ffn = SwiGLU(cfg.d_model, cfg.d_ff, device=device, dtype=dtype)
 
     def forward(self, x: Tensor, positions: Tensor, cache=None, layer: int = 0,
                 valid: Tensor | None = None) -> Tensor:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from model.config import ModelConfig
 from model.layers import Embedding, Linear, RMSNorm, RotaryEmbedding, TransformerBlock
@@ -82,11 +83,26 @@ class TransformerLM(nn.Module):
             raise ValueError(f"sequence reaches position {last} but the model's "
                              f"context_length is {self.cfg.context_length}")
         x = self.token_embeddings(token_ids)  # (B, T, d)
+        every = self.cfg.checkpoint_every
         for i, block in enumerate(self.layers):
-            x = block(x, positions, cache, i, valid)
+            if every and self.training and cache is None and i % every == 0 and torch.is_grad_enabled():
+                # keep only the block's input; recompute its activations during backward
+                x = checkpoint(block, x, positions, None, i, valid, use_reentrant=False)
+            else:
+                x = block(x, positions, cache, i, valid)
         if cache is not None:
             cache.advance()
         return self.lm_head(self.ln_final(x))
+
+    def aux_loss(self) -> Tensor | float:
+        """Sum of the MoE layers' weighted load-balancing and router z-losses from the last
+        forward (0.0 for a dense model): add it to the language-model loss."""
+        losses = [block.ffn.aux_loss for block in self.layers if getattr(block.ffn, "aux_loss", None) is not None]
+        return torch.stack(losses).sum() if losses else 0.0
+
+    def moe_stats(self) -> dict:
+        """Per-layer router statistics of the last forward (empty for a dense model)."""
+        return {i: block.ffn.stats for i, block in enumerate(self.layers) if getattr(block.ffn, "stats", None)}
 
     def num_parameters(self, include_embeddings: bool = True) -> int:
         params = {id(p): p for p in self.parameters()}
