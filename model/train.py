@@ -34,12 +34,14 @@ from model.distributed import launched_by_torchrun
 from model.loss import cross_entropy
 from model.optim import AdamW, cosine_schedule, wsd_schedule
 from model.parallel import Parallel
+from model.profiling import StepProfiler
 from model.train_config import TrainConfig, add_arguments, from_sources, resolve_device
 from model.transformer import TransformerLM
 
 log = logging.getLogger("model.train")
 
-CSV_FIELDS = ("step", "tokens", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "mfu")
+CSV_FIELDS = ("step", "tokens", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "mfu", "aux_loss",
+              "moe_dropped", "moe_load")
 # Dense bf16 peak FLOP/s by GPU name (vendor datasheets, without sparsity); first substring match wins.
 PEAK_FLOPS = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "B200": 2250e12, "A100": 312e12,
               "L4": 121e12, "A10": 125e12}
@@ -62,7 +64,10 @@ def model_config(cfg: TrainConfig, vocab_size: int) -> ModelConfig:
     return ModelConfig.from_preset(
         cfg.preset, vocab_size=cfg.vocab_size or vocab_size, context_length=cfg.context_length,
         d_model=cfg.d_model, n_layers=cfg.n_layers, n_heads=cfg.n_heads, d_ff=cfg.d_ff, rope_theta=cfg.rope_theta,
-        attention=cfg.attention, norm=cfg.norm, tie_embeddings=cfg.tie_embeddings, qk_norm=cfg.qk_norm)
+        attention=cfg.attention, norm=cfg.norm, tie_embeddings=cfg.tie_embeddings, qk_norm=cfg.qk_norm,
+        n_kv_heads=cfg.n_kv_heads, sliding_window=cfg.sliding_window, n_experts=cfg.n_experts,
+        moe_top_k=cfg.moe_top_k, moe_aux_loss_coef=cfg.moe_aux_loss_coef, moe_z_loss_coef=cfg.moe_z_loss_coef,
+        checkpoint_every=cfg.checkpoint_every).replace(moe_capacity_factor=cfg.moe_capacity_factor or None)
 
 
 def learning_rate(cfg: TrainConfig, step: int) -> float:
@@ -79,6 +84,18 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     for p in {id(p): p for p in model.parameters() if p.requires_grad}.values():
         (decay if p.dim() >= 2 else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def moe_metrics(model: TransformerLM, aux_sum: torch.Tensor, cfg: TrainConfig) -> dict:
+    """MoE columns of metrics.csv (last micro-batch's router statistics, averaged over layers)."""
+    stats = model.moe_stats()
+    if not stats:
+        return {}
+    loads = [layer["load"] for layer in stats.values()]
+    mean_load = [sum(col) / len(loads) for col in zip(*loads)]
+    return {"aux_loss": round(float(aux_sum) / cfg.grad_accum, 5),
+            "moe_dropped": round(sum(layer["dropped_fraction"] for layer in stats.values()) / len(stats), 4),
+            "moe_load": "/".join(f"{v:.3f}" for v in mean_load)}
 
 
 def rng_state() -> dict:
@@ -256,21 +273,26 @@ def train(cfg: TrainConfig, resume: bool = False, parallel: Parallel | None = No
     window_tokens, window_start, started = 0, time.perf_counter(), time.perf_counter() - elapsed
     bar = tqdm(total=total, initial=step, desc="train", unit="step", dynamic_ncols=True, file=sys.stderr,
                disable=not main_rank)
+    profiler = StepProfiler(cfg.profile, out_dir, cfg.profile_steps, device, parallel.rank)
     try:
         while step < total:
             lr = learning_rate(cfg, step)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             loss_sum = torch.zeros((), device=device)
+            aux_sum = torch.zeros((), device=device)
             for micro in range(cfg.grad_accum):
                 x, y = get_batch(train_tokens, cfg.batch_size, cfg.context_length, device,
                                  batch_rng(cfg.seed, step, parallel.batch_index(micro)))
                 with parallel.micro_step(last=micro == cfg.grad_accum - 1):
-                    with autocast():
+                    with profiler.region("forward"), autocast():
                         loss = cross_entropy(forward(x), y)
-                    scaled = loss / cfg.grad_accum
-                    (scaler.scale(scaled) if scaler else scaled).backward()
+                        aux = model.aux_loss()  # MoE load-balancing + z-loss (0 for dense models)
+                    with profiler.region("backward"):
+                        scaled = (loss + aux) / cfg.grad_accum
+                        (scaler.scale(scaled) if scaler else scaled).backward()
                 loss_sum += loss.detach()
+                aux_sum += aux.detach() if torch.is_tensor(aux) else aux
             parallel.finish_gradients()
             if scaler:
                 scaler.unscale_(optimizer)
@@ -288,12 +310,14 @@ def train(cfg: TrainConfig, resume: bool = False, parallel: Parallel | None = No
                 log.warning("step %d: non-finite loss or gradient, update skipped (%d/%d)", step, bad_steps,
                             cfg.max_bad_steps)
                 continue
-            if scaler:
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            with profiler.region("optimizer"):
+                if scaler:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            profiler.step()
             window_tokens += tokens_per_step
             bar.update(1)
 
@@ -310,7 +334,7 @@ def train(cfg: TrainConfig, resume: bool = False, parallel: Parallel | None = No
                 row = {"step": step, "tokens": step * tokens_per_step, "loss": round(loss_value, 5),
                        "val_loss": round(val_loss, 5) if do_eval or stop_early else None, "lr": lr,
                        "grad_norm": round(grad_norm, 5), "tokens_per_s": round(tokens_per_s, 1),
-                       "mfu": round(mfu, 4) if mfu is not None else None}
+                       "mfu": round(mfu, 4) if mfu is not None else None, **moe_metrics(model, aux_sum, cfg)}
                 if metrics:
                     metrics.write(row)
                 track(row)
@@ -329,6 +353,7 @@ def train(cfg: TrainConfig, resume: bool = False, parallel: Parallel | None = No
                 break
     finally:
         bar.close()
+        profiler.close()
         if metrics:
             metrics.close()
 
