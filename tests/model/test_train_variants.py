@@ -1,4 +1,4 @@
-"""Activation checkpointing (same loss and gradients, fewer saved activations) and --profile."""
+"""model.train with the issue-10 switches: activation checkpointing, --profile, MoE metrics, GQA/window flags."""
 
 from __future__ import annotations
 
@@ -77,3 +77,26 @@ def test_profile_writes_a_chrome_trace_and_a_top_operators_table(shards, tmp_pat
     table = (out / "profile" / "top_kernels.txt").read_text()
     assert "aten::mm" in table and "Self CPU" in table
     assert "top operators by self_cpu_time_total" in capsys.readouterr().out
+
+
+def test_moe_run_logs_router_metrics_and_uses_active_flops(shards, tmp_path):
+    import csv
+
+    out = tmp_path / "moe"
+    code = main(["--params", str(tmp_path / "absent.yaml"), "--data", str(shards), "--out-dir", str(out),
+                 "--preset", "nano", "--context-length", "16", "--batch-size", "4", "--max-steps", "4",
+                 "--warmup-steps", "1", "--log-interval", "2", "--device", "cpu", "--n-experts", "4",
+                 "--moe-top-k", "2", "--moe-capacity-factor", "0", "--n-kv-heads", "1", "--sliding-window", "8"])
+    assert code == 0
+    rows = list(csv.DictReader(open(out / "metrics.csv", encoding="utf-8")))
+    assert rows and all(r["aux_loss"] and r["moe_load"] for r in rows)
+    loads = [float(v) for v in rows[-1]["moe_load"].split("/")]
+    assert len(loads) == 4 and sum(loads) == pytest.approx(1.0, abs=0.01)  # no capacity limit: nothing dropped
+    assert float(rows[-1]["moe_dropped"]) == 0.0
+    config = json.loads((out / "config.json").read_text())["model"]
+    assert config["n_experts"] == 4 and config["moe_capacity_factor"] is None
+    assert config["n_kv_heads"] == 1 and config["sliding_window"] == 8
+    cfg = ModelConfig.from_dict(config)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["flops"] == summary["tokens"] * cfg.flops_per_token(16)
+    assert cfg.param_count(active=True) < cfg.param_count()
