@@ -27,6 +27,7 @@ Pure functions over a model shape (``ModelConfig``), a ``Hardware`` description 
 
     python -m model.accounting --scale-out                 # the tables in docs/scaling-out.md
     python -m model.accounting --scale-out --hardware b200 --seq-len 4096
+    python -m model.accounting --params 70e9 --tokens 15e12 --gpus 1024   # one run: see model/napkin.py
 """
 
 from __future__ import annotations
@@ -347,30 +348,42 @@ peak; micro-batch = the largest divisor of the per-rank sequences that fits; GB 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m model.accounting", description=__doc__.split("\n\n")[0],
-                                epilog=ASSUMPTIONS)
+                                epilog="--scale-out " + ASSUMPTIONS)
     p.add_argument("--scale-out", action="store_true",
                    help="print memory/communication tables per strategy (ddp, zero1-3, tp8) and GPU count")
     p.add_argument("--presets", nargs="+", default=["xl", "2.7B"], help="model presets (default: xl 2.7B)")
-    p.add_argument("--gpus", nargs="+", type=int, default=[8, 64, 256, 1024],
-                   help="GPU counts (default: 8 64 256 1024)")
+    p.add_argument("--gpus", nargs="+", type=int, default=None,
+                   help="GPU counts (default: 8 64 256 1024 for --scale-out, 1 for the report)")
     p.add_argument("--hardware", default="h100", help=f"one of {', '.join(HARDWARE)} (default h100)")
     p.add_argument("--global-batch-tokens", type=int, default=2**22,
                    help="tokens per optimizer step across all GPUs (default 4194304 = 2^22)")
-    p.add_argument("--seq-len", type=int, default=2048, help="sequence length (default 2048)")
+    p.add_argument("--seq-len", type=int, default=None,
+                   help="sequence length (default 2048; 1024 for --measure-activations)")
     p.add_argument("--micro-batch", type=int, default=None,
-                   help="sequences per micro-batch per rank (default: largest that divides the rank's share and fits)")
+                   help="sequences per micro-batch per rank (--scale-out default: largest that divides the rank's "
+                        "share and fits; report default 1)")
     p.add_argument("--vocab", type=int, default=50257, help="vocabulary size (default 50257, GPT-2)")
     p.add_argument("--mfu", type=float, default=0.5, help="model FLOPs utilisation for compute time (default 0.5)")
     p.add_argument("--recompute", choices=RECOMPUTE, default="none", help="activation checkpointing (default none)")
+    from model.napkin import add_arguments  # the single-run report lives in model/napkin.py
+
+    add_arguments(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from model.napkin import run, wants_report
+
+    if not args.scale_out and wants_report(args):
+        args.gpus = [1] if args.gpus is None else args.gpus
+        return run(args)
     if not args.scale_out:
         parser.print_help()
         return 2
+    args.gpus = [8, 64, 256, 1024] if args.gpus is None else args.gpus
+    args.seq_len = 2048 if args.seq_len is None else args.seq_len
     try:
         hw = get_hardware(args.hardware)
         for preset in args.presets:

@@ -8,6 +8,7 @@ import pytest
 
 from model.accounting import (
     HARDWARE,
+    Hardware,
     Layout,
     activation_bytes,
     compute_seconds,
@@ -20,6 +21,8 @@ from model.accounting import (
     zero_model_state_bytes,
 )
 from model.config import ModelConfig
+from model.napkin import largest_model, memory_split, state_bytes_per_param, training_flops, training_seconds
+from model.roofline import Matmul, block_matmuls, decode_batch_for_ridge, ridge_point, roofline_row
 
 GB = 1e9
 
@@ -181,3 +184,143 @@ def test_cli_prints_markdown_tables(capsys):
 def test_bad_input_raises_value_error_naming_it(call, word):
     with pytest.raises(ValueError, match=word):
         call()
+
+
+# ---- napkin report (model/napkin.py) and roofline (model/roofline.py) --------------------------------
+
+
+def test_napkin_70b_on_15t_tokens_on_1024_h100_at_mfu_half(capsys):
+    """CS336 lecture 2: total_flops = 6·70e9·15e12; days = total_flops / (peak·0.5·1024·86400)."""
+    total = training_flops(15e12, n_params=70e9)
+    assert total == pytest.approx(6.3e24, rel=1e-12)
+    secs = training_seconds(total, 1024, "h100", 0.5)
+    assert secs == pytest.approx(6.3e24 / (1024 * 989e12 * 0.5), rel=1e-12)  # 12,441,466 s
+    assert round(secs / 86400, 2) == 144.00
+    # the lecture's h100_flop_per_sec = 1979e12 / 2 = 989.5e12 gives 143.93 days
+    lecture = Hardware("H100 (lecture)", 1979e12 / 2, 80e9, 3.35e12, 450e9, 50e9)
+    assert round(training_seconds(total, 1024, lecture, 0.5) / 86400, 2) == 143.93
+    assert main(["--params", "70e9", "--tokens", "15e12", "--hardware", "h100", "--gpus", "1024",
+                 "--mfu", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "6·N·D = 6.300e+24 FLOPs" in out and "= 144.00 days" in out
+    assert "attention FLOPs OMITTED" in out and "== assumptions ==" in out
+    # 16 bytes/param · 70e9 = 1120 GB of model states under DDP; ZeRO-3 needs ceil(1120/80) = 14 GPUs
+    assert "model states 1120.00" in out and ">= 14 GPUs" in out
+
+
+def test_napkin_largest_adamw_model_on_8_h100(capsys):
+    """CS336 lecture 2: 8 H100s × 80 GB / 16 bytes per param = 40e9 parameters (decimal GB)."""
+    assert largest_model("h100", Layout(gpus=8, zero_stage=3))["layout"] == pytest.approx(8 * 80e9 / 16)
+    ddp = largest_model("h100", Layout(gpus=8))
+    assert ddp["layout"] == pytest.approx(80e9 / 16) and ddp["fully_sharded"] == pytest.approx(40e9)
+    # ZeRO-1 over 8: 4 + 12/8 = 5.5 bytes per param per GPU; TP 2 halves it; 12 bytes/param scales it
+    assert state_bytes_per_param(Layout(gpus=8, zero_stage=1)) == pytest.approx(5.5)
+    assert state_bytes_per_param(Layout(gpus=8, tp=2, zero_stage=1)) == pytest.approx((4 + 12 / 4) / 2)
+    assert state_bytes_per_param(Layout(gpus=8, zero_stage=3), 12) == pytest.approx(12 / 8)
+    assert largest_model("h100", Layout(gpus=8), reserved_bytes=30e9)["layout"] == pytest.approx(50e9 / 16)
+    assert main(["--fit", "--hardware", "h100", "--gpus", "8", "--zero-stage", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "ZeRO-3 over 8): 4e+10 params" in out and "8 × 80 GB / 16 B = 4e+10 params" in out
+
+
+def test_memory_split_calls_the_zero_and_activation_formulas():
+    cfg = ModelConfig.from_preset("2.7B", vocab_size=50257, context_length=2048)
+    psi = cfg.param_count()
+    layout = Layout(gpus=16, tp=2, zero_stage=2)
+    split = memory_split(layout, n_params=psi, cfg=cfg, seq_len=2048, micro_batch=3)
+    states = zero_model_state_bytes(psi / 2, 8, 2)
+    assert (split["params"], split["grads"], split["optimizer"], split["states"]) == (
+        states["params"], states["grads"], states["optimizer"], states["total"])
+    assert (split["params"], split["grads"], split["optimizer"]) == pytest.approx((psi, psi / 8, 12 * psi / 2 / 8))
+    for recompute in ("none", "full"):
+        act = activation_bytes(cfg, 2048, 3, tp=2, recompute=recompute)["total"]
+        assert split[f"activations_{recompute}"] == act
+    # no shape: activations unknown
+    bare = memory_split(Layout(gpus=8), n_params=1e9)
+    assert bare["states"] == 16e9 and bare["activations_none"] is None
+
+
+def test_training_seconds_with_a_shape_matches_compute_seconds():
+    cfg = ModelConfig.from_preset("xl", vocab_size=50257, context_length=1024)
+    flops = training_flops(1e9, cfg=cfg, seq_len=1024)
+    assert flops == pytest.approx(1e9 * (6 * cfg.matmul_params() + 12 * 48 * 1600 * 1024))
+    assert training_seconds(flops, 8, "h100", 0.4) == pytest.approx(
+        compute_seconds(cfg, 1e9, 8, "h100", seq_len=1024, mfu=0.4))
+
+
+def test_square_matmul_intensity_is_m_over_3():
+    for m in (1, 64, 1000, 4096):
+        mm = Matmul("sq", m, m, m)
+        assert mm.flops == 2 * m**3 and mm.bytes == 2 * 3 * m * m
+        assert mm.intensity == pytest.approx(2 * m**3 / (2 * (3 * m * m))) and mm.intensity == pytest.approx(m / 3)
+    rect = Matmul("r", 8, 4096, 11008)
+    assert rect.intensity == pytest.approx(2 * 8 * 4096 * 11008 / (2 * (8 * 4096 + 4096 * 11008 + 8 * 11008)))
+    assert rect.intensity == pytest.approx(8, rel=0.01)  # decode: ≈ b when b ≪ k, n
+
+
+def test_roofline_ridge_bound_and_decode_batch():
+    ridge = ridge_point(989e12, 3.35e12)
+    assert ridge == pytest.approx(295.22, abs=0.01)
+    b = decode_batch_for_ridge(2560, 6848, ridge)
+    assert Matmul("x", b, 2560, 6848).intensity == pytest.approx(ridge)
+    assert roofline_row(Matmul("x", 0.99 * b, 2560, 6848), 989e12, 3.35e12)["bound"] == "memory"
+    row = roofline_row(Matmul("x", 1.01 * b, 2560, 6848), 989e12, 3.35e12)
+    assert row["bound"] == "compute" and row["time_s"] == pytest.approx(row["flops"] / 989e12)
+    assert decode_batch_for_ridge(100, 100, ridge) == float("inf")  # a 100×100 weight never reaches 295
+
+
+def test_block_matmuls_add_up_to_model_config_counts():
+    cfg = ModelConfig.from_preset("small", vocab_size=50257, context_length=1024, n_kv_heads=4)
+    mms = {mm.name: mm for mm in block_matmuls(cfg, 4096)}
+    block = sum(mm.flops for name, mm in mms.items() if name != "LM head")
+    assert block == 2 * 4096 * (cfg.attention_params() + cfg.ffn_params())
+    assert mms["QKV"].n == 768 + 2 * 4 * 64 and mms["LM head"].flops == 2 * 4096 * 768 * 50257
+    tp4 = block_matmuls(cfg.replace(vocab_size=50304), 4096, tp=4)  # 50304 = 4·12576: even shards
+    assert sum(mm.flops for mm in tp4) * 4 == sum(mm.flops for mm in block_matmuls(cfg.replace(vocab_size=50304), 4096))
+    assert block_matmuls(cfg, 4096, tp=4)[-1].n == 12565  # ceil(50257 / 4): the largest vocabulary shard
+    moe = ModelConfig(vocab_size=100, context_length=64, d_model=64, n_layers=2, n_heads=4, d_ff=128,
+                      n_experts=8, moe_top_k=2)
+    ffn = [mm for mm in block_matmuls(moe, 512) if mm.name.startswith("FFN")]
+    assert ffn[0].m == 512 * 2 / 8 and ffn[0].count == 16  # each expert sees m·top_k/E tokens
+    assert sum(mm.flops for mm in ffn) == 2 * 512 * (moe.ffn_params(active=True) - 64 * 8)  # router apart
+
+
+def test_cli_report_for_a_preset_and_moe(capsys):
+    assert main(["--preset", "2.7B", "--tokens", "55e9", "--gpus", "8", "--zero-stage", "1",
+                 "--micro-batch", "4"]) == 0
+    out = capsys.readouterr().out
+    for section in ("== parameters ==", "== FLOPs per token", "== training ==", "== memory per GPU",
+                    "== largest model", "== roofline: training", "== roofline: decode"):
+        assert section in out
+    cfg = ModelConfig.from_preset("2.7B", vocab_size=50257, context_length=2048)
+    assert f"total: {cfg.param_count():,}" in out and f"non-embedding: {cfg.param_count(False):,}" in out
+    assert main(["--preset", "nano", "--n-experts", "4", "--moe-top-k", "1", "--gpus", "1"]) == 0
+    moe = ModelConfig.from_preset("nano", vocab_size=50257, context_length=2048, n_experts=4, moe_top_k=1)
+    assert f"active per token (top-1 of 4): {moe.param_count(active=True):,}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, word", [
+    (["--params", "0", "--gpus", "8"], "n_params"),
+    (["--params", "nan"], "n_params"),
+    (["--params", "1e9", "--tokens", "-5"], "tokens"),
+    (["--params", "1e9", "--mfu", "0"], "mfu"),
+    (["--params", "1e9", "--gpus", "8", "64"], "one --gpus"),
+    (["--params", "1e9", "--preset", "xl"], "not both"),
+    (["--params", "1e9", "--gpus", "8", "--tp", "3"], "tp"),
+    (["--d-model", "64"], "--n-layers"),
+    (["--preset", "9B"], "9B"),
+    (["--config", "/nonexistent/\udcff.json"], "nonexistent"),
+    (["--params", "1e9", "--hardware", "tpu"], "tpu"),
+])
+def test_cli_bad_input_exits_2_naming_it(argv, word, capsys):
+    assert main(argv) == 2
+    assert word in capsys.readouterr().err
+
+
+def test_measure_activations_needs_cuda(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present: the refusal path is for CPU machines")
+    assert main(["--measure-activations"]) == 2
+    assert "needs CUDA" in capsys.readouterr().err
