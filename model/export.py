@@ -3,7 +3,9 @@
 The two layouts differ in naming and in one real respect: our RoPE rotates consecutive pairs
 (x[2i], x[2i+1]) while HF Llama's ``rotate_half`` pairs x[i] with x[i + d_head/2], both at frequency
 θ^(-2i/d_head). Reordering each head's q/k projection rows to [0, 2, …, d-2, 1, 3, …, d-1] turns one
-into the other; attention scores are unchanged because q and k are permuted alike.
+into the other; attention scores are unchanged because q and k are permuted alike. Grouped-query
+attention maps n_kv_heads to ``num_key_value_heads`` (HF groups query heads like we do: head h uses
+K/V head h // (n_heads / n_kv_heads)); sliding-window attention and MoE have no Llama equivalent.
 
 safetensors is imported lazily so ``model`` keeps working with only torch and numpy installed.
 """
@@ -77,7 +79,7 @@ def llama_config(cfg: ModelConfig, dtype: torch.dtype) -> dict:
         "intermediate_size": cfg.d_ff,
         "num_hidden_layers": cfg.n_layers,
         "num_attention_heads": cfg.n_heads,
-        "num_key_value_heads": cfg.n_heads,
+        "num_key_value_heads": cfg.n_kv_heads,
         "head_dim": cfg.d_head,
         "max_position_embeddings": cfg.context_length,
         "rms_norm_eps": cfg.norm_eps,
@@ -104,6 +106,11 @@ def export_llama(model_or_state_dict: nn.Module | Mapping[str, Tensor], cfg: Mod
     atomically: files go to a temporary folder beside it, which is then renamed into place."""
     if cfg.qk_norm:
         raise ValueError("cannot export qk_norm=True as Llama: LlamaForCausalLM has no QK-norm")
+    if cfg.sliding_window is not None:
+        raise ValueError(f"cannot export sliding_window={cfg.sliding_window} as Llama: LlamaForCausalLM "
+                         f"attends to the whole context")
+    if cfg.n_experts > 0:
+        raise ValueError(f"cannot export n_experts={cfg.n_experts} (MoE) as Llama: LlamaForCausalLM is dense")
     from safetensors.torch import save_file
 
     state = model_or_state_dict.state_dict() if isinstance(model_or_state_dict, nn.Module) else model_or_state_dict
@@ -162,12 +169,14 @@ def _replace_dir(src: Path, dst: Path) -> None:
 def _check_supported(hf: dict) -> None:
     """Raise ValueError naming the first config.json field our TransformerLM cannot represent."""
     heads = hf["num_attention_heads"]
+    kv_heads = hf.get("num_key_value_heads") or heads
     rope_field = "rope_parameters" if hf.get("rope_parameters") else "rope_scaling"
     rope = hf.get(rope_field) or {}
     rope_type = rope.get("rope_type", rope.get("type", "default"))
     checks = [  # (field, value, supported)
         ("model_type", hf.get("model_type"), hf.get("model_type", "llama") == "llama"),
-        ("num_key_value_heads", hf.get("num_key_value_heads"), hf.get("num_key_value_heads") in (None, heads)),
+        ("num_key_value_heads", hf.get("num_key_value_heads"), isinstance(kv_heads, int) and kv_heads > 0
+         and heads % kv_heads == 0),
         ("head_dim", hf.get("head_dim"), hf.get("head_dim") in (None, hf["hidden_size"] // heads)),
         ("hidden_act", hf.get("hidden_act"), hf.get("hidden_act", "silu") == "silu"),
         ("attention_bias", hf.get("attention_bias"), not hf.get("attention_bias", False)),
@@ -202,12 +211,18 @@ def import_llama(hf_dir: str | Path) -> tuple[ModelConfig, dict[str, Tensor]]:
         n_layers=hf["num_hidden_layers"], n_heads=hf["num_attention_heads"], d_ff=hf["intermediate_size"],
         rope_theta=float(rope.get("rope_theta", hf.get("rope_theta", 10000.0))),
         norm_eps=float(hf.get("rms_norm_eps", 1e-6)), tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
+        n_kv_heads=hf.get("num_key_value_heads") or hf["num_attention_heads"],
     )
     tensors = _load_safetensors(hf_dir)
     names = _name_map(cfg)
     missing = sorted(hf_name for hf_name in names.values() if hf_name not in tensors)
     if missing:
         raise ValueError(f"{hf_dir}: checkpoint lacks {len(missing)} tensor(s), e.g. {missing[:3]}")
+    kv_shape = (cfg.n_kv_heads * cfg.d_head, cfg.d_model)
+    for hf_name in (hf for ours, hf in names.items() if ours.endswith(("attn.k_proj.weight", "attn.v_proj.weight"))):
+        if tuple(tensors[hf_name].shape) != kv_shape:
+            raise ValueError(f"{hf_dir}: num_key_value_heads={cfg.n_kv_heads} expects {hf_name} of shape "
+                             f"{kv_shape}, got {tuple(tensors[hf_name].shape)}")
 
     inverse = torch.argsort(_rope_order(cfg.d_head))
     state = {}

@@ -2,6 +2,9 @@
 
 Reference path uses no nn.Linear / nn.Embedding / F.scaled_dot_product_attention; the `sdpa`
 and `triton` attention switches and the `triton` norm switch are opt-in fast paths.
+Attention variants: grouped-query / multi-query attention (Ainslie et al. 2023, "GQA"; Shazeer
+2019, "MQA"), and sliding-window causal attention (Beltagy et al. 2020, "Longformer"; Jiang et al.
+2023, "Mistral 7B"): query i sees keys j with i - window < j <= i.
 """
 
 from __future__ import annotations
@@ -130,68 +133,123 @@ def _import_kernel(module: str, name: str, switch: str):
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention with RoPE on queries and keys, optional QK-norm and KV cache."""
+    """Causal self-attention with RoPE on queries and keys, optional QK-norm, KV cache, grouped-query
+    K/V heads and a sliding window.
+
+    n_kv_heads (default n_heads): K/V heads; query head h uses K/V head h // (n_heads / n_kv_heads),
+    the grouping of ``repeat_interleave`` and of HF Llama. sliding_window (default None = all): a query
+    sees itself and the window - 1 keys before it."""
 
     def __init__(self, d_model: int, n_heads: int, rope: RotaryEmbedding, impl: str = "naive",
-                 qk_norm: bool = False, norm_eps: float = 1e-5, device=None, dtype=None):
+                 qk_norm: bool = False, norm_eps: float = 1e-5, n_kv_heads: int | None = None,
+                 sliding_window: int | None = None, device=None, dtype=None):
         super().__init__()
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if n_kv_heads <= 0 or n_heads % n_kv_heads:
+            raise ValueError(f"n_kv_heads={n_kv_heads} must be a positive divisor of n_heads={n_heads}")
+        if sliding_window is not None and sliding_window <= 0:
+            raise ValueError(f"sliding_window={sliding_window} must be a positive integer or None")
         self.n_heads, self.d_head, self.impl = n_heads, d_model // n_heads, impl
+        self.n_kv_heads, self.sliding_window = n_kv_heads, sliding_window
         self.q_proj = Linear(d_model, d_model, device=device, dtype=dtype)
-        self.k_proj = Linear(d_model, d_model, device=device, dtype=dtype)
-        self.v_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.k_proj = Linear(d_model, n_kv_heads * self.d_head, device=device, dtype=dtype)
+        self.v_proj = Linear(d_model, n_kv_heads * self.d_head, device=device, dtype=dtype)
         self.output_proj = Linear(d_model, d_model, device=device, dtype=dtype)
         self.rope = rope
         self.q_norm = RMSNorm(self.d_head, norm_eps, device=device, dtype=dtype) if qk_norm else None
         self.k_norm = RMSNorm(self.d_head, norm_eps, device=device, dtype=dtype) if qk_norm else None
-        self._flash = _import_kernel("kernels.flash_attention", "flash_attention", "attention='triton'") \
-            if impl == "triton" else None
+        self._flash = None
+        if impl == "triton":
+            if n_kv_heads != n_heads or sliding_window is not None:
+                raise ValueError(f"ModelConfig attention='triton' supports neither n_kv_heads != n_heads nor "
+                                 f"sliding_window (got n_kv_heads={n_kv_heads}, n_heads={n_heads}, "
+                                 f"sliding_window={sliding_window}): use attention='sdpa' or 'naive'")
+            self._flash = _import_kernel("kernels.flash_attention", "flash_attention", "attention='triton'")
 
     def forward(self, x: Tensor, positions: Tensor, cache=None, layer: int = 0,
                 valid: Tensor | None = None) -> Tensor:
         """x: (B, T, d); positions: (B, T) or (T,); cache: a KVCache (tokens appended in place);
         valid: (B, T) bool, False for padding tokens (they never serve as keys to real tokens)."""
         B, T, _ = x.shape
-        q, k, v = (proj(x).view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, dh)
-                   for proj in (self.q_proj, self.k_proj, self.v_proj))
+        q = self.q_proj(x).view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, dh)
+        k, v = (proj(x).view(B, T, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, Hkv, T, dh)
+                for proj in (self.k_proj, self.v_proj))
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         pos = positions[:, None, :] if positions.dim() == 2 else positions  # broadcast over heads
         q, k = self.rope(q, pos), self.rope(k, pos)
 
-        mask, causal = None, True
+        # The window counts slots; a sequence's real tokens sit in consecutive slots (padding is on
+        # the left and masked), so slot distance equals position distance for every real query.
+        window, mask, causal = self.sliding_window, None, True
         if cache is not None:
             start = cache.length  # slots filled before this call
-            k, v, key_valid = cache.update(layer, k, v, valid)  # (B, H, S, dh), (B, S)
-            if cache.has_padding or (start > 0 and T > 1):
-                mask = _cache_mask(start, T, key_valid)
-            elif start > 0:  # one new token per sequence and no padding: it sees every cached key
+            k, v, key_valid = cache.update(layer, k, v, valid)  # (B, Hkv, S, dh), (B, S)
+            offset = start
+            if window is not None and start >= window:  # slots before start - window + 1 are seen by no query
+                low = start - window + 1
+                k, v, key_valid, offset = k[:, :, low:], v[:, :, low:], key_valid[:, low:], window - 1
+            windowed = window is not None and k.shape[2] > window  # some query loses some key
+            if cache.has_padding or windowed or (offset > 0 and T > 1):
+                mask = _cache_mask(offset, T, key_valid, window)
+            elif offset > 0:  # one new token per sequence, no padding: it sees every key kept
                 causal = False
         elif valid is not None:
-            mask = _cache_mask(0, T, valid)
+            mask = _cache_mask(0, T, valid, window)
+        elif window is not None and T > window:
+            mask = _window_mask(0, T, T, window, x.device)
         out = self._attend(q, k, v, mask, causal)  # (B, H, T, dh)
         return self.output_proj(out.transpose(1, 2).reshape(B, T, -1))
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> Tensor:
-        """mask (B, 1, T, S) bool, or None for plain causal (``causal``) or full attention."""
+        """q (B, H, T, dh), k/v (B, Hkv, S, dh); mask (B, 1, T, S) or (T, S) bool, or None for plain
+        causal (``causal``) or full attention."""
         if self.impl == "triton" and mask is None:
             return self._flash(q, k, v, causal)
         if self.impl in ("sdpa", "triton"):
+            gqa = {"enable_gqa": True} if k.shape[1] != q.shape[1] else {}  # torch >= 2.5
             sdpa = F.scaled_dot_product_attention
-            return sdpa(q, k, v, is_causal=causal) if mask is None else sdpa(q, k, v, attn_mask=mask)
+            return sdpa(q, k, v, is_causal=causal, **gqa) if mask is None else sdpa(q, k, v, attn_mask=mask, **gqa)
         if mask is None and causal:
             T = q.shape[-2]
             mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+        return grouped_attention(q, k, v, mask)
+
+
+def grouped_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Grouped-query attention without copying K/V: q (B, H, T, dh), k/v (B, Hkv, S, dh) with
+    H = G·Hkv, query head h using K/V head h // G; mask (T, S) or (B, 1, T, S) bool, True = attend.
+
+    The G query heads of a group are stacked as G·T query rows against their one K/V head, so each
+    K/V head is read once per group (a plain batched matmul) instead of being repeated G times."""
+    B, H, T, dh = q.shape
+    Hkv, S = k.shape[1], k.shape[2]
+    G = H // Hkv
+    if G == 1:
         return scaled_dot_product_attention(q, k, v, mask)
+    q = q.reshape(B, Hkv, G * T, dh)  # rows (g, t) of group kv = query head kv·G + g at step t
+    if mask is not None:
+        mask = mask.unsqueeze(-3).expand(*mask.shape[:-2], G, T, S).flatten(-3, -2)  # (..., G·T, S)
+    return scaled_dot_product_attention(q, k, v, mask).reshape(B, H, T, dh)
 
 
-def _cache_mask(offset: int, T: int, key_valid: Tensor) -> Tensor:
-    """(B, 1, T, S) bool: query slot offset+i sees key slot j <= offset+i when the key is valid.
-    A query always sees its own slot, so a padding query never has an all-masked (NaN) row."""
+def _window_mask(offset: int, T: int, S: int, window: int | None, device) -> Tensor:
+    """(T, S) bool: query slot offset+i sees key slot j when j <= offset+i (and j > offset+i - window)."""
+    query_slot = torch.arange(offset, offset + T, device=device)[:, None]  # (T, 1)
+    key_slot = torch.arange(S, device=device)[None, :]  # (1, S)
+    allowed = key_slot <= query_slot
+    if window is not None:
+        allowed &= key_slot > query_slot - window
+    return allowed
+
+
+def _cache_mask(offset: int, T: int, key_valid: Tensor, window: int | None = None) -> Tensor:
+    """(B, 1, T, S) bool: query slot offset+i sees key slot j <= offset+i (within the window) when the
+    key is valid. A query always sees its own slot, so a padding query never has an all-masked (NaN) row."""
     S = key_valid.shape[1]
-    query_slot = torch.arange(offset, offset + T, device=key_valid.device)[:, None]  # (T, 1)
-    key_slot = torch.arange(S, device=key_valid.device)[None, :]  # (1, S)
-    causal = key_slot <= query_slot  # (T, S)
-    return ((causal & key_valid[:, None, :]) | (key_slot == query_slot))[:, None]
+    allowed = _window_mask(offset, T, S, window, key_valid.device)  # (T, S)
+    own = torch.arange(offset, offset + T, device=key_valid.device)[:, None] == torch.arange(S, device=key_valid.device)
+    return ((allowed & key_valid[:, None, :]) | own)[:, None]
 
 
 class TransformerBlock(nn.Module):
@@ -200,8 +258,8 @@ class TransformerBlock(nn.Module):
     def __init__(self, cfg, rope: RotaryEmbedding, device=None, dtype=None):
         super().__init__()
         self.ln1 = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
-        self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads, rope, cfg.attention, cfg.qk_norm,
-                                        cfg.norm_eps, device=device, dtype=dtype)
+        self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads, rope, cfg.attention, cfg.qk_norm, cfg.norm_eps,
+                                        cfg.n_kv_heads, cfg.sliding_window, device=device, dtype=dtype)
         self.ln2 = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
         if cfg.is_moe:
             from model.moe import MoEFeedForward

@@ -17,11 +17,13 @@ class KVCache:
     """Per-layer keys and values for incremental decoding, preallocated to ``max_len`` slots.
 
     Slot i holds the i-th token fed to the model (prompt padding included); ``valid`` marks the
-    real tokens so padded sequences of different lengths can share a batch.
+    real tokens so padded sequences of different lengths can share a batch. Keys and values have
+    n_kv_heads heads (grouped-query attention), so memory scales with n_kv_heads / n_heads. With a
+    sliding window every slot is still kept; attention masks (and skips) the keys out of the window.
     """
 
     def __init__(self, cfg: ModelConfig, batch_size: int, max_len: int, device=None, dtype=torch.float32):
-        shape = (cfg.n_layers, batch_size, cfg.n_heads, max_len, cfg.d_head)
+        shape = (cfg.n_layers, batch_size, cfg.n_kv_heads, max_len, cfg.d_head)
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
         self.valid = torch.zeros(batch_size, max_len, device=device, dtype=torch.bool)
@@ -33,8 +35,13 @@ class KVCache:
     def max_len(self) -> int:
         return self.valid.shape[1]
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the key and value tensors: 2·n_layers·B·n_kv_heads·max_len·d_head·itemsize."""
+        return self.k.nbytes + self.v.nbytes
+
     def update(self, layer: int, k: Tensor, v: Tensor, valid: Tensor | None):
-        """Store this step's k/v (B, H, T, dh) for ``layer``; return all keys/values so far."""
+        """Store this step's k/v (B, Hkv, T, dh) for ``layer``; return all keys/values so far."""
         T = k.shape[2]
         start, end = self.length, self.length + T
         if end > self.max_len:
