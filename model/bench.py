@@ -12,6 +12,7 @@ Each number is the median over timed iterations after warmup iterations.
     python -m model.bench                        # CPU: preset micro, context 256, batch 8
     python -m model.bench --device cuda --compile  # CUDA: preset small, context 1024, bf16
     python -m model.bench --distributed          # DDP/ZeRO/FSDP memory and step time (model.bench_distributed)
+    python -m model.bench --variants             # MoE, GQA, checkpointing, speculative, int8 (model.bench_variants)
 """
 
 from __future__ import annotations
@@ -180,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
     p.add_argument("--skip-train", action="store_true", help="skip the training benchmark (a)")
     p.add_argument("--skip-generate", action="store_true", help="skip the generation benchmark (b)")
+    p.add_argument("--variants", action="store_true",
+                   help="run the architecture-variant benchmark instead (MoE, GQA, checkpointing, speculative "
+                        "decoding, int8; its own flags: python -m model.bench --variants --help)")
     p.add_argument("--distributed", action="store_true",
                    help="run the data-parallel benchmark instead (DDP/ZeRO/FSDP memory and step time; its own "
                         "flags: python -m model.bench --distributed --help)")
@@ -192,6 +196,10 @@ def main(argv: list[str] | None = None) -> int:
         from model.bench_distributed import main as distributed_main
 
         return distributed_main([a for a in argv if a != "--distributed"])
+    if "--variants" in argv:
+        from model.bench_variants import main as variants_main
+
+        return variants_main([a for a in argv if a != "--variants"])
     args = build_parser().parse_args(argv)
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
