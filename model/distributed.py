@@ -78,7 +78,21 @@ def unique_parameters(module: nn.Module) -> list[nn.Parameter]:
     return list({id(p): p for p in module.parameters()}.values())
 
 
-class _DataParallel(nn.Module):
+class GradientSyncSwitch:
+    """``no_sync()``: gradients accumulate locally, with no communication, inside this context."""
+
+    require_backward_grad_sync = True
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        previous, self.require_backward_grad_sync = self.require_backward_grad_sync, False
+        try:
+            yield
+        finally:
+            self.require_backward_grad_sync = previous
+
+
+class _DataParallel(GradientSyncSwitch, nn.Module):
     def __init__(self, module: nn.Module):
         super().__init__()
         if not dist.is_initialized():
@@ -91,15 +105,6 @@ class _DataParallel(nn.Module):
 
     def forward(self, *args, **kwargs):
         return self.module(*args, **kwargs)
-
-    @contextlib.contextmanager
-    def no_sync(self):
-        """Gradients accumulate locally (no communication) inside this context."""
-        previous, self.require_backward_grad_sync = self.require_backward_grad_sync, False
-        try:
-            yield
-        finally:
-            self.require_backward_grad_sync = previous
 
 
 class NaiveDDP(_DataParallel):

@@ -24,14 +24,14 @@ import torch
 from torch import Tensor
 
 
-def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-                generator: torch.Generator | None = None) -> Tensor:
-    """Next token ids (B,) from logits (B, V).
+def processed_probs(logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
+                    top_p: float | None = None) -> Tensor:
+    """The distribution (..., V), fp32, that ``sample_next`` draws from for these logits.
 
-    temperature 0 is greedy (argmax; top_k/top_p are then moot). Otherwise logits are divided by
-    the temperature, only the ``top_k`` largest are kept, then the smallest set of tokens whose
-    cumulative probability reaches ``top_p`` (always at least the most likely one), and a token is
-    drawn with ``torch.multinomial`` from ``generator``."""
+    temperature 0 gives the one-hot of the argmax. Otherwise logits are divided by the
+    temperature, only the ``top_k`` largest are kept, then the smallest set of tokens whose
+    cumulative probability reaches ``top_p`` (always at least the most likely one), and softmaxed.
+    Speculative decoding compares exactly these distributions."""
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     if top_k is not None and top_k < 1:
@@ -40,7 +40,7 @@ def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = No
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     logits = logits.float()
     if temperature == 0:
-        return logits.argmax(dim=-1)
+        return torch.zeros_like(logits).scatter_(-1, logits.argmax(dim=-1, keepdim=True), 1.0)
     logits = logits / temperature
     if top_k is not None and top_k < logits.shape[-1]:
         values, indices = logits.topk(top_k, dim=-1)  # exactly k kept, even with ties
@@ -51,7 +51,16 @@ def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = No
         mass_before = probs.cumsum(dim=-1) - probs  # probability of the strictly more likely tokens
         drop = mass_before >= top_p  # the first token has mass_before 0 < top_p: always kept
         logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
-    probs = logits.softmax(dim=-1)
+    return logits.softmax(dim=-1)
+
+
+def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+                generator: torch.Generator | None = None) -> Tensor:
+    """Next token ids (B,) from logits (B, V): the argmax at temperature 0, else a draw with
+    ``torch.multinomial`` from ``generator`` out of ``processed_probs``."""
+    probs = processed_probs(logits, temperature, top_k, top_p)
+    if temperature == 0:
+        return logits.float().argmax(dim=-1)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 

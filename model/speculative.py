@@ -11,9 +11,8 @@ they were sampled from the target alone (Leviathan et al., Theorem 3.5). With te
 rule reduces to "accept while the draft's argmax equals the target's, then take the target's
 argmax", so the output is identical to plain greedy decoding.
 
-p and q are the same processed distributions ``model.generate.sample_next`` draws from
-(temperature, then top-k, then top-p): :func:`processed_probs` mirrors it step for step and is
-tested to draw the very same tokens from the same generator.
+p and q are the processed distributions (temperature, then top-k, then top-p) of
+``model.generate.processed_probs``, the very function ``sample_next`` draws from.
 
 KV caches: each model's cache holds every token of the sequence but the last (the "pending"
 token, fed at the start of the next round). After a rejection the caches are rolled back by
@@ -31,36 +30,7 @@ import time
 import torch
 from torch import Tensor
 
-from model.generate import generate
-
-
-def processed_probs(logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
-                    top_p: float | None = None) -> Tensor:
-    """The distribution (..., V) fp32 that ``sample_next`` samples from for these logits.
-
-    temperature 0 gives the one-hot of the argmax; otherwise the logits are divided by the
-    temperature, filtered to the ``top_k`` largest, then to the smallest set whose cumulative
-    probability reaches ``top_p``, and softmaxed, exactly as in ``model.generate.sample_next``."""
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
-    if top_k is not None and top_k < 1:
-        raise ValueError(f"top_k must be >= 1, got {top_k}")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-    logits = logits.float()
-    if temperature == 0:
-        return torch.zeros_like(logits).scatter_(-1, logits.argmax(dim=-1, keepdim=True), 1.0)
-    logits = logits / temperature
-    if top_k is not None and top_k < logits.shape[-1]:
-        values, indices = logits.topk(top_k, dim=-1)
-        logits = torch.full_like(logits, float("-inf")).scatter(-1, indices, values)
-    if top_p is not None and top_p < 1:
-        sorted_logits, order = logits.sort(dim=-1, descending=True)
-        probs = sorted_logits.softmax(dim=-1)
-        mass_before = probs.cumsum(dim=-1) - probs
-        drop = mass_before >= top_p
-        logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
-    return logits.softmax(dim=-1)
+from model.generate import generate, processed_probs
 
 
 def _draw(probs: Tensor, generator: torch.Generator | None) -> int:

@@ -18,7 +18,6 @@ schedule writes them and ``step`` copies them to the local optimizer.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import torch
@@ -26,8 +25,10 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
+from model.distributed import GradientSyncSwitch
 
-class ShardedOptimizer(torch.optim.Optimizer):
+
+class ShardedOptimizer(GradientSyncSwitch, torch.optim.Optimizer):
     def __init__(self, params, optimizer_cls: type[torch.optim.Optimizer], stage: int = 1, **kwargs: Any):
         if not dist.is_initialized():
             raise RuntimeError("initialize torch.distributed (init_distributed) before building a ShardedOptimizer")
@@ -74,14 +75,6 @@ class ShardedOptimizer(torch.optim.Optimizer):
         return list({id(p): p for g in self.param_groups for p in g["params"]}.values())
 
     # ---- stage 2: gradients reduced to their owner -------------------------------------------
-    @contextlib.contextmanager
-    def no_sync(self):
-        previous, self.require_backward_grad_sync = self.require_backward_grad_sync, False
-        try:
-            yield
-        finally:
-            self.require_backward_grad_sync = previous
-
     def _reduce_order(self) -> list[nn.Parameter]:
         """Reverse registration order (roughly backward's), identical on every rank."""
         return [p for p in reversed(self._all_params()) if p.requires_grad]

@@ -127,27 +127,6 @@ def test_sharded_optimizer_state_round_trip_and_consolidation(optimizer, tmp_pat
 
 # ---- end to end: torchrun -m model.train ---------------------------------------------------------
 
-VOCAB = 64
-
-
-@pytest.fixture(scope="module")
-def shards(tmp_path_factory) -> Path:
-    import json
-
-    import numpy as np
-
-    d = tmp_path_factory.mktemp("shards")
-    rng = np.random.default_rng(0)
-    pattern = rng.integers(0, VOCAB, size=37)
-    for split, n in (("train", 20_000), ("val", 2_000)):
-        tokens = np.resize(pattern, n)
-        noise = rng.random(n) < 0.1
-        tokens[noise] = rng.integers(0, VOCAB, size=noise.sum())
-        tokens.astype(np.uint16).tofile(d / f"{split}.bin")
-    (d / "meta.json").write_text(json.dumps({"dtype": "uint16", "vocab_size": VOCAB, "eot_id": 0}))
-    return d
-
-
 def _train_args(shards: Path, out: Path, *extra: str) -> list[str]:
     return ["--params", str(out.parent / "absent.yaml"), "--data", str(shards), "--out-dir", str(out),
             "--preset", "nano", "--context-length", "16", "--batch-size", "4", "--warmup-steps", "3",

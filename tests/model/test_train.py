@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -20,22 +19,6 @@ from model.checkpoint import read_latest
 from model.train import main
 
 ROOT = Path(__file__).resolve().parents[2]
-VOCAB = 64
-
-
-@pytest.fixture(scope="module")
-def shards(tmp_path_factory) -> Path:
-    """A learnable toy corpus: a repeating pattern with noise, as uint16 shards + meta.json."""
-    d = tmp_path_factory.mktemp("shards")
-    rng = np.random.default_rng(0)
-    pattern = rng.integers(0, VOCAB, size=37)
-    for split, n in (("train", 20_000), ("val", 2_000)):
-        tokens = np.resize(pattern, n)
-        noise = rng.random(n) < 0.1
-        tokens[noise] = rng.integers(0, VOCAB, size=noise.sum())
-        tokens.astype(np.uint16).tofile(d / f"{split}.bin")
-    (d / "meta.json").write_text(json.dumps({"dtype": "uint16", "vocab_size": VOCAB, "eot_id": 0}))
-    return d
 
 
 def _args(shards: Path, out: Path, *extra: str) -> list[str]:
