@@ -40,8 +40,8 @@ from model.transformer import TransformerLM
 
 log = logging.getLogger("model.train")
 
-CSV_FIELDS = ("step", "tokens", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "mfu", "aux_loss",
-              "moe_dropped", "moe_load")
+CSV_FIELDS = ("step", "tokens", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "mfu")
+MOE_FIELDS = ("aux_loss", "moe_dropped", "moe_load")  # appended for mixture-of-experts models
 # Dense bf16 peak FLOP/s by GPU name (vendor datasheets, without sparsity); first substring match wins.
 PEAK_FLOPS = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "B200": 2250e12, "A100": 312e12,
               "L4": 121e12, "A10": 125e12}
@@ -129,8 +129,8 @@ def evaluate(model, val: np.ndarray, cfg: TrainConfig, device: str, autocast) ->
 class MetricsLog:
     """metrics.csv of a run; on resume, rows after the resumed step are dropped (they get redone)."""
 
-    def __init__(self, path: Path, resume_step: int | None):
-        self.path = path
+    def __init__(self, path: Path, resume_step: int | None, fields: tuple[str, ...] = CSV_FIELDS):
+        self.path, self.fields = path, fields
         rows = []
         if resume_step is not None and path.exists():
             with open(path, newline="", encoding="utf-8") as fh:
@@ -140,15 +140,15 @@ class MetricsLog:
                             rows.append(row)
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, CSV_FIELDS)
+            writer = csv.DictWriter(fh, fields, extrasaction="ignore")
             writer.writeheader()
             writer.writerows(rows)
         tmp.replace(path)
         self.fh = open(path, "a", newline="", encoding="utf-8")
-        self.writer = csv.DictWriter(self.fh, CSV_FIELDS)
+        self.writer = csv.DictWriter(self.fh, fields)
 
     def write(self, row: dict) -> None:
-        self.writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in CSV_FIELDS})
+        self.writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in self.fields})
         self.fh.flush()
 
     def close(self) -> None:
@@ -239,7 +239,8 @@ def train(cfg: TrainConfig, resume: bool = False, parallel: Parallel | None = No
     peak = peak * world if peak else None
     tokens_per_step = cfg.tokens_per_step * world
     entropy = unigram_entropy(train_tokens, mcfg.vocab_size)
-    metrics = MetricsLog(out_dir / "metrics.csv", step if resumed else None) if main_rank else None
+    fields = CSV_FIELDS + (MOE_FIELDS if mcfg.is_moe else ())
+    metrics = MetricsLog(out_dir / "metrics.csv", step if resumed else None, fields) if main_rank else None
     track = _tracker(cfg, out_dir) if main_rank else (lambda row: None)
     total = cfg.total_steps if cfg.max_tokens is None else -(-cfg.max_tokens // tokens_per_step)
     params = [p for g in optimizer.param_groups for p in g["params"]]
