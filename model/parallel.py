@@ -25,7 +25,7 @@ import torch.distributed as dist
 from torch import nn
 
 from model.checkpoint import write_json_atomically
-from model.distributed import DDP, DistInfo, apply_fsdp, full_model_state_dict, init_distributed
+from model.distributed import DDP, DistInfo, apply_fsdp, broadcast_module, full_model_state_dict, init_distributed
 from model.optim import clip_grad_norm
 from model.train_config import PARALLEL_MODES
 from model.zero import ShardedOptimizer
@@ -58,13 +58,9 @@ class Parallel:
         if self.mode in ("ddp", "zero1"):
             self.wrapped = DDP(model, bucket_size_mb=self.bucket_size_mb)
         elif self.mode == "zero2":
-            from model.distributed import broadcast_module
-
             broadcast_module(model)
             self.wrapped = model
         elif self.mode == "fsdp":
-            from model.distributed import broadcast_module
-
             broadcast_module(model)
             self.wrapped = apply_fsdp(model, param_dtype=compute_dtype)
         else:

@@ -44,6 +44,9 @@ class ShardedOptimizer(GradientSyncSwitch, torch.optim.Optimizer):
         self._works: list[tuple[nn.Parameter, Any]] = []
         self._ready: set[int] = set()  # stage 2: gradients produced, not yet reduced
         self._hooks = []
+        self._params: list[nn.Parameter] = []  # every parameter once, in param_groups order
+        self._owned: dict[int, list[nn.Parameter]] = {}  # rank -> its parameters, in that order
+        self._reduce_order: list[nn.Parameter] = []  # stage 2: reverse order (roughly backward's), same on all ranks
         super().__init__(params, kwargs)
 
     # ---- sharding ---------------------------------------------------------------------------
@@ -66,18 +69,18 @@ class ShardedOptimizer(GradientSyncSwitch, torch.optim.Optimizer):
         for key, value in self.local.param_groups[-1].items():  # the local optimizer's defaults (eps, …)
             if key != "params":
                 group.setdefault(key, value)
+        # derived lists, rebuilt only here (hooks and every step read them)
+        self._params = list({id(p): p for g in self.param_groups for p in g["params"]}.values())
+        self._owned = {r: [p for p in self._params if self.owner[id(p)] == r] for r in range(self.world_size)}
+        self._reduce_order = [p for p in reversed(self._params) if p.requires_grad]
 
     def owned(self, rank: int | None = None) -> list[nn.Parameter]:
-        rank = self.rank if rank is None else rank
-        return [p for p in self._all_params() if self.owner[id(p)] == rank]
+        return self._owned[self.rank if rank is None else rank]
 
     def _all_params(self) -> list[nn.Parameter]:
-        return list({id(p): p for g in self.param_groups for p in g["params"]}.values())
+        return self._params
 
     # ---- stage 2: gradients reduced to their owner -------------------------------------------
-    def _reduce_order(self) -> list[nn.Parameter]:
-        """Reverse registration order (roughly backward's), identical on every rank."""
-        return [p for p in reversed(self._all_params()) if p.requires_grad]
 
     def _reduce_to_owner(self, param: nn.Parameter) -> None:
         """Hook: reduce every gradient that is ready and whose predecessors in the fixed order
@@ -85,7 +88,7 @@ class ShardedOptimizer(GradientSyncSwitch, torch.optim.Optimizer):
         if not self.require_backward_grad_sync:
             return
         self._ready.add(id(param))
-        order = self._reduce_order()
+        order = self._reduce_order
         while len(self._works) < len(order) and id(order[len(self._works)]) in self._ready:
             self._launch_reduce(order[len(self._works)])
 
@@ -98,7 +101,7 @@ class ShardedOptimizer(GradientSyncSwitch, torch.optim.Optimizer):
         """Stage 2: wait for the reductions, average on the owner, free the gradients of others."""
         if self.stage != 2:
             return
-        order = self._reduce_order()
+        order = self._reduce_order
         while len(self._works) < len(order):
             self._launch_reduce(order[len(self._works)])
         self._ready.clear()
