@@ -1,0 +1,361 @@
+"""FlashAttention-2 forward and backward as Triton kernels.
+
+Dao 2023, "FlashAttention-2"; the layout follows Triton's fused-attention tutorial (06) written
+with plain pointer arithmetic, so it runs on Triton 3.6 (CUDA) and under the 3.8 CPU interpreter.
+- Forward: one program per (query tile, batch·head); an online softmax over key tiles in base 2
+  (exp2 with log2(e) folded into the scale); saves O and the natural-log row log-sum-exp L.
+  Causal: tiles fully above the diagonal are never visited; only diagonal tiles are masked.
+- Backward, by recomputation, without atomics: D = rowsum(dO ⊙ O) (a small kernel), then a dK/dV
+  pass (one program per key tile, walking the query tiles that see it) and a dQ pass (one program
+  per query tile, walking its key tiles).
+
+Inputs (batch, heads, seq, d_head) with any strides (the last one 1 is fastest), d_head 16..128, any
+sequence length; (batch, seq, d) is taken as one head. Causal attention needs as many queries as
+keys (top-left aligned, like SDPA's is_causal); non-causal takes any number of each.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from kernels.flash_attention_torch import FlashAttentionTorch, naive_attention
+
+__all__ = ["FlashAttentionTorch", "FlashAttentionTriton", "flash_attention", "naive_attention"]
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _configs(cuda: list[tuple[int, int, int, int]], interpret: tuple[int, int]) -> list[triton.Config]:
+    """Autotune candidates (BLOCK_M, BLOCK_N, warps, stages) on CUDA; one small config when interpreting."""
+    if INTERPRET:
+        cuda = [(*interpret, 1, 1)]
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in cuda]
+
+
+# Forward and dQ: a query tile (BLOCK_M) walks key tiles (BLOCK_N); BLOCK_M a multiple of BLOCK_N so the
+# causal diagonal tiles line up with the query tile.
+FWD_CONFIGS = _configs([(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 32, 4, 4),
+                        (64, 64, 4, 3), (64, 32, 4, 4), (128, 64, 4, 4), (64, 64, 4, 4)], (32, 16))
+DQ_CONFIGS = _configs([(128, 32, 4, 3), (128, 32, 8, 3), (128, 64, 8, 3), (64, 32, 4, 3),
+                       (64, 64, 4, 3), (128, 16, 4, 3), (128, 32, 4, 5)], (32, 16))
+# dK/dV: a key tile (BLOCK_N) walks query tiles (BLOCK_M); BLOCK_N a multiple of BLOCK_M.
+DKDV_CONFIGS = _configs([(32, 128, 4, 3), (32, 128, 8, 3), (64, 128, 8, 3), (32, 64, 4, 3),
+                         (64, 64, 4, 3), (16, 128, 4, 3), (32, 128, 4, 5)], (16, 32))
+KEY = ["N_Q_BUCKET", "N_K_BUCKET", "HEAD_DIM", "IS_CAUSAL"]
+
+
+@triton.jit
+def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, lo, hi, N_K, qk_scale,
+               HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr,
+               BOUNDS_MASK: tl.constexpr):
+    """Online-softmax update of (acc, l_i, m_i) over key tiles [lo, hi)."""
+    for start_n in range(lo, hi, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        kv_mask = (offs_n[:, None] < N_K) & (offs_d[None, :] < HEAD_DIM)
+        k = tl.load(k_base + offs_n[:, None] * stride_kn + offs_d[None, :], mask=kv_mask, other=0.0)
+        v = tl.load(v_base + offs_n[:, None] * stride_vn + offs_d[None, :], mask=kv_mask, other=0.0)
+        qk = tl.dot(q, tl.trans(k)) * qk_scale  # base-2 logits
+        if CAUSAL_MASK:
+            qk = tl.where(offs_m[:, None] >= offs_n[None, :], qk, float("-inf"))
+        if BOUNDS_MASK:
+            qk = tl.where(offs_n[None, :] < N_K, qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.autotune(configs=FWD_CONFIGS, key=KEY)
+@triton.jit
+def _fwd_kernel(Q, K, V, O, LSE, sm_scale,
+                stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
+                stride_vb, stride_vh, stride_vn, stride_ob, stride_oh, stride_om,
+                H, N_Q, N_K, N_Q_BUCKET, N_K_BUCKET,
+                HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, IS_CAUSAL: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid_m = tl.program_id(0)
+    if IS_CAUSAL:  # the longest rows (most key tiles) first: better load balance at the end
+        pid_m = tl.cdiv(N_Q, BLOCK_M) - 1 - pid_m
+    bh = tl.program_id(1)
+    b, h = bh // H, bh % H
+    q_base = Q + b.to(tl.int64) * stride_qb + h * stride_qh
+    k_base = K + b.to(tl.int64) * stride_kb + h * stride_kh
+    v_base = V + b.to(tl.int64) * stride_vb + h * stride_vh
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    q_mask = (offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM)
+    q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :], mask=q_mask, other=0.0)
+    qk_scale = sm_scale * 1.4426950408889634
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    start_m = pid_m * BLOCK_M
+    if IS_CAUSAL:  # full tiles left of the diagonal, then the diagonal tiles (masked)
+        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
+                                   0, start_m, N_K, qk_scale, HEAD_DIM, BLOCK_N, False, False)
+        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
+                                   start_m, tl.minimum(start_m + BLOCK_M, N_K), N_K, qk_scale, HEAD_DIM,
+                                   BLOCK_N, True, True)
+    else:  # full tiles, then the ragged tail
+        full = (N_K // BLOCK_N) * BLOCK_N
+        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
+                                   0, full, N_K, qk_scale, HEAD_DIM, BLOCK_N, False, False)
+        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
+                                   full, N_K, N_K, qk_scale, HEAD_DIM, BLOCK_N, False, True)
+    acc = acc / l_i[:, None]
+    lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # back to natural log
+    tl.store(LSE + bh.to(tl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)
+    o_base = O + b.to(tl.int64) * stride_ob + h * stride_oh
+    tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :], acc.to(O.dtype.element_ty), mask=q_mask)
+
+
+@triton.jit
+def _bwd_delta_kernel(O, DO, DELTA, H, N_Q, stride_ob, stride_oh, stride_om, stride_dob, stride_doh, stride_dom,
+                      HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr):
+    """D = rowsum(dO ⊙ O) in fp32, shape (batch·heads, N_Q)."""
+    bh = tl.program_id(1)
+    b, h = bh // H, bh % H
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask = (offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM)
+    o = tl.load(O + b.to(tl.int64) * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :],
+                mask=mask, other=0.0).to(tl.float32)
+    do = tl.load(DO + b.to(tl.int64) * stride_dob + h * stride_doh + offs_m[:, None] * stride_dom
+                 + offs_d[None, :], mask=mask, other=0.0).to(tl.float32)
+    tl.store(DELTA + bh.to(tl.int64) * N_Q + offs_m, tl.sum(o * do, 1), mask=offs_m < N_Q)
+
+
+@triton.jit
+def _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dom, offs_n, offs_d,
+                lo, hi, N_Q, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr):
+    """Accumulate one key tile's dK and dV over query tiles [lo, hi). Works transposed: (keys, queries)."""
+    for start_m in range(lo, hi, BLOCK_M):
+        offs_m = start_m + tl.arange(0, BLOCK_M)
+        q_mask = (offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM)
+        q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :], mask=q_mask, other=0.0)
+        do = tl.load(do_base + offs_m[:, None] * stride_dom + offs_d[None, :], mask=q_mask, other=0.0)
+        # Rows past N_Q get L = +inf, hence P = 0: no bounds mask needed on the scores.
+        lse = tl.load(lse_base + offs_m, mask=offs_m < N_Q, other=float("inf")) * 1.4426950408889634
+        delta = tl.load(delta_base + offs_m, mask=offs_m < N_Q, other=0.0)
+        p_t = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :])  # (BLOCK_N, BLOCK_M)
+        if CAUSAL_MASK:
+            p_t = tl.where(offs_m[None, :] >= offs_n[:, None], p_t, 0.0)
+        dv += tl.dot(p_t.to(do.dtype), do)
+        dp_t = tl.dot(v, tl.trans(do))
+        ds_t = p_t * (dp_t - delta[None, :])
+        dk += tl.dot(ds_t.to(q.dtype), q)
+    return dk, dv
+
+
+@triton.autotune(configs=DKDV_CONFIGS, key=KEY)
+@triton.jit
+def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale,
+                     stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
+                     stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
+                     stride_dkb, stride_dkh, stride_dkn, stride_dvb, stride_dvh, stride_dvn,
+                     H, N_Q, N_K, N_Q_BUCKET, N_K_BUCKET,
+                     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, IS_CAUSAL: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    bh = tl.program_id(1)
+    b, h = bh // H, bh % H
+    start_n = tl.program_id(0) * BLOCK_N
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    kv_mask = (offs_n[:, None] < N_K) & (offs_d[None, :] < HEAD_DIM)
+    k = tl.load(K + b.to(tl.int64) * stride_kb + h * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :],
+                mask=kv_mask, other=0.0)
+    v = tl.load(V + b.to(tl.int64) * stride_vb + h * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :],
+                mask=kv_mask, other=0.0)
+    q_base = Q + b.to(tl.int64) * stride_qb + h * stride_qh
+    do_base = DO + b.to(tl.int64) * stride_dob + h * stride_doh
+    lse_base = LSE + bh.to(tl.int64) * N_Q
+    delta_base = DELTA + bh.to(tl.int64) * N_Q
+    qk_scale = sm_scale * 1.4426950408889634
+    dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    if IS_CAUSAL:  # queries before start_n see none of these keys; the diagonal tiles are masked
+        diag_end = tl.minimum(start_n + BLOCK_N, N_Q)
+        dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dom,
+                             offs_n, offs_d, start_n, diag_end, N_Q, qk_scale, HEAD_DIM, BLOCK_M, True)
+        dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dom,
+                             offs_n, offs_d, diag_end, N_Q, N_Q, qk_scale, HEAD_DIM, BLOCK_M, False)
+    else:
+        dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dom,
+                             offs_n, offs_d, 0, N_Q, N_Q, qk_scale, HEAD_DIM, BLOCK_M, False)
+    dk *= sm_scale
+    tl.store(DK + b.to(tl.int64) * stride_dkb + h * stride_dkh + offs_n[:, None] * stride_dkn + offs_d[None, :],
+             dk.to(DK.dtype.element_ty), mask=kv_mask)
+    tl.store(DV + b.to(tl.int64) * stride_dvb + h * stride_dvh + offs_n[:, None] * stride_dvn + offs_d[None, :],
+             dv.to(DV.dtype.element_ty), mask=kv_mask)
+
+
+@triton.jit
+def _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, lo, hi, N_K, qk_scale,
+              HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr,
+              BOUNDS_MASK: tl.constexpr):
+    """Accumulate one query tile's dQ over key tiles [lo, hi)."""
+    for start_n in range(lo, hi, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        kv_mask = (offs_n[:, None] < N_K) & (offs_d[None, :] < HEAD_DIM)
+        k = tl.load(k_base + offs_n[:, None] * stride_kn + offs_d[None, :], mask=kv_mask, other=0.0)
+        v = tl.load(v_base + offs_n[:, None] * stride_vn + offs_d[None, :], mask=kv_mask, other=0.0)
+        p = tl.math.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None])
+        if CAUSAL_MASK:
+            p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
+        if BOUNDS_MASK:
+            p = tl.where(offs_n[None, :] < N_K, p, 0.0)
+        dp = tl.dot(do, tl.trans(v))
+        ds = p * (dp - delta[:, None])
+        dq += tl.dot(ds.to(k.dtype), k)
+    return dq
+
+
+@triton.autotune(configs=DQ_CONFIGS, key=KEY)
+@triton.jit
+def _bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
+                   stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
+                   stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
+                   stride_dqb, stride_dqh, stride_dqm,
+                   H, N_Q, N_K, N_Q_BUCKET, N_K_BUCKET,
+                   HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, IS_CAUSAL: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid_m = tl.program_id(0)
+    if IS_CAUSAL:
+        pid_m = tl.cdiv(N_Q, BLOCK_M) - 1 - pid_m
+    bh = tl.program_id(1)
+    b, h = bh // H, bh % H
+    start_m = pid_m * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    q_mask = (offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM)
+    q = tl.load(Q + b.to(tl.int64) * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :],
+                mask=q_mask, other=0.0)
+    do = tl.load(DO + b.to(tl.int64) * stride_dob + h * stride_doh + offs_m[:, None] * stride_dom
+                 + offs_d[None, :], mask=q_mask, other=0.0)
+    lse = tl.load(LSE + bh.to(tl.int64) * N_Q + offs_m, mask=offs_m < N_Q, other=float("inf")) * 1.4426950408889634
+    delta = tl.load(DELTA + bh.to(tl.int64) * N_Q + offs_m, mask=offs_m < N_Q, other=0.0)
+    k_base = K + b.to(tl.int64) * stride_kb + h * stride_kh
+    v_base = V + b.to(tl.int64) * stride_vb + h * stride_vh
+    qk_scale = sm_scale * 1.4426950408889634
+    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    if IS_CAUSAL:
+        dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
+                       0, start_m, N_K, qk_scale, HEAD_DIM, BLOCK_N, False, False)
+        dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
+                       start_m, tl.minimum(start_m + BLOCK_M, N_K), N_K, qk_scale, HEAD_DIM, BLOCK_N, True, True)
+    else:
+        full = (N_K // BLOCK_N) * BLOCK_N
+        dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
+                       0, full, N_K, qk_scale, HEAD_DIM, BLOCK_N, False, False)
+        dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
+                       full, N_K, N_K, qk_scale, HEAD_DIM, BLOCK_N, False, True)
+    dq *= sm_scale
+    tl.store(DQ + b.to(tl.int64) * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + offs_d[None, :],
+             dq.to(DQ.dtype.element_ty), mask=q_mask)
+
+
+def _check(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> None:
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(f"flash_attention: expected 4-D (batch, heads, seq, d_head) tensors, got q {tuple(q.shape)}, "
+                         f"k {tuple(k.shape)}, v {tuple(v.shape)}")
+    B, H, _, d = q.shape
+    if k.shape != v.shape or k.shape[:2] != (B, H) or k.shape[3] != d:
+        raise ValueError(f"flash_attention: k {tuple(k.shape)} and v {tuple(v.shape)} must be (batch, heads, keys, "
+                         f"d_head) matching q {tuple(q.shape)} (grouped K/V heads are not supported)")
+    if not 16 <= d <= 128:
+        raise ValueError(f"flash_attention: d_head={d} must be in 16..128")
+    if is_causal and q.shape[2] != k.shape[2]:
+        raise ValueError(f"flash_attention: is_causal needs as many queries as keys, got {q.shape[2]} and {k.shape[2]}")
+    if q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ValueError(f"flash_attention: q, k, v must share one of fp16/bf16/fp32, got {q.dtype}, {k.dtype}, "
+                         f"{v.dtype}")
+    if not (q.is_cuda or INTERPRET):
+        raise RuntimeError("flash_attention (Triton) needs CUDA tensors, or TRITON_INTERPRET=1 set before triton "
+                           "is imported; on CPU use attention='sdpa' or FlashAttentionTorch")
+
+
+def _unit_last(t: Tensor) -> Tensor:
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _shape_args(q: Tensor, k: Tensor) -> dict:
+    B, H, n_q, d = q.shape
+    n_k = k.shape[2]
+    return dict(H=H, N_Q=n_q, N_K=n_k, N_Q_BUCKET=triton.next_power_of_2(n_q),
+                N_K_BUCKET=triton.next_power_of_2(n_k), HEAD_DIM=d, BLOCK_D=max(16, triton.next_power_of_2(d)))
+
+
+def _strides(t: Tensor) -> tuple[int, int, int]:
+    return t.stride(0), t.stride(1), t.stride(2)
+
+
+def flash_forward_triton(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> tuple[Tensor, Tensor]:
+    B, H, n_q, d = q.shape
+    # O laid out (batch, seq, heads, d): the model's transpose(1, 2).reshape(B, T, H·d) is then free
+    out = torch.empty(B, n_q, H, d, device=q.device, dtype=q.dtype).transpose(1, 2)
+    lse = torch.empty(B, H, n_q, device=q.device, dtype=torch.float32)
+    grid = lambda meta: (triton.cdiv(n_q, meta["BLOCK_M"]), B * H)  # noqa: E731
+    _fwd_kernel[grid](q, k, v, out, lse, 1.0 / math.sqrt(d), *_strides(q), *_strides(k), *_strides(v),
+                      *_strides(out), IS_CAUSAL=is_causal, **_shape_args(q, k))
+    return out, lse
+
+
+def flash_backward_triton(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, grad_out: Tensor,
+                          is_causal: bool) -> tuple[Tensor, Tensor, Tensor]:
+    B, H, n_q, d = q.shape
+    grad_out = _unit_last(grad_out)
+    shape = _shape_args(q, k)
+    delta = torch.empty_like(lse)
+    _bwd_delta_kernel[(triton.cdiv(n_q, 64), B * H)](out, grad_out, delta, H, n_q, *_strides(out),
+                                                     *_strides(grad_out), HEAD_DIM=d, BLOCK_D=shape["BLOCK_D"],
+                                                     BLOCK_M=64)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    scale = 1.0 / math.sqrt(d)
+    common = (*_strides(q), *_strides(k), *_strides(v), *_strides(grad_out))
+    _bwd_dkdv_kernel[lambda meta: (triton.cdiv(k.shape[2], meta["BLOCK_N"]), B * H)](
+        q, k, v, grad_out, lse, delta, dk, dv, scale, *common, *_strides(dk), *_strides(dv),
+        IS_CAUSAL=is_causal, **shape)
+    _bwd_dq_kernel[lambda meta: (triton.cdiv(n_q, meta["BLOCK_M"]), B * H)](
+        q, k, v, grad_out, lse, delta, dq, scale, *common, *_strides(dq), IS_CAUSAL=is_causal, **shape)
+    return dq, dk, dv
+
+
+class FlashAttentionTriton(torch.autograd.Function):
+    """FlashAttention-2 in Triton; ``.apply(q, k, v, is_causal=False)`` on (batch, heads, seq, d_head)
+    or (batch, seq, d). Saves Q, K, V, O and L (batch, heads, seq) for the backward."""
+
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, is_causal: bool = False) -> Tensor:
+        flat = q.dim() == 3
+        if flat:
+            q, k, v = q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1)
+        _check(q, k, v, is_causal)
+        q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
+        out, lse = flash_forward_triton(q, k, v, is_causal)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.is_causal, ctx.flat = is_causal, flat
+        return out.squeeze(1) if flat else out
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        q, k, v, out, lse = ctx.saved_tensors
+        if ctx.flat:
+            grad_out = grad_out.unsqueeze(1)
+        grads = flash_backward_triton(q, k, v, out, lse, grad_out, ctx.is_causal)
+        if ctx.flat:
+            grads = tuple(g.squeeze(1) for g in grads)
+        return (*grads, None)
+
+
+def flash_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool = False) -> Tensor:
+    """FlashAttention-2 (Triton) on (batch, heads, seq, d_head) or (batch, seq, d); scale 1/√d_head."""
+    return FlashAttentionTriton.apply(q, k, v, is_causal)
