@@ -15,6 +15,8 @@ from pathlib import Path
 
 ATTENTION_IMPLS = ("naive", "sdpa", "triton")
 NORM_IMPLS = ("torch", "triton")
+FFN_IMPLS = ("torch", "triton")
+LOSS_IMPLS = ("torch", "fused")
 
 # name -> (d_model, n_layers, n_heads, d_ff or None for the 8/3 rule)
 PRESETS: dict[str, tuple[int, int, int, int | None]] = {
@@ -55,6 +57,8 @@ class ModelConfig:
     norm_eps: float = 1e-5
     attention: str = "naive"  # naive | sdpa | triton
     norm: str = "torch"  # torch | triton
+    ffn: str = "torch"  # SwiGLU activation silu(a)·b: torch | triton (fused kernel)
+    loss: str = "torch"  # LM head + cross-entropy: torch | fused (chunked, never materialises the logits)
     tie_embeddings: bool = False
     qk_norm: bool = False
     # attention variants
@@ -86,6 +90,10 @@ class ModelConfig:
             raise ValueError(f"ModelConfig.attention={self.attention!r}: expected one of {ATTENTION_IMPLS}")
         if self.norm not in NORM_IMPLS:
             raise ValueError(f"ModelConfig.norm={self.norm!r}: expected one of {NORM_IMPLS}")
+        if self.ffn not in FFN_IMPLS:
+            raise ValueError(f"ModelConfig.ffn={self.ffn!r}: expected one of {FFN_IMPLS}")
+        if self.loss not in LOSS_IMPLS:
+            raise ValueError(f"ModelConfig.loss={self.loss!r}: expected one of {LOSS_IMPLS}")
         if self.rope_theta <= 0:
             raise ValueError(f"ModelConfig.rope_theta must be > 0, got {self.rope_theta}")
         if self.norm_eps <= 0:

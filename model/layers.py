@@ -1,7 +1,8 @@
 """The Transformer's building blocks, written from scratch (CS336 assignment 1, Llama layout).
 
 Reference path uses no nn.Linear / nn.Embedding / F.scaled_dot_product_attention; the `sdpa`
-and `triton` attention switches and the `triton` norm switch are opt-in fast paths.
+and `triton` attention switches and the `triton` norm and FFN switches are opt-in fast paths
+(kernels/ holds the Triton kernels).
 Attention variants: grouped-query / multi-query attention (Ainslie et al. 2023, "GQA"; Shazeer
 2019, "MQA"), and sliding-window causal attention (Beltagy et al. 2020, "Longformer"; Jiang et al.
 2023, "Mistral 7B"): query i sees keys j with i - window < j <= i.
@@ -72,17 +73,24 @@ def silu(x: Tensor) -> Tensor:
     return x * torch.sigmoid(x)
 
 
-class SwiGLU(nn.Module):
-    """FFN(x) = W2(SiLU(W1 x) ⊙ W3 x) (Shazeer 2020)."""
+def silu_mul(a: Tensor, b: Tensor) -> Tensor:
+    return silu(a) * b
 
-    def __init__(self, d_model: int, d_ff: int, device=None, dtype=None):
+
+class SwiGLU(nn.Module):
+    """FFN(x) = W2(SiLU(W1 x) ⊙ W3 x) (Shazeer 2020); impl='triton' fuses SiLU(a) ⊙ b into one kernel."""
+
+    def __init__(self, d_model: int, d_ff: int, impl: str = "torch", device=None, dtype=None):
         super().__init__()
         self.w1 = Linear(d_model, d_ff, device=device, dtype=dtype)
         self.w2 = Linear(d_ff, d_model, device=device, dtype=dtype)
         self.w3 = Linear(d_model, d_ff, device=device, dtype=dtype)
+        self._activation = silu_mul
+        if impl == "triton":
+            self._activation = _import_kernel("kernels.swiglu", "swiglu", "ffn='triton'")
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w2(silu(self.w1(x)) * self.w3(x))
+        return self.w2(self._activation(self.w1(x), self.w3(x)))
 
 
 class RotaryEmbedding(nn.Module):
@@ -266,7 +274,7 @@ class TransformerBlock(nn.Module):
 
             self.ffn = MoEFeedForward(cfg, device=device, dtype=dtype)
         else:
-            self.ffn = SwiGLU(cfg.d_model, cfg.d_ff, device=device, dtype=dtype)
+            self.ffn = SwiGLU(cfg.d_model, cfg.d_ff, cfg.ffn, device=device, dtype=dtype)
 
     def forward(self, x: Tensor, positions: Tensor, cache=None, layer: int = 0,
                 valid: Tensor | None = None) -> Tensor:

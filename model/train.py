@@ -31,7 +31,6 @@ from model.checkpoint import load_latest, save_checkpoint, write_json_atomically
 from model.config import ModelConfig
 from model.data import batch_rng, get_batch, load_tokens, read_meta, unigram_entropy
 from model.distributed import launched_by_torchrun
-from model.loss import cross_entropy
 from model.optim import AdamW, cosine_schedule, wsd_schedule
 from model.parallel import Parallel
 from model.profiling import StepProfiler
@@ -64,7 +63,8 @@ def model_config(cfg: TrainConfig, vocab_size: int) -> ModelConfig:
     return ModelConfig.from_preset(
         cfg.preset, vocab_size=cfg.vocab_size or vocab_size, context_length=cfg.context_length,
         d_model=cfg.d_model, n_layers=cfg.n_layers, n_heads=cfg.n_heads, d_ff=cfg.d_ff, rope_theta=cfg.rope_theta,
-        attention=cfg.attention, norm=cfg.norm, tie_embeddings=cfg.tie_embeddings, qk_norm=cfg.qk_norm,
+        attention=cfg.attention, norm=cfg.norm, ffn=cfg.ffn, loss=cfg.loss, tie_embeddings=cfg.tie_embeddings,
+        qk_norm=cfg.qk_norm,
         n_kv_heads=cfg.n_kv_heads, sliding_window=cfg.sliding_window, n_experts=cfg.n_experts,
         moe_top_k=cfg.moe_top_k, moe_aux_loss_coef=cfg.moe_aux_loss_coef, moe_z_loss_coef=cfg.moe_z_loss_coef,
         checkpoint_every=cfg.checkpoint_every).replace(moe_capacity_factor=cfg.moe_capacity_factor or None)
@@ -121,7 +121,7 @@ def evaluate(model, val: np.ndarray, cfg: TrainConfig, device: str, autocast) ->
     for i in range(cfg.eval_batches):
         x, y = get_batch(val, cfg.batch_size, cfg.context_length, device, batch_rng(cfg.seed, 0, i, split="val"))
         with autocast():
-            losses.append(cross_entropy(model(x), y).item())
+            losses.append(model(x, targets=y).item())
     model.train(was_training)
     return float(np.mean(losses))
 
@@ -287,7 +287,7 @@ def train(cfg: TrainConfig, resume: bool = False, parallel: Parallel | None = No
                                  batch_rng(cfg.seed, step, parallel.batch_index(micro)))
                 with parallel.micro_step(last=micro == cfg.grad_accum - 1):
                     with profiler.region("forward"), autocast():
-                        loss = cross_entropy(forward(x), y)
+                        loss = forward(x, targets=y)
                         aux = model.aux_loss()  # MoE load-balancing + z-loss (0 for dense models)
                     with profiler.region("backward"):
                         scaled = (loss + aux) / cfg.grad_accum

@@ -37,6 +37,8 @@ class TrainConfig:
     rope_theta: float = _f(10000.0, "RoPE base θ")
     attention: str = _f("naive", "attention implementation: naive | sdpa | triton")
     norm: str = _f("torch", "RMSNorm implementation: torch | triton")
+    ffn: str = _f("torch", "SwiGLU activation: torch | triton (fused kernel)")
+    loss: str = _f("torch", "LM head + cross-entropy: torch | fused (chunked; the logits never exist)")
     tie_embeddings: bool = _f(False, "share the token embedding and LM head weights")
     qk_norm: bool = _f(False, "RMSNorm on queries and keys per head")
     n_kv_heads: int | None = _f(None, "grouped-query attention: K/V heads (default n_heads; 1 = multi-query)")

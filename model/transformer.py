@@ -10,7 +10,8 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from model.config import ModelConfig
-from model.layers import Embedding, Linear, RMSNorm, RotaryEmbedding, TransformerBlock
+from model.layers import Embedding, Linear, RMSNorm, RotaryEmbedding, TransformerBlock, _import_kernel
+from model.loss import cross_entropy
 
 
 class KVCache:
@@ -72,13 +73,17 @@ class TransformerLM(nn.Module):
         self.lm_head = Linear(cfg.d_model, cfg.vocab_size, device=device, dtype=dtype)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.token_embeddings.weight
+        self._fused_loss = None
+        if cfg.loss == "fused":
+            self._fused_loss = _import_kernel("kernels.cross_entropy", "fused_linear_cross_entropy", "loss='fused'")
 
     def forward(self, token_ids: Tensor, positions: Tensor | None = None, cache: KVCache | None = None,
-                valid: Tensor | None = None) -> Tensor:
-        """token_ids: (B, T) → logits (B, T, vocab).
+                valid: Tensor | None = None, targets: Tensor | None = None) -> Tensor:
+        """token_ids: (B, T) → logits (B, T, vocab); with targets (B, T), the mean cross-entropy instead.
 
         positions default to 0..T-1 (continuing from the cache's length when decoding); valid
-        (B, T) marks real tokens when sequences are padded."""
+        (B, T) marks real tokens when sequences are padded. With cfg.loss='fused' and targets, the
+        loss is computed chunk by chunk from the final hidden states and the logits never exist."""
         B, T = token_ids.shape
         if positions is None:
             start = cache.length if cache is not None else 0
@@ -99,7 +104,12 @@ class TransformerLM(nn.Module):
                 x = block(x, positions, cache, i, valid)
         if cache is not None:
             cache.advance()
-        return self.lm_head(self.ln_final(x))
+        x = self.ln_final(x)
+        if targets is None:
+            return self.lm_head(x)
+        if self._fused_loss is not None:
+            return self._fused_loss(x.flatten(0, 1), self.lm_head.weight, targets.flatten())
+        return cross_entropy(self.lm_head(x), targets)
 
     def aux_loss(self) -> Tensor | float:
         """Sum of the MoE layers' weighted load-balancing and router z-losses from the last

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import model.train as train_mod
+import model.transformer as transformer_mod
 from model.checkpoint import read_latest
 from model.train import main
 
@@ -88,7 +88,7 @@ def test_training_learns_and_writes_contract_files(shards, tmp_path, capsys):
 
 
 def test_nan_loss_stops_with_last_good_checkpoint(shards, tmp_path, monkeypatch, capsys):
-    real = train_mod.cross_entropy
+    real = transformer_mod.cross_entropy
     calls = {"n": 0}
 
     def poisoned(logits, targets):
@@ -96,7 +96,7 @@ def test_nan_loss_stops_with_last_good_checkpoint(shards, tmp_path, monkeypatch,
         loss = real(logits, targets)
         return loss * float("nan") if calls["n"] > 12 else loss
 
-    monkeypatch.setattr(train_mod, "cross_entropy", poisoned)
+    monkeypatch.setattr(transformer_mod, "cross_entropy", poisoned)
     run = tmp_path / "run"
     code = main(_args(shards, run, "--max-steps", "50", "--ckpt-interval", "5", "--eval-interval", "100",
                       "--max-bad-steps", "2"))
@@ -107,7 +107,7 @@ def test_nan_loss_stops_with_last_good_checkpoint(shards, tmp_path, monkeypatch,
 
 
 def test_skip_budget_tolerates_a_few_bad_steps(shards, tmp_path, monkeypatch):
-    real = train_mod.cross_entropy
+    real = transformer_mod.cross_entropy
     calls = {"n": 0}
 
     def flaky(logits, targets):
@@ -115,7 +115,7 @@ def test_skip_budget_tolerates_a_few_bad_steps(shards, tmp_path, monkeypatch):
         loss = real(logits, targets)
         return loss * float("inf") if calls["n"] in (5, 9) else loss
 
-    monkeypatch.setattr(train_mod, "cross_entropy", flaky)
+    monkeypatch.setattr(transformer_mod, "cross_entropy", flaky)
     summary = tmp_path / "summary.json"
     assert main(_args(shards, tmp_path / "run", "--max-steps", "20", "--eval-interval", "100",
                       "--metrics", str(summary))) == 0
