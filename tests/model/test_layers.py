@@ -3,6 +3,7 @@ PyTorch's own ops (F.linear, F.rms_norm, F.scaled_dot_product_attention, ...) or
 implementation written here (complex-number RoPE, a functional Llama forward from the state_dict)."""
 
 import math
+import sys
 
 import pytest
 import torch
@@ -407,13 +408,12 @@ def test_qk_norm_adds_parameters_and_runs():
     assert out.shape == (2, 8, 97) and torch.isfinite(out).all()
 
 
-@pytest.mark.parametrize("switch", [{"attention": "triton"}, {"norm": "triton"}])
-def test_triton_switch_without_kernels_is_a_clear_error(switch):
-    import importlib.util
-
-    module = "kernels.flash_attention" if "attention" in switch else "kernels.rmsnorm"
-    if importlib.util.find_spec(module) is not None:
-        pytest.skip(f"{module} exists: the switch is tested with the kernels")
+@pytest.mark.parametrize("switch,module", [({"attention": "triton"}, "kernels.flash_attention"),
+                                           ({"norm": "triton"}, "kernels.rmsnorm"),
+                                           ({"ffn": "triton"}, "kernels.swiglu"),
+                                           ({"loss": "fused"}, "kernels.cross_entropy")])
+def test_kernel_switch_without_kernels_is_a_clear_error(switch, module, monkeypatch):
+    monkeypatch.setitem(sys.modules, module, None)  # as if triton (or the kernel) were not installed
     cfg = ModelConfig(vocab_size=32, context_length=8, d_model=16, n_layers=1, n_heads=2, **switch)
     with pytest.raises(ValueError, match=module):
         TransformerLM(cfg)
