@@ -45,8 +45,8 @@ FWD_CONFIGS = _configs([(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128
 DQ_CONFIGS = _configs([(128, 32, 4, 3), (128, 32, 8, 3), (128, 64, 8, 3), (64, 32, 4, 3),
                        (64, 64, 4, 3), (128, 16, 4, 3), (128, 32, 4, 5)], (32, 16))
 # dK/dV: a key tile (BLOCK_N) walks query tiles (BLOCK_M); BLOCK_N a multiple of BLOCK_M.
-DKDV_CONFIGS = _configs([(32, 128, 4, 3), (32, 128, 8, 3), (64, 128, 8, 3), (32, 64, 4, 3),
-                         (64, 64, 4, 3), (16, 128, 4, 3), (32, 128, 4, 5)], (16, 32))
+DKDV_CONFIGS = _configs([(32, 128, 4, 3), (32, 128, 8, 3), (64, 128, 8, 3), (32, 64, 4, 3), (32, 64, 8, 3),
+                         (64, 64, 4, 3), (16, 128, 4, 3), (16, 64, 4, 3), (32, 128, 4, 5)], (16, 32))
 KEY = ["N_Q_BUCKET", "N_K_BUCKET", "HEAD_DIM", "IS_CAUSAL"]
 
 
@@ -76,7 +76,7 @@ def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, o
 
 @triton.autotune(configs=FWD_CONFIGS, key=KEY)
 @triton.jit
-def _fwd_kernel(Q, K, V, O, LSE, sm_scale,
+def _fwd_kernel(Q, K, V, OUT, LSE, sm_scale,
                 stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
                 stride_vb, stride_vh, stride_vn, stride_ob, stride_oh, stride_om,
                 H, N_Q, N_K, N_Q_BUCKET, N_K_BUCKET,
@@ -114,12 +114,12 @@ def _fwd_kernel(Q, K, V, O, LSE, sm_scale,
     acc = acc / l_i[:, None]
     lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # back to natural log
     tl.store(LSE + bh.to(tl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)
-    o_base = O + b.to(tl.int64) * stride_ob + h * stride_oh
-    tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :], acc.to(O.dtype.element_ty), mask=q_mask)
+    o_base = OUT + b.to(tl.int64) * stride_ob + h * stride_oh
+    tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :], acc.to(OUT.dtype.element_ty), mask=q_mask)
 
 
 @triton.jit
-def _bwd_delta_kernel(O, DO, DELTA, H, N_Q, stride_ob, stride_oh, stride_om, stride_dob, stride_doh, stride_dom,
+def _bwd_delta_kernel(OUT, DO, DELTA, H, N_Q, stride_ob, stride_oh, stride_om, stride_dob, stride_doh, stride_dom,
                       HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr):
     """D = rowsum(dO ⊙ O) in fp32, shape (batch·heads, N_Q)."""
     bh = tl.program_id(1)
@@ -127,7 +127,7 @@ def _bwd_delta_kernel(O, DO, DELTA, H, N_Q, stride_ob, stride_oh, stride_om, str
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     mask = (offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM)
-    o = tl.load(O + b.to(tl.int64) * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :],
+    o = tl.load(OUT + b.to(tl.int64) * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :],
                 mask=mask, other=0.0).to(tl.float32)
     do = tl.load(DO + b.to(tl.int64) * stride_dob + h * stride_doh + offs_m[:, None] * stride_dom
                  + offs_d[None, :], mask=mask, other=0.0).to(tl.float32)
