@@ -154,23 +154,30 @@ def _bandwidth_rows(label: str, impls: dict, make_inputs, bytes_moved: int, devi
     return rows
 
 
+def _bandwidth_section(title: str, eager, fused, cases: list, args, device) -> list[list]:
+    """Rows for every (label, make_inputs, bytes moved) case: fused vs eager vs compiled eager."""
+    impls = {"triton": fused, "eager": eager}
+    if not args.no_compile:
+        impls["compiled"] = torch.compile(eager)
+    rows, hbm = [], _hbm(device)
+    for label, make_inputs, bytes_moved in cases:
+        rows += _bandwidth_rows(label, impls, make_inputs, bytes_moved, device, hbm)
+    print(table(f"{title} (HBM {_fmt(hbm and hbm / 1e12, '.2f', '?')} TB/s)",
+                ["shape", "impl", "ms", "GB/s", "of HBM", "vs eager"], rows))
+    return rows
+
+
 def bench_rmsnorm(args, device, dtype) -> list[list]:
     from kernels.rmsnorm import rms_norm, rms_norm_torch
 
-    impls = {"triton": rms_norm, "eager": rms_norm_torch, "compiled": torch.compile(rms_norm_torch)}
-    if args.no_compile:
-        del impls["compiled"]
-    rows, hbm, elt = [], _hbm(device), torch.finfo(dtype).bits // 8
-    for hidden in args.norm_hidden:
-        def make_inputs(hidden=hidden):
-            x = torch.randn(args.norm_rows, hidden, device=device, dtype=dtype, requires_grad=True)
-            w = (1 + 0.1 * torch.randn(hidden, device=device, dtype=dtype)).requires_grad_()
-            return (x, w, 1e-5), torch.randn_like(x)
-        rows += _bandwidth_rows(f"{args.norm_rows}x{hidden}", impls, make_inputs,
-                                5 * args.norm_rows * hidden * elt, device, hbm)
-    print(table(f"(2) RMSNorm forward+backward, {dtype} (HBM {_fmt(hbm and hbm / 1e12, '.2f', '?')} TB/s)",
-                ["shape", "impl", "ms", "GB/s", "of HBM", "vs eager"], rows))
-    return rows
+    def make_inputs(hidden):
+        x = torch.randn(args.norm_rows, hidden, device=device, dtype=dtype, requires_grad=True)
+        w = (1 + 0.1 * torch.randn(hidden, device=device, dtype=dtype)).requires_grad_()
+        return (x, w, 1e-5), torch.randn_like(x)
+
+    elt, rows = torch.finfo(dtype).bits // 8, args.norm_rows
+    cases = [(f"{rows}x{h}", lambda h=h: make_inputs(h), 5 * rows * h * elt) for h in args.norm_hidden]
+    return _bandwidth_section(f"(2) RMSNorm forward+backward, {dtype}", rms_norm_torch, rms_norm, cases, args, device)
 
 
 def bench_swiglu(args, device, dtype) -> list[list]:
@@ -179,20 +186,15 @@ def bench_swiglu(args, device, dtype) -> list[list]:
     def eager(a, b):
         return F.silu(a) * b
 
-    impls = {"triton": swiglu, "eager": eager, "compiled": torch.compile(eager)}
-    if args.no_compile:
-        del impls["compiled"]
-    rows, hbm, elt = [], _hbm(device), torch.finfo(dtype).bits // 8
-    for width in args.swiglu_width:
-        def make_inputs(width=width):
-            a, b = (torch.randn(args.swiglu_rows, width, device=device, dtype=dtype, requires_grad=True)
-                    for _ in range(2))
-            return (a, b), torch.randn_like(a)
-        rows += _bandwidth_rows(f"{args.swiglu_rows}x{width}", impls, make_inputs,
-                                8 * args.swiglu_rows * width * elt, device, hbm)
-    print(table(f"(3) SwiGLU activation silu(a)·b forward+backward, {dtype}",
-                ["shape", "impl", "ms", "GB/s", "of HBM", "vs eager"], rows))
-    return rows
+    def make_inputs(width):
+        a, b = (torch.randn(args.swiglu_rows, width, device=device, dtype=dtype, requires_grad=True)
+                for _ in range(2))
+        return (a, b), torch.randn_like(a)
+
+    elt, rows = torch.finfo(dtype).bits // 8, args.swiglu_rows
+    cases = [(f"{rows}x{w}", lambda w=w: make_inputs(w), 8 * rows * w * elt) for w in args.swiglu_width]
+    return _bandwidth_section(f"(3) SwiGLU activation silu(a)·b forward+backward, {dtype}", eager, swiglu, cases,
+                              args, device)
 
 
 # ---- (4) LM head + cross-entropy ----------------------------------------------------------------

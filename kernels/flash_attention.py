@@ -51,15 +51,21 @@ KEY = ["N_Q_BUCKET", "N_K_BUCKET", "HEAD_DIM", "IS_CAUSAL"]
 
 
 @triton.jit
+def _load_tile(base, offs_rows, stride_row, n_rows, offs_d, HEAD_DIM: tl.constexpr):
+    """(rows, BLOCK_D) tile of a (seq, d_head) slice; zeros past the sequence end and past d_head."""
+    mask = (offs_rows[:, None] < n_rows) & (offs_d[None, :] < HEAD_DIM)
+    return tl.load(base + offs_rows[:, None] * stride_row + offs_d[None, :], mask=mask, other=0.0)
+
+
+@triton.jit
 def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, lo, hi, N_K, qk_scale,
                HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr,
                BOUNDS_MASK: tl.constexpr):
     """Online-softmax update of (acc, l_i, m_i) over key tiles [lo, hi)."""
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        kv_mask = (offs_n[:, None] < N_K) & (offs_d[None, :] < HEAD_DIM)
-        k = tl.load(k_base + offs_n[:, None] * stride_kn + offs_d[None, :], mask=kv_mask, other=0.0)
-        v = tl.load(v_base + offs_n[:, None] * stride_vn + offs_d[None, :], mask=kv_mask, other=0.0)
+        k = _load_tile(k_base, offs_n, stride_kn, N_K, offs_d, HEAD_DIM)
+        v = _load_tile(v_base, offs_n, stride_vn, N_K, offs_d, HEAD_DIM)
         qk = tl.dot(q, tl.trans(k)) * qk_scale  # base-2 logits
         if CAUSAL_MASK:
             qk = tl.where(offs_m[:, None] >= offs_n[None, :], qk, float("-inf"))
@@ -140,9 +146,8 @@ def _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, 
     """Accumulate one key tile's dK and dV over query tiles [lo, hi). Works transposed: (keys, queries)."""
     for start_m in range(lo, hi, BLOCK_M):
         offs_m = start_m + tl.arange(0, BLOCK_M)
-        q_mask = (offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM)
-        q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :], mask=q_mask, other=0.0)
-        do = tl.load(do_base + offs_m[:, None] * stride_dom + offs_d[None, :], mask=q_mask, other=0.0)
+        q = _load_tile(q_base, offs_m, stride_qm, N_Q, offs_d, HEAD_DIM)
+        do = _load_tile(do_base, offs_m, stride_dom, N_Q, offs_d, HEAD_DIM)
         # Rows past N_Q get L = +inf, hence P = 0: no bounds mask needed on the scores.
         lse = tl.load(lse_base + offs_m, mask=offs_m < N_Q, other=float("inf")) * 1.4426950408889634
         delta = tl.load(delta_base + offs_m, mask=offs_m < N_Q, other=0.0)
@@ -205,9 +210,8 @@ def _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_
     """Accumulate one query tile's dQ over key tiles [lo, hi)."""
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        kv_mask = (offs_n[:, None] < N_K) & (offs_d[None, :] < HEAD_DIM)
-        k = tl.load(k_base + offs_n[:, None] * stride_kn + offs_d[None, :], mask=kv_mask, other=0.0)
-        v = tl.load(v_base + offs_n[:, None] * stride_vn + offs_d[None, :], mask=kv_mask, other=0.0)
+        k = _load_tile(k_base, offs_n, stride_kn, N_K, offs_d, HEAD_DIM)
+        v = _load_tile(v_base, offs_n, stride_vn, N_K, offs_d, HEAD_DIM)
         p = tl.math.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None])
         if CAUSAL_MASK:
             p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
