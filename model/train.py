@@ -19,6 +19,7 @@ import csv
 import logging
 import math
 import os
+import platform
 import random
 import sys
 import time
@@ -57,6 +58,20 @@ def peak_flops(device: str, override: float | None) -> float | None:
         name = torch.cuda.get_device_name(torch.device(device))
         return next((flops for key, flops in PEAK_FLOPS.items() if key in name), None)
     return None
+
+
+def hardware_name(device: str, world: int = 1) -> str:
+    """What ran the job, for reports: "cuda: 8x NVIDIA H100 80GB HBM3" or "cpu: 2 threads (<model name>)"."""
+    if device.startswith("cuda"):
+        return f"cuda: {world}x {torch.cuda.get_device_name(torch.device(device))}"
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    ranks = f"{world} ranks x " if world > 1 else ""
+    return f"cpu: {ranks}{torch.get_num_threads()} threads ({cpu})"
 
 
 def model_config(cfg: TrainConfig, vocab_size: int) -> ModelConfig:
@@ -367,6 +382,7 @@ def train(cfg: TrainConfig, resume: bool = False, parallel: Parallel | None = No
         "unigram_entropy": entropy, "nats_below_unigram": entropy - val_loss, "seconds": round(elapsed, 2),
         "tokens_per_s": round(step * tokens_per_step / max(elapsed, 1e-9), 1), "device": device,
         "bad_steps": bad_steps, "parallel": cfg.parallel, "world_size": world,
+        "hardware": hardware_name(device, world),
     }
     if not main_rank:
         return summary

@@ -1,0 +1,58 @@
+"""params-gpu.yaml (the H100 profile) stays a valid drop-in for params.yaml: same sections, and every
+section the model, scaling and alignment CLIs read is accepted by their config classes."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU = yaml.safe_load((ROOT / "params.yaml").read_text())
+GPU = yaml.safe_load((ROOT / "params-gpu.yaml").read_text())
+
+
+def test_same_sections_as_params_yaml():
+    assert list(GPU) == list(CPU)
+
+
+def test_pipeline_sections_keep_every_key():
+    """The data stages' CLIs take the same keys; only values change for the GPU profile."""
+    for section in ("sample", "extract", "filter", "classify", "dedup", "report", "tokenizer", "shards"):
+        assert set(GPU[section]) == set(CPU[section]), section
+
+
+def test_train_and_sweep_sections_are_valid_train_configs():
+    from model.train_config import TrainConfig
+
+    train = TrainConfig.from_dict(GPU["train"])
+    assert (train.device, train.attention, train.norm, train.ffn, train.loss) == ("cuda", "triton", "triton", "triton",
+                                                                                   "fused")
+    TrainConfig.from_dict({**GPU["sweep"]["train"], "data": "x", "out_dir": "y"})
+
+
+def test_scaling_sections_are_valid():
+    from scaling.sweep import SweepConfig
+
+    SweepConfig(**GPU["sweep"])
+    assert set(GPU["scaling_fit"]) == set(CPU["scaling_fit"])
+
+
+@pytest.mark.parametrize("section,module,cls", [("sft", "alignment.sft", "SFTConfig"),
+                                                ("dpo", "alignment.dpo", "DPOConfig"),
+                                                ("grpo", "alignment.grpo", "GRPOConfig")])
+def test_alignment_sections_are_valid_configs(section, module, cls):
+    import importlib
+
+    config_cls = getattr(importlib.import_module(module), cls)
+    known = {f.name for f in dataclasses.fields(config_cls)}
+    assert set(GPU[section]) <= known, sorted(set(GPU[section]) - known)
+    config = config_cls(**GPU[section])
+    assert config.task in ("gsm8k", "none") and config.device == "cuda"
+
+
+def test_alignment_report_section_is_valid():
+    from alignment.report import DEFAULTS
+
+    assert set(GPU["alignment_report"]) <= set(DEFAULTS)
+    assert set(GPU["alignment_report"]["models"]) == set(CPU["alignment_report"]["models"])
