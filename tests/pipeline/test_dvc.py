@@ -29,7 +29,8 @@ def _ran(output: str) -> list[str]:
 EDGES = [("sample", "extract"), ("extract", "filter"), ("train_classifiers", "filter"), ("filter", "dedup"),
          ("dedup", "train_tokenizer"), ("train_tokenizer", "tokenize"), ("tokenize", "data_report"),
          ("tokenize", "train"), ("tokenize", "sweep"), ("sweep", "fit"), ("train", "sft"), ("sft", "dpo"),
-         ("dpo", "grpo"), ("grpo", "evaluate")]
+         ("dpo", "grpo"), ("grpo", "evaluate"), ("data_report", "report"), ("train", "report"), ("fit", "report"),
+         ("evaluate", "report")]
 STAGES = {s for edge in EDGES for s in edge}
 
 
@@ -75,7 +76,8 @@ def test_dvc_repro_runs_once_then_only_changed_stages(tmp_path):
                 "data/runs/default/metrics.csv", "metrics/train.json", "data/sweep/results.csv",
                 "data/sweep/fit/fit.json", "metrics/fit.json", "metrics/sft.json", "metrics/dpo.json",
                 "metrics/grpo.json", "data/alignment/grpo/metrics.csv", "reports/alignment.csv",
-                "reports/alignment.png", "metrics/alignment.json"):
+                "reports/alignment.png", "metrics/alignment.json", "reports/leaderboard.csv", "reports/summary.md",
+                "reports/training_curves.png", "metrics/report.json"):
         assert (tmp_path / out).is_file(), out
     assert _ran(_run(["dvc", "repro"], tmp_path)) == []
 
@@ -83,4 +85,4 @@ def test_dvc_repro_runs_once_then_only_changed_stages(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     _check_order(_ran(_run(["dvc", "repro"], tmp_path)),
                  {"train_tokenizer", "tokenize", "data_report", "train", "sweep", "fit", "sft", "dpo", "grpo",
-                  "evaluate"})
+                  "evaluate", "report"})
