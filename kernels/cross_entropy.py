@@ -36,8 +36,9 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+from kernels.runtime import DTYPES as _DTYPES
+from kernels.runtime import INTERPRET as _INTERPRET
+
 _BACKENDS = ("auto", "triton", "torch")
 _CUDA_BLOCK_V = 4096  # vocab block per sweep step on the GPU (Liger: up to 32768 with 32 warps)
 _CPU_BLOCK_V = 8192  # interpreter: bigger blocks = fewer interpreted steps

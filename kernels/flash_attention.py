@@ -17,7 +17,6 @@ keys (top-left aligned, like SDPA's is_causal); non-causal takes any number of e
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 import triton
@@ -25,10 +24,10 @@ import triton.language as tl
 from torch import Tensor
 
 from kernels.flash_attention_torch import FlashAttentionTorch, naive_attention
+from kernels.runtime import DTYPES, INTERPRET
 
 __all__ = ["FlashAttentionTorch", "FlashAttentionTriton", "flash_attention", "naive_attention"]
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _configs(cuda: list[tuple[int, int, int, int]], interpret: tuple[int, int]) -> list[triton.Config]:
@@ -279,7 +278,7 @@ def _check(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> None:
         raise ValueError(f"flash_attention: d_head={d} must be in 16..128")
     if is_causal and q.shape[2] != k.shape[2]:
         raise ValueError(f"flash_attention: is_causal needs as many queries as keys, got {q.shape[2]} and {k.shape[2]}")
-    if q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or k.dtype != q.dtype or v.dtype != q.dtype:
+    if q.dtype not in DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
         raise ValueError(f"flash_attention: q, k, v must share one of fp16/bf16/fp32, got {q.dtype}, {k.dtype}, "
                          f"{v.dtype}")
     if not (q.is_cuda or INTERPRET):

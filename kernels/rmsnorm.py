@@ -20,15 +20,14 @@ Triton does). Elsewhere the launchers — and `rms_norm`, which does NOT fall ba
 so a benchmark can never time the reference by accident — raise a one-line RuntimeError.
 """
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
+from kernels.runtime import DTYPES as _DTYPES
+from kernels.runtime import INTERPRET as _INTERPRET
+
 MAX_HIDDEN = 65536  # one row must fit in one block (registers / interpreter memory)
-_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _CPU_BWD_PROGRAMS = 4  # few programs under the interpreter, so the row-stripe loop is exercised
 
 

@@ -20,15 +20,14 @@ Triton does). Elsewhere the launchers — and `swiglu`, which does NOT fall back
 one-line RuntimeError.
 """
 
-import os
-
 import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+from kernels.runtime import DTYPES as _DTYPES
+from kernels.runtime import INTERPRET as _INTERPRET
+
 _CUDA_BLOCK, _CUDA_WARPS = 1024, 4
 _CPU_MAX_BLOCK = 16384  # the interpreter runs programs one by one: few, wide ones are fastest
 

@@ -63,7 +63,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model, device=device, dtype=dtype))
         self._norm = rms_norm_ref
         if impl == "triton":
-            self._norm = _import_kernel("kernels.rmsnorm", "rms_norm", "norm='triton'")
+            self._norm = import_kernel("kernels.rmsnorm", "rms_norm", "norm='triton'")
 
     def forward(self, x: Tensor) -> Tensor:
         return self._norm(x, self.weight, self.eps)
@@ -87,7 +87,7 @@ class SwiGLU(nn.Module):
         self.w3 = Linear(d_model, d_ff, device=device, dtype=dtype)
         self._activation = silu_mul
         if impl == "triton":
-            self._activation = _import_kernel("kernels.swiglu", "swiglu", "ffn='triton'")
+            self._activation = import_kernel("kernels.swiglu", "swiglu", "ffn='triton'")
 
     def forward(self, x: Tensor) -> Tensor:
         return self.w2(self._activation(self.w1(x), self.w3(x)))
@@ -131,7 +131,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     return softmax(scores, dim=-1) @ v
 
 
-def _import_kernel(module: str, name: str, switch: str):
+def import_kernel(module: str, name: str, switch: str):
     import importlib
 
     try:
@@ -172,7 +172,7 @@ class CausalSelfAttention(nn.Module):
                 raise ValueError(f"ModelConfig attention='triton' supports neither n_kv_heads != n_heads nor "
                                  f"sliding_window (got n_kv_heads={n_kv_heads}, n_heads={n_heads}, "
                                  f"sliding_window={sliding_window}): use attention='sdpa' or 'naive'")
-            self._flash = _import_kernel("kernels.flash_attention", "flash_attention", "attention='triton'")
+            self._flash = import_kernel("kernels.flash_attention", "flash_attention", "attention='triton'")
 
     def forward(self, x: Tensor, positions: Tensor, cache=None, layer: int = 0,
                 valid: Tensor | None = None) -> Tensor:

@@ -79,8 +79,7 @@ def model_config(cfg: TrainConfig, vocab_size: int) -> ModelConfig:
         cfg.preset, vocab_size=cfg.vocab_size or vocab_size, context_length=cfg.context_length,
         d_model=cfg.d_model, n_layers=cfg.n_layers, n_heads=cfg.n_heads, d_ff=cfg.d_ff, rope_theta=cfg.rope_theta,
         attention=cfg.attention, norm=cfg.norm, ffn=cfg.ffn, loss=cfg.loss, tie_embeddings=cfg.tie_embeddings,
-        qk_norm=cfg.qk_norm,
-        n_kv_heads=cfg.n_kv_heads, sliding_window=cfg.sliding_window, n_experts=cfg.n_experts,
+        qk_norm=cfg.qk_norm, n_kv_heads=cfg.n_kv_heads, sliding_window=cfg.sliding_window, n_experts=cfg.n_experts,
         moe_top_k=cfg.moe_top_k, moe_aux_loss_coef=cfg.moe_aux_loss_coef, moe_z_loss_coef=cfg.moe_z_loss_coef,
         checkpoint_every=cfg.checkpoint_every).replace(moe_capacity_factor=cfg.moe_capacity_factor or None)
 

@@ -10,7 +10,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from model.config import ModelConfig
-from model.layers import Embedding, Linear, RMSNorm, RotaryEmbedding, TransformerBlock, _import_kernel
+from model.layers import Embedding, Linear, RMSNorm, RotaryEmbedding, TransformerBlock, import_kernel
 from model.loss import cross_entropy
 
 
@@ -75,7 +75,7 @@ class TransformerLM(nn.Module):
             self.lm_head.weight = self.token_embeddings.weight
         self._fused_loss = None
         if cfg.loss == "fused":
-            self._fused_loss = _import_kernel("kernels.cross_entropy", "fused_linear_cross_entropy", "loss='fused'")
+            self._fused_loss = import_kernel("kernels.cross_entropy", "fused_linear_cross_entropy", "loss='fused'")
 
     def forward(self, token_ids: Tensor, positions: Tensor | None = None, cache: KVCache | None = None,
                 valid: Tensor | None = None, targets: Tensor | None = None) -> Tensor:
