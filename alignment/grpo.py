@@ -41,9 +41,9 @@ from alignment.losses import LENGTH_NORMALIZATIONS, LOSS_TYPES
 from alignment.rollout import rollout
 from alignment.sft import TASKS, load_task
 
-METRIC_COLUMNS = ("step", "lr", "loss", "reward", "format_reward", "answer_reward", "frac_zero_std", "entropy",
-                  "response_tokens", "clip_fraction", "kl", "grad_norm", "rollout_seconds", "train_seconds",
-                  "val_accuracy", "val_format_rate", "seconds")
+METRIC_COLUMNS = ("step", "lr", "loss", "reward", "format_reward", "answer_reward", "frac_zero_std",
+                  "trained_fraction", "entropy", "response_tokens", "clip_fraction", "kl", "grad_norm",
+                  "rollout_seconds", "train_seconds", "val_accuracy", "val_format_rate", "seconds")
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ class GRPOConfig:
     cliprange_high: float | None = None  # DAPO: 0.28
     length_normalization: str = "masked_mean"  # masked_mean | constant (Dr. GRPO: / max_new_tokens)
     kl_coef: float = 0.0  # > 0: k3 KL to a frozen copy of the starting policy
+    skip_zero_std_groups: bool = False  # DAPO's filter: a group whose rewards all agree has zero advantage; skip it
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 1024
@@ -117,6 +118,9 @@ class GRPOConfig:
             raise ValueError(f"GRPOConfig.loss_type={self.loss_type!r}: epochs_per_rollout_batch="
                              f"{self.epochs_per_rollout_batch}, train_batch_size={self.train_batch_size} < "
                              f"rollout_batch_size={self.rollout_batch_size} is off-policy and needs grpo_clip")
+        if self.skip_zero_std_groups and self.loss_type == "no_baseline":
+            raise ValueError("GRPOConfig.skip_zero_std_groups needs advantages (reinforce_with_baseline or grpo_clip): "
+                             "no_baseline learns from every rewarded response")
         if not self.lr > 0:
             raise ValueError(f"GRPOConfig.lr must be > 0, got {self.lr!r}")
         for name in ("weight_decay", "grad_clip", "kl_coef", "advantage_eps"):
@@ -255,6 +259,10 @@ def train_grpo(cfg: GRPOConfig, model=None, tokenizer=None, reward_fn=None) -> d
         sums = {"loss": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "kl": 0.0, "grad_norm": 0.0}
         count = updates = 0
         trainable = batch.response_mask.any(dim=-1).tolist()  # False: the prompt filled the context
+        if cfg.skip_zero_std_groups:  # zero advantage, zero policy gradient: no forward/backward needed
+            spread = raw_rewards.view(-1, cfg.group_size).std(dim=-1) > 0
+            trainable = [t and bool(spread[i // cfg.group_size]) for i, t in enumerate(trainable)]
+        kept = sum(trainable)
         for _ in range(cfg.epochs_per_rollout_batch):
             order = rng.sample(range(n), n) if cfg.off_policy else list(range(n))
             order = [i for i in order if trainable[i]]
@@ -262,6 +270,7 @@ def train_grpo(cfg: GRPOConfig, model=None, tokenizer=None, reward_fn=None) -> d
                 chosen = order[start: start + cfg.train_batch_size]
                 if not chosen:
                     continue
+                n_micro = -(-len(chosen) // micro)  # the loss is averaged over the microbatches actually run
                 for m in range(0, len(chosen), micro):
                     index = chosen[m: m + micro]
                     ids, labels, mask = batch.rows(index)
@@ -272,7 +281,7 @@ def train_grpo(cfg: GRPOConfig, model=None, tokenizer=None, reward_fn=None) -> d
                     if reference is not None:
                         kwargs.update(ref_log_probs=ref_log_probs[idx, :width], kl_coef=cfg.kl_coef)
                     loss, meta = grpo_microbatch_train_step(
-                        out["log_probs"], mask, cfg.grad_accum, cfg.loss_type,
+                        out["log_probs"], mask, n_micro, cfg.loss_type,
                         raw_rewards=raw_rewards[index].unsqueeze(-1).to(device),
                         advantages=advantages[index].unsqueeze(-1).to(device),
                         old_log_probs=None if old_log_probs is None else old_log_probs[idx, :width],
@@ -293,7 +302,7 @@ def train_grpo(cfg: GRPOConfig, model=None, tokenizer=None, reward_fn=None) -> d
                "reward": float(reward_meta["rewards/mean"]),
                "format_reward": float(reward_meta["rewards/format_mean"]),
                "answer_reward": float(reward_meta["rewards/answer_mean"]),
-               "frac_zero_std": float(reward_meta["rewards/frac_zero_std"]),
+               "frac_zero_std": float(reward_meta["rewards/frac_zero_std"]), "trained_fraction": kept / n,
                "entropy": sums["entropy"] / count, "response_tokens": float(batch.response_mask.sum()) / n,
                "clip_fraction": sums["clip_fraction"] / count if need_old else None,
                "kl": sums["kl"] / count if reference is not None else None, "grad_norm": sums["grad_norm"] / updates,

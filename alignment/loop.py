@@ -125,9 +125,12 @@ def _parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+_NONE = object()  # a flag given as 'none': unlike an absent flag (None), it overrides params.yaml
+
+
 def _optional(kind):
     def parse(text: str):
-        return None if text.strip().lower() in ("", "none", "null") else kind(text)
+        return _NONE if text.strip().lower() in ("", "none", "null") else kind(text)
     parse.__name__ = kind.__name__
     return parse
 
@@ -145,7 +148,7 @@ def build_parser(config_cls, prog: str, doc: str, helps: dict[str, str] | None =
     for f in fields(config_cls):
         annotation = str(f.type)
         kind = {"int": int, "float": float, "bool": _parse_bool}.get(annotation.split(" ")[0], str)
-        if "None" in annotation and kind is not str:
+        if "None" in annotation:
             kind = _optional(kind)
         default = "required" if f.default is MISSING else f"default {f.default}"
         p.add_argument("--" + f.name.replace("_", "-"), type=kind, default=None,
@@ -169,8 +172,9 @@ def config_from_sources(config_cls, section: str, args: argparse.Namespace):
             raise ValueError(f"{path}: section {section!r} has unknown key(s) {', '.join(unknown)} "
                              f"(known: {', '.join(sorted(known))})")
     for f in fields(config_cls):
-        if getattr(args, f.name, None) is not None:
-            values[f.name] = getattr(args, f.name)
+        flag = getattr(args, f.name, None)
+        if flag is not None:
+            values[f.name] = None if flag is _NONE else flag
     missing = [f.name for f in fields(config_cls) if f.default is MISSING and f.name not in values]
     if missing:
         raise ValueError(f"--{missing[0].replace('_', '-')} is required (flag or {section}.{missing[0]} in {path})")

@@ -44,6 +44,7 @@ class SFTConfig:
     n_test: int = 100
     digits: int = 2  # arithmetic: operands of 1..digits digits
     held_out: str = "problems"  # arithmetic test split: unseen problems, or unseen wording of the same facts
+    teacher_slip: float = 0.0  # arithmetic: demonstrations forget the carry this often (an imperfect teacher)
     lr: float = 1e-3  # peak; cosine to lr/10 after warmup_steps (tiny models; ~1e-5 for 1B-scale HF models)
     warmup_steps: int = 10
     weight_decay: float = 0.0
@@ -103,7 +104,7 @@ def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
     from alignment.evaluate import evaluate
     from alignment.losses import sft_microbatch_train_step
     from alignment.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
-    from alignment.tasks import sft_example
+    from alignment.tasks import imperfect_teacher, sft_example
     from model.optim import AdamW, clip_grad_norm, cosine_schedule
 
     if cfg.engine == "trl":
@@ -114,6 +115,8 @@ def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
     model, tokenizer, _, context, out_dir = load_model_and_prepare(cfg, "sft", model, tokenizer)
     device = model_device(model)
     train, test = load_task(cfg)
+    if cfg.teacher_slip:
+        train = imperfect_teacher(train, cfg.teacher_slip, cfg.seed)
     examples = [sft_example(item, cfg.template) for item in train]
     optimizer = AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     rng = random.Random(cfg.seed)

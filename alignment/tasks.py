@@ -186,6 +186,35 @@ def sft_example(item: dict, template: str = R1_ZERO_PROMPT) -> tuple[str, str]:
     return format_prompt(item["question"], template), _response(_reasoning(item), str(item["answer"]))
 
 
+def carry_slip(item: dict) -> dict | None:
+    """The item as a teacher who forgets the carry would solve it (``8 + 5 = 3``), or None when the problem has
+    no carry (every column of an addition sums below 10) or is not an integer addition."""
+    m = re.fullmatch(r"(\d+) \+ (\d+)", item.get("expression", ""))
+    if not m:
+        return None
+    a, b = m.group(1), m.group(2)
+    width = max(len(a), len(b))
+    columns = zip(a.rjust(width, "0"), b.rjust(width, "0"))
+    digits = [(int(x) + int(y)) % 10 for x, y in columns]
+    if all(int(x) + int(y) < 10 for x, y in zip(a.rjust(width, "0"), b.rjust(width, "0"))):
+        return None
+    return {**item, "answer": str(int("".join(map(str, digits))))}
+
+
+def imperfect_teacher(items: list[dict], slip_rate: float, seed: int = 0) -> list[dict]:
+    """Demonstrations from a teacher who forgets the carry in a fraction ``slip_rate`` of the problems that have
+    one (seeded, per example; the reasoning and the answer agree, both wrong). SFT imitates such a teacher, mistakes
+    included; a verifier-driven RL stage can correct it, because the model still samples the right answer."""
+    if not 0.0 <= slip_rate <= 1.0:
+        raise ValueError(f"slip_rate must be in [0, 1], got {slip_rate!r}")
+    rng = random.Random(seed)
+    out = []
+    for item in items:
+        slipped = carry_slip(item)
+        out.append(slipped if slipped is not None and rng.random() < slip_rate else item)
+    return out
+
+
 def _wrong_answers(item: dict) -> list[tuple[str, str]]:
     """Plausible mistakes as (reasoning, answer): off by one, a carry slip (+-10), two digits swapped, wrong op."""
     answer = str(item["answer"])

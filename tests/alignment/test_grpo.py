@@ -33,23 +33,20 @@ def count_a(response: str, item: dict) -> dict:
     return {"reward": share, "format_reward": 0.0, "answer_reward": share}
 
 
-def test_on_policy_loss_matches_an_independent_recomputation(base_run, tmp_path, monkeypatch):
-    run, tok = base_run
-    responses = ["aab", "a", "bbbb", "ab a", "aaaa", "b", "ba", "abc"]
-    monkeypatch.setattr(grpo, "rollout", lambda *a, **k: (list(responses), [False] * len(responses)))
-    cfg = small_cfg(run, tok, tmp_path / "g", steps=1, lr=1e-30)
-    start = load_model(run).eval()
-    train_grpo(cfg, reward_fn=count_a)
-    prompts = []  # the same questions the loop sampled: replay its rng
+def independent_losses(cfg: GRPOConfig, responses: list[str], run) -> np.ndarray:
+    """Per-response GRPO loss of one on-policy step, recomputed with numpy advantages and a plain log_softmax
+    over the full sequence (the questions are the ones the loop samples: its rng replayed)."""
     import random
 
     from alignment.evaluate import build_prompt
     from alignment.sft import load_task
 
+    start = load_model(run).eval()
     train, _ = load_task(cfg)
-    items = random.Random(cfg.seed).sample(train, 2)
-    prompts = [build_prompt("arithmetic", item, "short") for item in items for _ in range(4)]
-    rewards = np.array([count_a(r, {})["reward"] for r in responses]).reshape(2, 4)
+    n_questions = cfg.rollout_batch_size // cfg.group_size
+    items = random.Random(cfg.seed).sample(train, n_questions)
+    prompts = [build_prompt("arithmetic", item, "short") for item in items for _ in range(cfg.group_size)]
+    rewards = np.array([count_a(r, {})["reward"] for r in responses]).reshape(n_questions, cfg.group_size)
     adv = ((rewards - rewards.mean(1, keepdims=True)) / (rewards.std(1, ddof=1, keepdims=True) + 1e-6)).reshape(-1)
     losses = []
     with torch.no_grad():
@@ -59,9 +56,42 @@ def test_on_policy_loss_matches_an_independent_recomputation(base_run, tmp_path,
             logp = torch.log_softmax(start(ids[:, :-1]).double(), dim=-1)[0]
             token_logps = [float(logp[len(p) - 1 + j, t]) for j, t in enumerate(r)]
             losses.append(-a * np.mean(token_logps))
+    return np.array(losses)
+
+
+def test_on_policy_loss_matches_an_independent_recomputation(base_run, tmp_path, monkeypatch):
+    run, tok = base_run
+    responses = ["aab", "a", "bbbb", "ab a", "aaaa", "b", "ba", "abc"]
+    monkeypatch.setattr(grpo, "rollout", lambda *a, **k: (list(responses), [False] * len(responses)))
+    cfg = small_cfg(run, tok, tmp_path / "g", steps=1, lr=1e-30)
+    losses = independent_losses(cfg, responses, run)
+    train_grpo(cfg, reward_fn=count_a)
     logged = pd.read_csv(tmp_path / "g" / "metrics.csv")
     assert logged["loss"].iloc[-1] == pytest.approx(np.mean(losses), rel=1e-4, abs=1e-6)
-    assert logged["reward"].iloc[-1] == pytest.approx(rewards.mean(), rel=1e-6)
+    rewards = [count_a(r, {})["reward"] for r in responses]
+    assert logged["reward"].iloc[-1] == pytest.approx(np.mean(rewards), rel=1e-6)
+    assert logged["trained_fraction"].iloc[-1] == 1.0
+
+
+def test_skipping_zero_std_groups_trains_on_the_rest_only(base_run, tmp_path, monkeypatch):
+    """The second group's rewards all agree (no 'a' anywhere): with the DAPO filter its rows are not run and the
+    loss is the mean over the first group's rows; without it they count as zeros in the mean."""
+    run, tok = base_run
+    responses = ["aab", "a", "bbbb", "ab a", "bbb", "b", "bb", "bcb"]
+    monkeypatch.setattr(grpo, "rollout", lambda *a, **k: (list(responses), [False] * len(responses)))
+    losses = None
+    for skip in (False, True):
+        cfg = small_cfg(run, tok, tmp_path / str(skip), steps=1, lr=1e-30, skip_zero_std_groups=skip)
+        losses = independent_losses(cfg, responses, run) if losses is None else losses
+        train_grpo(cfg, reward_fn=count_a)
+        logged = pd.read_csv(tmp_path / str(skip) / "metrics.csv").iloc[-1]
+        expected = losses[:4].mean() if skip else losses.mean()
+        assert logged["loss"] == pytest.approx(expected, rel=1e-4, abs=1e-6)
+        assert logged["trained_fraction"] == (0.5 if skip else 1.0)
+        assert logged["frac_zero_std"] == 0.5
+    assert np.all(losses[4:] == 0.0) and abs(losses[:4].mean()) > 1e-3
+    with pytest.raises(ValueError, match="skip_zero_std_groups"):
+        GRPOConfig(model="m", skip_zero_std_groups=True, loss_type="no_baseline")
 
 
 def test_policy_gradient_raises_the_reward(base_run, tmp_path, monkeypatch):

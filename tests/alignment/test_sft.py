@@ -99,3 +99,16 @@ def test_params_section_gives_defaults_and_flags_win(base_run, tmp_path):
     params.write_text("sft:\n  stepz: 7\n")
     with pytest.raises(ValueError, match="unknown key.*stepz"):
         config_from_sources(SFTConfig, "sft", build_parser(SFTConfig, "sft", "").parse_args(["--params", str(params)]))
+
+
+def test_none_flag_overrides_a_params_value(tmp_path):
+    """``--metrics none`` clears the params.yaml path (it used to write a file named 'none')."""
+    from alignment.loop import build_parser, config_from_sources
+
+    params = tmp_path / "params.yaml"
+    params.write_text("sft:\n  model: m\n  metrics: metrics/sft.json\n  report: reports/a.csv\n")
+    parser = build_parser(SFTConfig, "sft", "")
+    cfg = config_from_sources(SFTConfig, "sft", parser.parse_args(["--params", str(params), "--metrics", "none"]))
+    assert (cfg.metrics, cfg.report) == (None, "reports/a.csv")
+    cfg = config_from_sources(SFTConfig, "sft", parser.parse_args(["--params", str(params), "--metrics", "m.json"]))
+    assert cfg.metrics == "m.json"

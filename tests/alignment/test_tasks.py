@@ -318,3 +318,40 @@ def test_wording_split_shares_facts_but_not_wording():
     assert task_splits(2000, 100, seed=3, digits=1, held_out="wording") == (train, test)
     with pytest.raises(ValueError, match="held_out"):
         task_splits(1, 1, held_out="names")
+
+
+def test_carry_slip_drops_every_carry_digit():
+    from alignment.tasks import carry_slip
+
+    def item(expr):
+        return {"question": "q", "answer": str(eval(expr)), "expression": expr}  # noqa: S307 (test data)
+
+    assert carry_slip(item("8 + 5"))["answer"] == "3"
+    assert carry_slip(item("47 + 38"))["answer"] == "75"  # 7+8 -> 5 (carry lost), 4+3 -> 7
+    assert carry_slip(item("95 + 7"))["answer"] == "92"
+    assert carry_slip(item("5 + 5"))["answer"] == "0"
+    for expr in ("2 + 3", "23 + 41", "9 - 7", "12 - 9"):  # no carry, or not an addition
+        assert carry_slip(item(expr)) is None
+    assert carry_slip({"question": "q", "answer": "4"}) is None
+
+
+def test_imperfect_teacher_slips_only_carry_problems_at_the_rate():
+    from alignment.tasks import carry_slip, imperfect_teacher, task_splits
+
+    train, _ = task_splits(4000, 0, seed=0, digits=1, held_out="wording")
+    assert imperfect_teacher(train, 0.0) == train
+    carries = [i for i, item in enumerate(train) if carry_slip(item) is not None]
+    assert 0.25 < len(carries) / len(train) < 0.45  # 1-digit + and -: about a third of problems carry
+    for rate in (0.5, 1.0):
+        taught = imperfect_teacher(train, rate, seed=3)
+        changed = [i for i, (a, b) in enumerate(zip(train, taught)) if a != b]
+        assert set(changed) <= set(carries)
+        assert abs(len(changed) / len(carries) - rate) < 0.05
+        for i in changed:  # the demonstration is wrong, and its reasoning agrees with its answer
+            prompt, response = sft_example(taught[i], SHORT_PROMPT)
+            assert r1_zero_reward_fn(response, train[i]["answer"])["reward"] == 0.0
+            a, b = map(int, train[i]["expression"].split(" + "))
+            assert f"= {taught[i]['answer']} </think> <answer> {(a + b) % 10} </answer>" in response
+    assert imperfect_teacher(train, 0.5, seed=3) == imperfect_teacher(train, 0.5, seed=3)
+    with pytest.raises(ValueError, match="slip_rate"):
+        imperfect_teacher(train, 1.5)
