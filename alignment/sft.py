@@ -79,6 +79,8 @@ class SFTConfig:
         if self.weight_decay < 0 or self.grad_clip < 0:
             raise ValueError(f"SFTConfig.weight_decay and grad_clip must be >= 0, got "
                              f"{self.weight_decay!r}, {self.grad_clip!r}")
+        if not 0.0 <= self.teacher_slip <= 1.0:
+            raise ValueError(f"SFTConfig.teacher_slip must be in [0, 1], got {self.teacher_slip!r}")
         if self.normalize_constant <= 0:
             raise ValueError(f"SFTConfig.normalize_constant must be > 0, got {self.normalize_constant!r}")
         if self.template not in ("short", "r1_zero") and "{question}" not in self.template:
@@ -97,6 +99,15 @@ def load_task(cfg) -> tuple[list[dict], list[dict]]:
     return train, test
 
 
+def demonstrations(cfg, train: list[dict]) -> list[tuple[str, str]]:
+    """(prompt, response) SFT pairs of the train items, as the config's (possibly imperfect) teacher writes them."""
+    from alignment.tasks import imperfect_teacher, sft_example
+
+    if cfg.teacher_slip:
+        train = imperfect_teacher(train, cfg.teacher_slip, cfg.seed)
+    return [sft_example(item, cfg.template) for item in train]
+
+
 def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
     """Run SFT; returns the last held-out summary (``alignment.evaluate``) plus ``checkpoint``.
 
@@ -104,7 +115,6 @@ def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
     from alignment.evaluate import evaluate
     from alignment.losses import sft_microbatch_train_step
     from alignment.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
-    from alignment.tasks import imperfect_teacher, sft_example
     from model.optim import AdamW, clip_grad_norm, cosine_schedule
 
     if cfg.engine == "trl":
@@ -115,9 +125,7 @@ def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
     model, tokenizer, _, context, out_dir = load_model_and_prepare(cfg, "sft", model, tokenizer)
     device = model_device(model)
     train, test = load_task(cfg)
-    if cfg.teacher_slip:
-        train = imperfect_teacher(train, cfg.teacher_slip, cfg.seed)
-    examples = [sft_example(item, cfg.template) for item in train]
+    examples = demonstrations(cfg, train)
     optimizer = AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     rng = random.Random(cfg.seed)
     order: list[int] = []

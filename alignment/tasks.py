@@ -192,13 +192,11 @@ def carry_slip(item: dict) -> dict | None:
     m = re.fullmatch(r"(\d+) \+ (\d+)", item.get("expression", ""))
     if not m:
         return None
-    a, b = m.group(1), m.group(2)
-    width = max(len(a), len(b))
-    columns = zip(a.rjust(width, "0"), b.rjust(width, "0"))
-    digits = [(int(x) + int(y)) % 10 for x, y in columns]
-    if all(int(x) + int(y) < 10 for x, y in zip(a.rjust(width, "0"), b.rjust(width, "0"))):
+    width = max(len(m.group(1)), len(m.group(2)))
+    column_sums = [int(x) + int(y) for x, y in zip(m.group(1).rjust(width, "0"), m.group(2).rjust(width, "0"))]
+    if all(total < 10 for total in column_sums):
         return None
-    return {**item, "answer": str(int("".join(map(str, digits))))}
+    return {**item, "answer": str(int("".join(str(total % 10) for total in column_sums)))}
 
 
 def imperfect_teacher(items: list[dict], slip_rate: float, seed: int = 0) -> list[dict]:

@@ -176,14 +176,13 @@ def train_sft_trl(cfg, model=None, tokenizer=None) -> dict:
     from datasets import Dataset
     from trl import SFTTrainer
 
-    from alignment.sft import load_task
-    from alignment.tasks import sft_example
+    from alignment.sft import demonstrations, load_task
 
     model, tokenizer, out_dir = _load(cfg, "sft", model, tokenizer)
     train, test = load_task(cfg)
     if not train:
         raise ValueError("SFT needs training items (n_train >= 1)")
-    examples = [sft_example(item, cfg.template) for item in train]
+    examples = demonstrations(cfg, train)
     dataset = Dataset.from_dict({"prompt": [p for p, _ in examples], "completion": [c for _, c in examples]})
     started = time.perf_counter()
     trainer = SFTTrainer(model=model, args=sft_trl_config(cfg, out_dir, _max_length(model)), train_dataset=dataset,

@@ -80,8 +80,9 @@ def test_sft_cli_bad_input_exits_2(base_run, tmp_path, capsys):
         assert len(err) == 1 and err[0].startswith("error: ")
 
 
-@pytest.mark.parametrize("field,value", [("lr", 0.0), ("batch_size", 0), ("template", "no placeholder"),
-                                         ("eval_interval", -1), ("normalize_constant", 0.0)])
+@pytest.mark.parametrize("field,value", [("lr", 0.0), ("teacher_slip", 1.5), ("batch_size", 0),
+                                         ("template", "no placeholder"), ("eval_interval", -1),
+                                         ("normalize_constant", 0.0)])
 def test_config_rejects_bad_values_naming_the_field(field, value):
     with pytest.raises(ValueError, match=f"SFTConfig.{field}"):
         SFTConfig(model="m", **{field: value})
@@ -112,3 +113,18 @@ def test_none_flag_overrides_a_params_value(tmp_path):
     assert (cfg.metrics, cfg.report) == (None, "reports/a.csv")
     cfg = config_from_sources(SFTConfig, "sft", parser.parse_args(["--params", str(params), "--metrics", "m.json"]))
     assert cfg.metrics == "m.json"
+
+
+def test_demonstrations_follow_the_configured_teacher():
+    from alignment.rewards import r1_zero_reward_fn
+    from alignment.sft import demonstrations, load_task
+    from alignment.tasks import carry_slip
+
+    cfg = SFTConfig(model="m", n_train=300, n_test=0, digits=1, held_out="wording", teacher_slip=1.0)
+    train, _ = load_task(cfg)
+    correct = [r1_zero_reward_fn(response, item["answer"])["reward"] == 1.0
+               for (_, response), item in zip(demonstrations(cfg, train), train)]
+    assert correct == [carry_slip(item) is None for item in train] and 0 < sum(correct) < len(train)
+    clean = SFTConfig(model="m", n_train=300, n_test=0, digits=1, held_out="wording")
+    assert all(r1_zero_reward_fn(r, item["answer"])["reward"] == 1.0
+               for (_, r), item in zip(demonstrations(clean, train), train))
