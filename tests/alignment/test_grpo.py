@@ -79,10 +79,9 @@ def test_skipping_zero_std_groups_trains_on_the_rest_only(base_run, tmp_path, mo
     run, tok = base_run
     responses = ["aab", "a", "bbbb", "ab a", "bbb", "b", "bb", "bcb"]
     monkeypatch.setattr(grpo, "rollout", lambda *a, **k: (list(responses), [False] * len(responses)))
-    losses = None
+    losses = independent_losses(small_cfg(run, tok, tmp_path, steps=1), responses, run)
     for skip in (False, True):
         cfg = small_cfg(run, tok, tmp_path / str(skip), steps=1, lr=1e-30, skip_zero_std_groups=skip)
-        losses = independent_losses(cfg, responses, run) if losses is None else losses
         train_grpo(cfg, reward_fn=count_a)
         logged = pd.read_csv(tmp_path / str(skip) / "metrics.csv").iloc[-1]
         expected = losses[:4].mean() if skip else losses.mean()
