@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 .PHONY: repro test
 
 repro: $(STAMP)
-	PATH="$(BIN):$$PATH" python -m pipeline.repro
+	PATH="$(BIN):$$PATH" python -m workbench.repro
 
 test: $(STAMP)
 	PATH="$(BIN):$$PATH" python -m pytest $(PYTEST_ARGS)

@@ -104,7 +104,7 @@ def evaluate(model, tokenizer, task: str, items: Sequence[dict], template: str =
     if len(responses) != len(prompts):
         raise ValueError(f"generation returned {len(responses)} responses for {len(prompts)} prompts")
     rows = []
-    for i, (item, prompt, response) in enumerate(zip(items, prompts, responses)):
+    for i, (item, prompt, response) in enumerate(zip(items, prompts, responses, strict=False)):
         response = clean_text(response)
         row = {"i": i, "prompt": prompt, "response": response, "answer": item.get("answer")}
         row.update(score(task, response, item))

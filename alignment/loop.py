@@ -73,7 +73,7 @@ def plot_metrics(csv_path: Path, png_path: Path, panels: dict[str, tuple[str, ..
     if not panels or "step" not in frame:
         return None
     fig = Figure(figsize=(4.2 * len(panels), 3.4), layout="constrained")
-    for ax, (title, cols) in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels.items()):
+    for ax, (title, cols) in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels.items(), strict=False):
         for col in cols:
             points = frame[["step", col]].dropna()
             ax.plot(points["step"], points[col], label=col, marker="o" if len(points) < 12 else None, markersize=3)

@@ -106,7 +106,7 @@ def compute_group_normalized_rewards(
         raise ValueError(f"group_size={group_size}: normalize_by_std needs groups of at least 2 (sample std)")
     if n == 0 or n % group_size:
         raise ValueError(f"{n} rollout responses do not split into groups of group_size={group_size}")
-    scores = [reward_fn(r, t) for r, t in zip(rollout_responses, repeated_ground_truths)]
+    scores = [reward_fn(r, t) for r, t in zip(rollout_responses, repeated_ground_truths, strict=False)]
     raw = torch.tensor([float(s["reward"]) for s in scores], dtype=torch.float32)
     fmt = torch.tensor([float(s.get("format_reward", 0.0)) for s in scores], dtype=torch.float32)
     ans = torch.tensor([float(s.get("answer_reward", 0.0)) for s in scores], dtype=torch.float32)

@@ -140,7 +140,7 @@ def tokenize_prompt_and_output(prompt_strs: Sequence[str], output_strs: Sequence
         raise ValueError(f"append_eos has {len(flags)} flags for {len(output_strs)} outputs")
     eos = [tok.eos_id] if tok.eos_id is not None else []
     rows = [(bos + tok.encode(p), tok.encode(o) + (eos if flag else []))
-            for p, o, flag in zip(prompt_strs, output_strs, flags)]
+            for p, o, flag in zip(prompt_strs, output_strs, flags, strict=False)]
     width = max((len(p) + len(o) for p, o in rows), default=0)
     width = max(width, 2)  # at least one (input, label) position
     ids = torch.full((len(rows), width), tok.pad_id, dtype=torch.long)

@@ -88,7 +88,7 @@ def plot_report(frame: pd.DataFrame, curves: dict[str, Path], path: str | Path) 
     x = range(len(frame))
     bars.bar([i - 0.2 for i in x], frame["accuracy"].fillna(0), width=0.4, label="accuracy")
     bars.bar([i + 0.2 for i in x], frame["format_rate"].fillna(0), width=0.4, label="format rate", alpha=0.6)
-    for i, acc in zip(x, frame["accuracy"].fillna(0)):
+    for i, acc in zip(x, frame["accuracy"].fillna(0), strict=False):
         bars.annotate(f"{acc:.2f}", (i - 0.2, acc), ha="center", va="bottom", fontsize=8)
     bars.set_xticks(list(x), frame["stage"])
     bars.set_ylim(0, 1.08)

@@ -193,7 +193,7 @@ def carry_slip(item: dict) -> dict | None:
     if not m:
         return None
     width = max(len(m.group(1)), len(m.group(2)))
-    column_sums = [int(x) + int(y) for x, y in zip(m.group(1).rjust(width, "0"), m.group(2).rjust(width, "0"))]
+    column_sums = [int(x) + int(y) for x, y in zip(m.group(1).rjust(width, "0"), m.group(2).rjust(width, "0"), strict=False)]
     if all(total < 10 for total in column_sums):
         return None
     return {**item, "answer": str(int("".join(str(total % 10) for total in column_sums)))}

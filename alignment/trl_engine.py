@@ -270,7 +270,7 @@ def make_trl_reward(task: str, reward_fn=None):
 
     def task_reward(prompts, completions, item, log_metric=None, **kwargs) -> list[float]:
         out, parts = [], {"format_reward": [], "answer_reward": []}
-        for completion, raw in zip(completions, item):
+        for completion, raw in zip(completions, item, strict=False):
             record = json.loads(raw)
             result = reward_fn(completion, record) if reward_fn is not None else score(task, completion, record)
             out.append(float(result["reward"]))

@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError, CheckpointError) as exc:
         print(f"error: {exc}".splitlines()[0], file=sys.stderr)
         return 2
-    for i, (text, ids) in enumerate(zip(args.prompt, completions)):
+    for i, (text, ids) in enumerate(zip(args.prompt, completions, strict=False)):
         print(f"=== prompt {i} ({len(ids)} new tokens) ===")
         print(text + _decode(tokenizer, ids))
     return 0

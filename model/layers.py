@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-def _trunc_normal_(weight: Tensor, std: float) -> Tensor:
+def trunc_normal_(weight: Tensor, std: float) -> Tensor:
     return nn.init.trunc_normal_(weight, mean=0.0, std=std, a=-3 * std, b=3 * std)
 
 
@@ -27,7 +27,7 @@ class Linear(nn.Module):
     def __init__(self, d_in: int, d_out: int, device=None, dtype=None):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(d_out, d_in, device=device, dtype=dtype))
-        _trunc_normal_(self.weight, math.sqrt(2.0 / (d_in + d_out)))
+        trunc_normal_(self.weight, math.sqrt(2.0 / (d_in + d_out)))
 
     def forward(self, x: Tensor) -> Tensor:
         return x @ self.weight.T
@@ -43,7 +43,7 @@ class Embedding(nn.Module):
     def __init__(self, num_embeddings: int, embedding_dim: int, device=None, dtype=None):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
-        _trunc_normal_(self.weight, 1.0)
+        trunc_normal_(self.weight, 1.0)
 
     def forward(self, token_ids: Tensor) -> Tensor:
         return self.weight[token_ids]
@@ -258,25 +258,3 @@ def _cache_mask(offset: int, T: int, key_valid: Tensor, window: int | None = Non
     allowed = _window_mask(offset, T, S, window, key_valid.device)  # (T, S)
     own = torch.arange(offset, offset + T, device=key_valid.device)[:, None] == torch.arange(S, device=key_valid.device)
     return ((allowed & key_valid[:, None, :]) | own)[:, None]
-
-
-class TransformerBlock(nn.Module):
-    """Pre-norm block: x + Attn(RMSNorm(x)), then x + FFN(RMSNorm(x))."""
-
-    def __init__(self, cfg, rope: RotaryEmbedding, device=None, dtype=None):
-        super().__init__()
-        self.ln1 = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
-        self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads, rope, cfg.attention, cfg.qk_norm, cfg.norm_eps,
-                                        cfg.n_kv_heads, cfg.sliding_window, device=device, dtype=dtype)
-        self.ln2 = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
-        if cfg.is_moe:
-            from model.moe import MoEFeedForward
-
-            self.ffn = MoEFeedForward(cfg, device=device, dtype=dtype)
-        else:
-            self.ffn = SwiGLU(cfg.d_model, cfg.d_ff, cfg.ffn, device=device, dtype=dtype)
-
-    def forward(self, x: Tensor, positions: Tensor, cache=None, layer: int = 0,
-                valid: Tensor | None = None) -> Tensor:
-        x = x + self.attn(self.ln1(x), positions, cache, layer, valid)
-        return x + self.ffn(self.ln2(x))

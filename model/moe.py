@@ -31,7 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from model.config import ModelConfig
-from model.layers import Linear, _trunc_normal_, silu
+from model.layers import Linear, silu, trunc_normal_
 
 
 def expert_capacity(capacity_factor: float | None, tokens: int, top_k: int, n_experts: int) -> int | None:
@@ -88,7 +88,7 @@ class MoEFeedForward(nn.Module):
         self.w2 = nn.Parameter(torch.empty(E, d, f, device=device, dtype=dtype))
         std = math.sqrt(2.0 / (d + f))
         for w in (self.w1, self.w3, self.w2):
-            _trunc_normal_(w, std)
+            trunc_normal_(w, std)
         self.aux_loss: Tensor | None = None
         self.stats: dict = {}
 

@@ -37,16 +37,12 @@ from model.parallel import Parallel
 from model.profiling import StepProfiler
 from model.train_config import TrainConfig, add_arguments, from_sources, resolve_device
 from model.transformer import TransformerLM
+from workbench.hardware import peak_flops_of
 
 log = logging.getLogger("model.train")
 
 CSV_FIELDS = ("step", "tokens", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "mfu")
 MOE_FIELDS = ("aux_loss", "moe_dropped", "moe_load")  # appended for mixture-of-experts models
-# Dense bf16 peak FLOP/s by GPU name (vendor datasheets, without sparsity); first substring match wins.
-PEAK_FLOPS = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "B200": 2250e12, "A100": 312e12,
-              "L4": 121e12, "A10": 125e12}
-
-
 class TrainingDiverged(RuntimeError):
     pass
 
@@ -56,7 +52,7 @@ def peak_flops(device: str, override: float | None) -> float | None:
         return override
     if device.startswith("cuda"):
         name = torch.cuda.get_device_name(torch.device(device))
-        return next((flops for key, flops in PEAK_FLOPS.items() if key in name), None)
+        return peak_flops_of(name)
     return None
 
 
@@ -106,7 +102,7 @@ def moe_metrics(model: TransformerLM, aux_sum: torch.Tensor, cfg: TrainConfig) -
     if not stats:
         return {}
     loads = [layer["load"] for layer in stats.values()]
-    mean_load = [sum(col) / len(loads) for col in zip(*loads)]
+    mean_load = [sum(col) / len(loads) for col in zip(*loads, strict=False)]
     return {"aux_loss": round(float(aux_sum) / cfg.grad_accum, 5),
             "moe_dropped": round(sum(layer["dropped_fraction"] for layer in stats.values()) / len(stats), 4),
             "moe_load": "/".join(f"{v:.3f}" for v in mean_load)}
@@ -417,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        from pipeline.params import load_section
+        from workbench.params import load_section
 
         cfg = from_sources(load_section("train", args.params), args)
         if cfg.parallel != "none" and launched_by_torchrun():

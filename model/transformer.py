@@ -10,8 +10,37 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from model.config import ModelConfig
-from model.layers import Embedding, Linear, RMSNorm, RotaryEmbedding, TransformerBlock, import_kernel
+from model.layers import (
+    CausalSelfAttention,
+    Embedding,
+    Linear,
+    RMSNorm,
+    RotaryEmbedding,
+    SwiGLU,
+    import_kernel,
+)
 from model.loss import cross_entropy
+from model.moe import MoEFeedForward
+
+
+class TransformerBlock(nn.Module):
+    """Pre-norm block: x + Attn(RMSNorm(x)), then x + FFN(RMSNorm(x))."""
+
+    def __init__(self, cfg, rope: RotaryEmbedding, device=None, dtype=None):
+        super().__init__()
+        self.ln1 = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
+        self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads, rope, cfg.attention, cfg.qk_norm, cfg.norm_eps,
+                                        cfg.n_kv_heads, cfg.sliding_window, device=device, dtype=dtype)
+        self.ln2 = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
+        if cfg.is_moe:
+            self.ffn = MoEFeedForward(cfg, device=device, dtype=dtype)
+        else:
+            self.ffn = SwiGLU(cfg.d_model, cfg.d_ff, cfg.ffn, device=device, dtype=dtype)
+
+    def forward(self, x: Tensor, positions: Tensor, cache=None, layer: int = 0,
+                valid: Tensor | None = None) -> Tensor:
+        x = x + self.attn(self.ln1(x), positions, cache, layer, valid)
+        return x + self.ffn(self.ln2(x))
 
 
 class KVCache:

@@ -136,7 +136,7 @@ class ShardedOptimizer(GradientSyncSwitch, torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        for group, local in zip(self.param_groups, self.local.param_groups):
+        for group, local in zip(self.param_groups, self.local.param_groups, strict=False):
             local.update({k: v for k, v in group.items() if k != "params"})
         self.local.step()
         self._broadcast_parameters()
@@ -156,7 +156,7 @@ class ShardedOptimizer(GradientSyncSwitch, torch.optim.Optimizer):
         for same, flat, work in works:
             work.wait()
             if self.owner[id(same[0])] != self.rank:
-                for p, value in zip(same, _unflatten_dense_tensors(flat, [p.data for p in same])):
+                for p, value in zip(same, _unflatten_dense_tensors(flat, [p.data for p in same]), strict=False):
                     p.data.copy_(value)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -181,7 +181,7 @@ class ShardedOptimizer(GradientSyncSwitch, torch.optim.Optimizer):
             raise ValueError(f"sharded optimizer state of rank {state_dict['rank']}/{state_dict['world_size']} "
                              f"cannot be loaded on rank {self.rank}/{self.world_size}: load the consolidated "
                              "state dict instead (consolidate_state_dict)")
-        for group, saved in zip(self.param_groups, state_dict["param_groups"]):
+        for group, saved in zip(self.param_groups, state_dict["param_groups"], strict=False):
             group.update(saved)
         self.local.load_state_dict(state_dict["local"])
 
@@ -210,7 +210,7 @@ class ShardedOptimizer(GradientSyncSwitch, torch.optim.Optimizer):
                              f"this optimizer {len(self.param_groups)}")
         index = {id(p): i for i, p in enumerate(params)}
         local_state, local_groups, n = {}, [], 0
-        for group, saved in zip(self.param_groups, full["param_groups"]):
+        for group, saved in zip(self.param_groups, full["param_groups"], strict=False):
             group.update({k: v for k, v in saved.items() if k != "params"})
             ids = []
             for p in group["params"]:

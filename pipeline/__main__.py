@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline.params import DEFAULT_PARAMS, load_section
+from workbench.params import DEFAULT_PARAMS, load_section
 
 
 def _add_extract(sub) -> None:
@@ -165,8 +165,8 @@ def run_train_tokenizer_cmd(s: dict) -> str:
 
 
 def run_tokenize_cmd(s: dict) -> str:
-    from pipeline.io import write_json
     from pipeline.shards import write_shards
+    from workbench.files import write_json
 
     _need(s, "input", "tokenizer", "out_dir")
     meta = write_shards(Path(s["input"]), Path(s["tokenizer"]), Path(s["out_dir"]),

@@ -118,7 +118,7 @@ def count_pretokens(
     size = os.path.getsize(input_path)
     num_chunks = max(num_workers, -(-size // CHUNK_BYTES))
     bounds = find_chunk_boundaries(input_path, num_chunks, special_tokens)
-    jobs = [(str(input_path), a, b, list(special_tokens)) for a, b in zip(bounds, bounds[1:])]
+    jobs = [(str(input_path), a, b, list(special_tokens)) for a, b in zip(bounds, bounds[1:], strict=False)]
     total: Counter[str] = Counter()
     bar = dict(desc="bpe: pre-tokenize", unit="chunk", total=len(jobs), disable=None)
     if num_workers == 1 or len(jobs) <= 1:
@@ -204,8 +204,8 @@ def merge_counts(
     freqs = list(word_counts.values())
     pair_counts: dict[tuple[int, int], int] = defaultdict(int)
     where: dict[tuple[int, int], set[int]] = defaultdict(set)
-    for idx, (word, freq) in enumerate(zip(words, freqs)):
-        for pair in zip(word, word[1:]):
+    for idx, (word, freq) in enumerate(zip(words, freqs, strict=False)):
+        for pair in zip(word, word[1:], strict=False):
             pair_counts[pair] += freq
             where[pair].add(idx)
 

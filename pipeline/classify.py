@@ -193,7 +193,7 @@ class FastTextClassifier:
 
     def save(self, path: str | Path) -> Path:
         """Write the ``.bin`` atomically (a temporary file beside it, then ``os.replace``)."""
-        from pipeline.io import atomic_path
+        from workbench.files import atomic_path
 
         with atomic_path(path) as tmp:
             self.model.save_model(str(tmp))
@@ -208,8 +208,8 @@ class FastTextClassifier:
         todo = [i for i, t in enumerate(cleaned) if t]
         if todo:
             all_labels, all_probs = self.model.predict([cleaned[i] for i in todo], k=-1)
-            for i, labs, probs in zip(todo, all_labels, all_probs):
-                for lab, p in zip(labs, probs):
+            for i, labs, probs in zip(todo, all_labels, all_probs, strict=False):
+                for lab, p in zip(labs, probs, strict=False):
                     out[i, self._column[lab[len(PREFIX):] if lab.startswith(PREFIX) else lab]] += p
         empty = [i for i, t in enumerate(cleaned) if not t]
         if empty and self.default is not None:
@@ -430,7 +430,7 @@ def run_train(task: str, *, train: Path | None = None, valid: Path | None = None
               davidson: Path | None = None, seed: int = 0, data_dir: Path | None = None, out: Path | None = None,
               config: TrainConfig | None = None) -> dict:
     """Build or read the labelled files, train, evaluate on the held-out file, save; return the metrics."""
-    from pipeline import sample_labels
+    import pipeline.sample.labels as sample_labels
 
     spec = _task(task)
     out = Path(out) if out is not None else spec.default_path
@@ -442,7 +442,7 @@ def run_train(task: str, *, train: Path | None = None, valid: Path | None = None
         train, valid = sample_labels.write_labelled_data(data_dir, task, generate or 4000, seed)
     elif valid is None:
         labels, texts = read_labelled(train)
-        train, valid = sample_labels.write_split(list(zip(labels, texts)), data_dir, f"{task}-split", seed, 0.2)
+        train, valid = sample_labels.write_split(list(zip(labels, texts, strict=False)), data_dir, f"{task}-split", seed, 0.2)
     data_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     clf = FastTextClassifier.train(train, None, config or replace(spec.config, seed=seed), labels=spec.aliases,
@@ -455,8 +455,8 @@ def run_train(task: str, *, train: Path | None = None, valid: Path | None = None
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipeline.io import write_json
-    from pipeline.params import load_section
+    from workbench.files import write_json
+    from workbench.params import load_section
 
     parser = _parser()
     args = parser.parse_args(argv)

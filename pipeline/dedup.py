@@ -38,7 +38,6 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.io import atomic_open, atomic_path, read_json, write_json
 from pipeline.minhash import (
     EMPTY,
     band_keys,
@@ -52,6 +51,7 @@ from pipeline.minhash import (
     verified_clusters,
     word_shingle_hashes,
 )
+from workbench.files import atomic_open, atomic_path, read_json, write_json
 
 log = logging.getLogger(__name__)
 
@@ -347,7 +347,7 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     docs_out = lines_removed = chars_out = 0
     seen_lines: set[int] | None = set() if cfg.line_dedup == "first" else None
     i = 0
-    for f, (path, name) in enumerate(zip(files, names)):
+    for f, (path, name) in enumerate(zip(files, names, strict=False)):
         rejected = []
         with atomic_open(out_dir / name, "wb") as out:
             for lineno, line in _lines(path):
@@ -406,7 +406,7 @@ def drop_seen_lines(text: str, seen: set[int]) -> tuple[str, int]:
     many were dropped; then this text's lines join ``seen``. Lines without words (blank) are always kept."""
     lines = text.split("\n")
     keys = [_fingerprint(normalize_text(line)) for line in lines]
-    kept = [line for line, key in zip(lines, keys) if not key or key not in seen]
+    kept = [line for line, key in zip(lines, keys, strict=False) if not key or key not in seen]
     seen.update(k for k in keys if k)
     return "\n".join(kept), len(lines) - len(kept)
 

@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.io import read_json, write_json, write_jsonl
 from pipeline.warc import Payload, iter_payloads
+from workbench.files import read_json, write_json, write_jsonl
 
 EXTRACTORS = ("trafilatura", "resiliparse")
 _MAX_REPLACEMENT_SHARE = 0.02  # more U+FFFD than this after decoding: the charset was wrong

@@ -25,17 +25,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.io import read_json, write_json, write_jsonl
 from pipeline.steps import Step, StepStats, run_steps
+from workbench.files import read_json, write_json, write_jsonl
 
 log = logging.getLogger(__name__)
 
 # step name -> (module, class), in chain order
 STEPS = {
     "langid": ("pipeline.langid", "LanguageFilter"),
-    "gopher": ("pipeline.filters", "GopherQualityFilter"),
-    "gopher_rep": ("pipeline.filters", "GopherRepetitionFilter"),
-    "c4": ("pipeline.filters", "C4LineFilter"),
+    "gopher": ("pipeline.quality_rules", "GopherQualityFilter"),
+    "gopher_rep": ("pipeline.quality_rules", "GopherRepetitionFilter"),
+    "c4": ("pipeline.quality_rules", "C4LineFilter"),
     "quality": ("pipeline.classify", "ClassifierFilter"),
     "toxicity": ("pipeline.classify", "ClassifierFilter"),
     "nsfw": ("pipeline.classify", "ClassifierFilter"),

@@ -249,7 +249,7 @@ def candidate_buckets(keys: np.ndarray, active: np.ndarray | None = None) -> Ite
         sorted_keys, members = col[order], idx[order]
         starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])  # first of each run
         ends = np.r_[starts[1:], len(col)]
-        for lo, hi in zip(starts[ends - starts > 1].tolist(), ends[ends - starts > 1].tolist()):
+        for lo, hi in zip(starts[ends - starts > 1].tolist(), ends[ends - starts > 1].tolist(), strict=False):
             yield members[lo:hi]
 
 

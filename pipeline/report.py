@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.io import atomic_path, read_json
+from workbench.files import atomic_path, read_json
 
 COLUMNS = ["stage", "step", "docs", "dropped", "kept_share", "chars", "tokens", "tokens_est"]
 
@@ -86,13 +86,13 @@ def plot_funnel(frame, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"{s}: {t}" for s, t in zip(frame["stage"], frame["step"])][::-1]
+    labels = [f"{s}: {t}" for s, t in zip(frame["stage"], frame["step"], strict=False)][::-1]
     tokens = frame["tokens"].fillna(frame["tokens_est"])
     panels = [("documents kept", frame["docs"])] + ([("tokens (est. before tokenize)", tokens)]
                                                     if tokens.notna().any() else [])
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels) + 1, 0.45 * len(frame) + 1.5), sharey=True)
     axes = [axes] if len(panels) == 1 else list(axes)
-    for ax, (title, values) in zip(axes, panels):
+    for ax, (title, values) in zip(axes, panels, strict=False):
         values = values.to_numpy(dtype=float)[::-1]
         ax.barh(labels, values, color="#4c72b0")
         top = max(v for v in values if v == v) if any(v == v for v in values) else 1

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.io import atomic_path, read_jsonl, write_json
 from pipeline.tokenizer import Tokenizer
+from workbench.files import atomic_path, read_jsonl, write_json
 
 EOT = "<|endoftext|>"
 _BATCH_DOCS = 64
@@ -133,7 +133,7 @@ def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, 
                 tqdm(desc="tokenize", unit="doc", dynamic_ncols=True) as bar:
             encoded = pool.imap(_encode_batch, batches) if pool else map(_encode_batch, batches)
             for ids_batch, flags in encoded:
-                for ids, val in zip(ids_batch, flags):
+                for ids, val in zip(ids_batch, flags, strict=False):
                     split = "val" if val else "train"
                     arr = np.asarray(ids + [eot], dtype=dtype)
                     (val_fh if val else train_fh).write(arr.tobytes())

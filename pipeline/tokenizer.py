@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from functools import lru_cache
 
 from pipeline.bpe import pretokenize, special_tokens_pattern
-from pipeline.io import atomic_open
+from workbench.files import atomic_open
 
 CACHE_SIZE = 1 << 20
 STREAM_CHARS = 1 << 14
@@ -194,7 +194,7 @@ class Tokenizer:
         if n <= SHORT_PRETOKEN:
             return self._remember(pretoken, self._bpe_short(ids))
         nxt, prv = list(range(1, n + 1)), list(range(-1, n - 1))
-        heap = [(r, i) for i, pair in enumerate(zip(ids, ids[1:])) if (r := get(pair)) is not None]
+        heap = [(r, i) for i, pair in enumerate(zip(ids, ids[1:], strict=False)) if (r := get(pair)) is not None]
         heapq.heapify(heap)
         while heap:
             rank, i = heapq.heappop(heap)

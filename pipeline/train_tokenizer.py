@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 from pipeline.bpe import train_bpe
-from pipeline.io import write_json
 from pipeline.shards import iter_texts
 from pipeline.tokenizer import Tokenizer
+from workbench.files import write_json
 
 
 def write_corpus(input_path: Path, corpus_path: Path, separator: str) -> tuple[int, int]:

@@ -40,7 +40,7 @@ def plot_isoflop_curves(frame: pd.DataFrame, iso: IsoflopFit, path: Path) -> Pat
     """Loss against N per budget: runs, the fitted parabola in ln N, its vertex (star) and the best run (ring)."""
     fig, (ax,) = _figure()
     labels = budget_labels(frame["flops"].to_numpy())
-    for budget, color in zip(iso.budgets, _budget_colors(np.array([b.flops for b in iso.budgets]))):
+    for budget, color in zip(iso.budgets, _budget_colors(np.array([b.flops for b in iso.budgets])), strict=False):
         runs = frame[labels == budget.flops]
         ax.scatter(runs["params"], runs["loss"], s=14, color=color, label=f"C = {budget.flops:.2g}")
         x = np.linspace(np.log(runs["params"].min()) - 0.2, np.log(runs["params"].max()) + 0.2, 200)
@@ -60,7 +60,7 @@ def plot_optimal_allocation(iso: IsoflopFit | None, law: ParametricLaw | None, t
     fig, axes = _figure(ncols=2)
     budgets = np.array([b.flops for b in iso.budgets]) if iso else np.asarray(targets, dtype=float) / 100
     flops = np.geomspace(min(budgets.min(), min(targets)), max(budgets.max(), max(targets)) * 1.5, 100)
-    for ax, quantity in zip(axes, ("n_opt", "d_opt")):
+    for ax, quantity in zip(axes, ("n_opt", "d_opt"), strict=False):
         if iso is not None:
             for variant, marker, style in (("parabola", "o", "-"), ("grid_minimum", "s", ":")):
                 power_law = iso.variant(variant)[0 if quantity == "n_opt" else 1]

@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import yaml
 
-    from pipeline.params import load_section
+    from workbench.params import load_section
 
     try:
         flags = {"results": args.results, "out_dir": args.out_dir, "total_flops": args.total_flops}

@@ -23,8 +23,8 @@ def sample_crawl(tmp_path_factory) -> SampleCrawl:
     pytest.importorskip("faker")
     pytest.importorskip("trafilatura")
     from pipeline.extract import ExtractConfig, output_name, run_extract
-    from pipeline.io import read_jsonl
-    from pipeline.sample import generate_sample
+    from pipeline.sample.crawl import generate_sample
+    from workbench.files import read_jsonl
 
     root = tmp_path_factory.mktemp("sample_crawl")
     warc, manifest_path = root / "sample.warc.gz", root / "manifest.jsonl"

@@ -23,7 +23,7 @@ from pipeline.classify import (  # noqa: E402
     main,
     roc_auc,
 )
-from pipeline.sample_labels import (  # noqa: E402
+from pipeline.sample.labels import (  # noqa: E402
     clean_tweet,
     davidson_examples,
     labelled_examples,

@@ -7,9 +7,9 @@ import pytest
 import yaml
 
 from pipeline.__main__ import main
-from pipeline.io import read_jsonl
-from pipeline.sample import generate_sample
+from pipeline.sample.crawl import generate_sample
 from pipeline.tokenizer import Tokenizer
+from workbench.files import read_jsonl
 
 
 @pytest.fixture(scope="module")

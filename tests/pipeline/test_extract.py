@@ -8,9 +8,9 @@ import pytest
 
 import pipeline.extract as extract
 from pipeline.extract import ExtractConfig, decode_html, extract_text, run_extract
-from pipeline.io import read_jsonl
 from pipeline.warc import Payload
 from tests.pipeline.warcs import PROSE, page, response
+from workbench.files import read_jsonl
 
 SHARED_WEB = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "web"
 RUSSIAN = "Старый смотритель маяка каждый вечер поднимался по винтовой лестнице и считал ступени."
@@ -34,7 +34,7 @@ def test_decode_with_declared_or_detected_charset(charset, text):
 
 
 def test_utf8_is_tried_first_even_if_declared_otherwise():
-    html = f"<p>{RUSSIAN}</p>".encode("utf-8")
+    html = f"<p>{RUSSIAN}</p>".encode()
     assert decode_html(html, "iso-8859-1") == html.decode("utf-8")
 
 

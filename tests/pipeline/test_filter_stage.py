@@ -11,9 +11,9 @@ import pytest
 import pipeline.filter as filt
 from pipeline.executor import LocalExecutor, make_executor
 from pipeline.filter import FilterConfig, run_filter
-from pipeline.io import read_jsonl, write_json, write_jsonl
 from pipeline.report import funnel_rows, write_funnel
 from pipeline.steps import Step, StepStats, run_steps
+from workbench.files import read_jsonl, write_json, write_jsonl
 
 
 class ShortDocs(Step):

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.io import write_jsonl
+from workbench.files import write_jsonl
 
 
 def test_documents_load_with_datasets(tmp_path):

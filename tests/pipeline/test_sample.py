@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("faker")
 warc = pytest.importorskip("fastwarc.warc")
 
-from pipeline.sample import BROKEN, LANGS, LOW_QUALITY, generate_sample, main  # noqa: E402
+from pipeline.sample.crawl import BROKEN, LANGS, LOW_QUALITY, generate_sample, main  # noqa: E402
 
 COOKIE = "We use cookies to improve your experience"
 
@@ -301,7 +301,7 @@ def test_bytes_do_not_depend_on_python_hash_seed(tmp_path):
     digests = []
     for hash_seed in ("1", "2"):
         out = tmp_path / hash_seed
-        subprocess.run([sys.executable, "-m", "pipeline.sample", "--out", str(out / "s.warc.gz"), "--manifest",
+        subprocess.run([sys.executable, "-m", "pipeline.sample.crawl", "--out", str(out / "s.warc.gz"), "--manifest",
                         str(out / "m.jsonl"), "--pages", "150", "--seed", "5"], check=True, capture_output=True,
                        env={**os.environ, "PYTHONHASHSEED": hash_seed})
         digests.append(((out / "s.warc.gz").read_bytes(), (out / "m.jsonl").read_bytes()))

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.io import write_jsonl
 from pipeline.shards import EOT, is_val, write_shards
 from pipeline.tokenizer import Tokenizer
+from workbench.files import write_jsonl
 
 TEXTS = [f"Document {i}: the quick brown fox jumps over {i} lazy dogs. Ünïcödé ✓ 漢字" for i in range(200)]
 

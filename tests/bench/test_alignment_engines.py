@@ -1,0 +1,49 @@
+"""bench.alignment_engines smoke test at --quick sizes: the rollout part's sanity check (our greedy generation equals
+HF ``LlamaForCausalLM.generate`` on the exported weights: the independent reference) and the GRPO part running
+our loop and TRL's GRPOTrainer, each in its own subprocess; bad usage exits 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("trl")
+
+from bench.alignment_engines import main  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "bench.json"
+    # a missing tokenizer folder: the byte tokenizer (vocab 257) keeps the model and the test small
+    code = main(["--quick", "--device", "cpu", "--tokenizer", str(out.parent / "none"), "--vocab", "257",
+                 "--engines", "ours,trl", "--threads", "1", "--out", str(out)])
+    assert code == 0
+    return json.loads(out.read_text())
+
+
+def test_rollout_greedy_matches_hf_generate_and_reports_rates(report):
+    rollout = report["rollout"]
+    assert rollout["greedy_match"] == "4/4"
+    assert rollout["ours_tokens_per_s"] > 0 and rollout["hf_tokens_per_s"] > 0
+    assert rollout["ratio_ours_over_hf"] == pytest.approx(rollout["ours_tokens_per_s"] / rollout["hf_tokens_per_s"])
+    assert report["model"]["vocab"] == 257 and report["model"]["eos_id"] == 256
+
+
+def test_grpo_runs_ours_and_trl_in_subprocesses(report):
+    grpo = report["grpo"]
+    for engine in ("ours", "trl"):
+        assert "error" not in grpo[engine], grpo[engine]
+        assert grpo[engine]["seconds_per_step"] > 0
+        assert grpo[engine]["peak_rss_mb"] > 50  # torch alone is more: a real per-process peak
+    assert grpo["ours"]["ratio_trl_over_ours"] == pytest.approx(
+        grpo["trl"]["seconds_per_step"] / grpo["ours"]["seconds_per_step"])
+    assert grpo["settings"]["rollout_batch"] % grpo["settings"]["group"] == 0
+
+
+@pytest.mark.parametrize("argv", [["--parts", "nope"], ["--engines", "vllm"],
+                                  ["--quick", "--rollout-batch", "3", "--group", "2"]])
+def test_bad_usage_exits_2(argv):
+    assert main(argv) == 2

@@ -1,0 +1,104 @@
+"""Atomic files: every output is written beside its destination and renamed into place.
+
+A crash or a kill never leaves a half-written file under the final name (``os.replace`` is atomic on POSIX).
+Gzip output uses ``mtime=0`` so the same records give the same bytes; JSON can be key-sorted for stable diffs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path in the destination folder; fsync it and rename it to ``path`` on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    os.chmod(tmp, 0o644)  # mkstemp makes 0600; outputs are shared data
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        if tmp_path.is_file():
+            with open(tmp_path, "rb") as fh:
+                os.fsync(fh.fileno())
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """Open a file for writing that appears under ``path`` only once it was closed cleanly.
+
+    ``.gz`` paths are gzip-compressed deterministically (no timestamp in the header).
+    """
+    binary = "b" in mode
+    with atomic_path(path) as tmp:
+        if str(path).endswith(".gz"):
+            raw = open(tmp, "wb")  # noqa: SIM115 - closed below, after the gzip stream
+            gz = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0, filename="")
+            fh: IO = gz if binary else io.TextIOWrapper(gz, encoding=encoding, newline="\n")
+            try:
+                yield fh
+            finally:
+                fh.close()
+                raw.close()
+        else:
+            with open(tmp, mode, encoding=None if binary else encoding) as fh:
+                yield fh
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    with atomic_open(path, "wb") as fh:
+        fh.write(data)
+    return Path(path)
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    with atomic_open(path, "w") as fh:
+        fh.write(text)
+    return Path(path)
+
+
+def write_json(path: str | os.PathLike, obj: Any, sort_keys: bool = True) -> Path:
+    """Pretty JSON, written atomically; key-sorted by default (stable diffs for DVC metrics)."""
+    return write_text(path, json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def write_jsonl(path: str | os.PathLike, records: Iterable[dict[str, Any]]) -> int:
+    """Write records as (gzip) JSONL atomically; return how many were written."""
+    n = 0
+    with atomic_open(path, "w") as fh:
+        for record in records:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
+def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """Stream records from a (gzip) JSONL file. A bad line raises ValueError naming file and line."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: invalid JSON: {e.msg}") from None

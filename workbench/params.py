@@ -1,0 +1,169 @@
+"""The one params.yaml loader: dataclass defaults < the stage's section of params.yaml < flags given.
+
+Every CLI reads its defaults through here, so every section is equally strict: a key the stage does not know is
+an error naming the key, the section and the file, and ``--help`` shows the value a run would use (the
+section's value where there is one). ``--params FILE`` picks another file; ``--params none`` uses only the
+built-in defaults. A missing file is an empty file, so the CLIs also run outside the repository with flags.
+
+Two ways in:
+- ``parse_config(ConfigClass, "sft", argv)``: one flag per dataclass field (``--grad-accum``; ``X | None``
+  fields accept ``none``; bools take ``true``/``false``), parsed into a validated config.
+- ``apply_section(parser, "dedup", params_path)``: a hand-written parser whose flag destinations are the
+  section's keys (plus ``extra_keys`` that have no flag, such as ``filter.steps``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PARAMS = Path("params.yaml")
+NO_PARAMS = "none"
+_REQUIRED = object()
+
+
+class ParamsError(ValueError):
+    """A params file or section that cannot be used; the message names the file, section and key."""
+
+
+def read_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
+    """The whole params file as a mapping; {} when it is absent or ``none``."""
+    if str(path).lower() == NO_PARAMS:
+        return {}
+    path = Path(path)
+    if not path.exists():
+        return {}
+    import yaml  # pyyaml: not a dependency of model/ or kernels/ unless a CLI reads params
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ParamsError(f"{path}: expected a mapping of sections, got {type(data).__name__}")
+    return data
+
+
+def load_section(section: str, path: str | Path = DEFAULT_PARAMS, known: Iterable[str] | type | None = None
+                 ) -> dict[str, Any]:
+    """The ``section`` mapping of the params file ({} when absent). With ``known`` (key names or a dataclass),
+    a key outside it is a ParamsError naming the key, the section and the file."""
+    values = read_params(path).get(section) or {}
+    if not isinstance(values, dict):
+        raise ParamsError(f"{path}: section {section!r} must be a mapping, got {type(values).__name__}")
+    if known is not None:
+        names = {f.name for f in dataclasses.fields(known)} if isinstance(known, type) else set(known)
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ParamsError(f"{path}: section {section!r} has unknown key(s) {', '.join(unknown)} "
+                              f"(known: {', '.join(sorted(names))})")
+    return dict(values)
+
+
+def parse_bool(text: str) -> bool:
+    value = str(text).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _optional(kind):
+    def parse(text: str):
+        return None if str(text).strip().lower() in ("", "none", "null") else kind(text)
+    parse.__name__ = getattr(kind, "__name__", "value")
+    return parse
+
+
+def _flag_type(annotation) -> tuple[Any, str | None]:
+    """(argparse type, nargs) for a field annotation: int, float, str, bool, X | None, tuple[X, ...], list[X]."""
+    args = typing.get_args(annotation)
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
+        inner = next(a for a in args if a is not type(None))
+        kind, nargs = _flag_type(inner)
+        return _optional(kind), nargs
+    if origin in (tuple, list):
+        return _flag_type(args[0])[0] if args else str, "*"
+    if annotation is bool:
+        return parse_bool, None
+    if annotation in (int, float, str):
+        return annotation, None
+    return str, None
+
+
+def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, helps: dict[str, str] | None = None) -> None:
+    """One ``--field-name`` flag per dataclass field, defaulting to the field's default; the help line shows the
+    default a run will use (after ``apply_section``)."""
+    helps = helps or {}
+    hints = typing.get_type_hints(config_cls)
+    for f in dataclasses.fields(config_cls):
+        kind, nargs = _flag_type(hints[f.name])
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = _REQUIRED
+        text = helps.get(f.name) or f.metadata.get("help") or f.name.replace("_", " ")
+        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind, nargs=nargs, default=default,
+                            metavar=f.name.upper(), help=f"{text} (default: %(default)s)")
+
+
+def params_path(argv: Sequence[str] | None) -> str:
+    """The ``--params`` value in ``argv`` (params.yaml when absent), read before the real parse."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--params", default=str(DEFAULT_PARAMS))
+    return pre.parse_known_args(list(sys.argv[1:] if argv is None else argv))[0].params
+
+
+def add_params_flag(parser: argparse.ArgumentParser, section: str) -> None:
+    parser.add_argument("--params", default=str(DEFAULT_PARAMS),
+                        help=f"params file whose {section!r} section gives the defaults (default %(default)s; "
+                             f"flags win; 'none': only the built-in defaults)")
+
+
+def apply_section(parser: argparse.ArgumentParser, section: str, path: str | Path,
+                  extra_keys: Iterable[str] = ()) -> dict[str, Any]:
+    """Make the ``section`` of ``path`` the parser's defaults (so ``--help`` shows them); a key that is neither
+    a flag destination nor in ``extra_keys`` is a ParamsError. Returns the section."""
+    dests = {a.dest for a in parser._actions if a.dest not in ("help", argparse.SUPPRESS)}
+    values = load_section(section, path, known=dests | set(extra_keys))
+    parser.set_defaults(**{k: v for k, v in values.items() if k in dests})
+    return values
+
+
+def build_config_parser(config_cls: type, section: str, prog: str | None = None, description: str = "",
+                        helps: dict[str, str] | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    add_params_flag(parser, section)
+    add_config_flags(parser, config_cls, helps)
+    return parser
+
+
+def config_from_args(config_cls: type, args: argparse.Namespace, section: str = ""):
+    """The dataclass built from the parsed flags; a field left without a value is a ParamsError naming its flag."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(config_cls)}
+    missing = [name for name, value in values.items() if value is _REQUIRED]
+    if missing:
+        where = f" or {section}.{missing[0]} in {getattr(args, 'params', DEFAULT_PARAMS)}" if section else ""
+        raise ParamsError(f"--{missing[0].replace('_', '-')} is required (a flag{where})")
+    return config_cls(**values)
+
+
+def parse_config(config_cls: type, section: str, argv: Sequence[str] | None = None, prog: str | None = None,
+                 description: str = "", helps: dict[str, str] | None = None,
+                 parser: argparse.ArgumentParser | None = None):
+    """Flags over the ``section`` of ``--params`` over the dataclass defaults, as a validated ``config_cls``.
+    ``parser`` may bring extra flags of its own (they are returned in ``args``). Returns (config, args)."""
+    parser = parser or build_config_parser(config_cls, section, prog, description, helps)
+    apply_section(parser, section, params_path(argv))
+    args = parser.parse_args(argv)
+    return config_from_args(config_cls, args, section), args

@@ -1,0 +1,84 @@
+"""``python -m workbench.repro [dvc repro args]``: run ``dvc repro`` and time each stage.
+
+``make repro`` calls this. DVC prints "Running stage 'NAME':" when a stage starts and "Stage 'NAME'
+didn't change, skipping" when it is up to date. A stage's time runs from its start line to the next
+stage's start line, or to the end of the run for the last one, so it includes DVC's hashing of the
+stage's outputs. At the end a table of stages and their seconds is printed, and also written to
+``reports/stage_times.csv`` (stage, status, seconds).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from workbench.files import atomic_path
+
+RUNNING = re.compile(r"Running stage '([^']+)'")
+SKIPPED = re.compile(r"Stage '([^']+)' didn't change, skipping")
+
+
+def stage_times(lines, clock=time.monotonic) -> tuple[list[dict], float]:
+    """Echo DVC's output lines and time the stages: ([{stage, status, seconds}], total seconds)."""
+    start = clock()
+    rows, running = [], None
+    for line in lines:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        started, skipped = RUNNING.search(line), SKIPPED.search(line)
+        if not (started or skipped):
+            continue
+        now = clock()
+        if running is not None:  # the previous stage ends where the next one starts
+            running["seconds"] = round(now - running.pop("_start"), 2)
+            running = None
+        if started:
+            running = {"stage": started.group(1), "status": "ran", "_start": now}
+            rows.append(running)
+        else:
+            rows.append({"stage": skipped.group(1), "status": "up to date", "seconds": 0.0})
+    end = clock()
+    if running is not None:
+        running["seconds"] = round(end - running.pop("_start"), 2)
+    return rows, round(end - start, 2)
+
+
+def format_table(rows: list[dict], total: float) -> str:
+    width = max([len("stage"), *(len(r["stage"]) for r in rows)])
+    lines = [f"{'stage':<{width}}  {'status':<10}  {'seconds':>8}", f"{'-' * width}  {'-' * 10}  {'-' * 8}"]
+    lines += [f"{r['stage']:<{width}}  {r['status']:<10}  {r['seconds']:>8.1f}" for r in rows]
+    lines.append(f"{'total':<{width}}  {'':<10}  {total:>8.1f}")
+    return "\n".join(lines)
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["stage", "status", "seconds"])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if shutil.which("dvc") is None:
+        print("error: dvc is not installed (make repro installs it into .venv)", file=sys.stderr)
+        return 2
+    # stage commands inherit stderr, so their progress bars draw live; DVC's stage lines come on stdout
+    proc = subprocess.Popen(["dvc", "repro", *argv], stdout=subprocess.PIPE, text=True, bufsize=1)
+    rows, total = stage_times(proc.stdout)
+    code = proc.wait()
+    if rows:
+        print("\n" + format_table(rows, total))
+        write_csv(rows, Path("reports/stage_times.csv"))
+    if code:
+        print(f"error: dvc repro failed (exit {code}); the table shows the stages up to the failure", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
