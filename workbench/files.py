@@ -102,3 +102,16 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{lineno}: invalid JSON: {e.msg}") from None
+
+
+def details_path(metrics_path: str | os.PathLike) -> Path:
+    """Where a stage's detailed statistics go beside its DVC metrics: metrics/x.json -> metrics/details/x.json."""
+    path = Path(metrics_path)
+    return path.parent / "details" / path.name
+
+
+def write_metrics(metrics_path: str | os.PathLike, stats: dict, headline: dict) -> Path:
+    """Write the full ``stats`` to ``details_path(metrics_path)`` and the flat ``headline`` to ``metrics_path``
+    (the file DVC shows); returns the metrics path."""
+    write_json(details_path(metrics_path), stats)
+    return write_json(metrics_path, headline)
