@@ -1,17 +1,31 @@
-# The two entry points. Each sets itself up on a fresh machine (creates .venv, installs the
-# project with its pinned extras) and is fast when already set up.
+# Entry points. Each sets itself up on a fresh machine (creates .venv, installs the project with its pinned
+# extras) and is fast when already set up.
+#   make repro                          the whole DVC pipeline on params.yaml, with a per-stage time table
+#   make repro PARAMS=params-gpu.yaml   the same with another profile (params.yaml is left as it was)
+#   make test                           what CI runs: lint (ruff, import contracts, DVC deps), then every test
+#   make test-fast                      the edit loop: lint, then the tests not marked slow, stopping at the first failure
 PYTHON ?= python3
+PARAMS ?= params.yaml
 VENV := .venv
 BIN := $(abspath $(VENV))/bin
 STAMP := $(VENV)/.installed-stamp
+RUN := PATH="$(BIN):$$PATH"
 
-.PHONY: repro test
+.PHONY: repro test test-fast lint
 
 repro: $(STAMP)
-	PATH="$(BIN):$$PATH" python -m workbench.repro
+	$(RUN) python -m workbench.repro --params $(PARAMS)
 
-test: $(STAMP)
-	PATH="$(BIN):$$PATH" python -m pytest $(PYTEST_ARGS)
+lint: $(STAMP)
+	$(RUN) ruff check .
+	$(RUN) lint-imports
+	$(RUN) python -m workbench.dvc_deps --check
+
+test: lint
+	$(RUN) python -m pytest $(PYTEST_ARGS)
+
+test-fast: lint
+	$(RUN) python -m pytest -m "not slow" -x -q $(PYTEST_ARGS)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -1,15 +1,23 @@
-"""``python -m workbench.repro [dvc repro args]``: run ``dvc repro`` and time each stage.
+"""``python -m workbench.repro [--params FILE] [dvc repro args]``: run ``dvc repro`` and time each stage.
 
 ``make repro`` calls this. DVC prints "Running stage 'NAME':" when a stage starts and "Stage 'NAME'
 didn't change, skipping" when it is up to date. A stage's time runs from its start line to the next
 stage's start line, or to the end of the run for the last one, so it includes DVC's hashing of the
 stage's outputs. At the end a table of stages and their seconds is printed, and also written to
 ``reports/stage_times.csv`` (stage, status, seconds).
+
+``--params params-gpu.yaml`` (``make repro PARAMS=params-gpu.yaml``) runs the pipeline with another profile: the
+profile stands in for params.yaml while DVC runs (DVC reads params.yaml only), and the original params.yaml is
+put back byte for byte afterwards, also after a failure or Ctrl-C (a run killed outright leaves it in
+``.params.yaml.orig``, which the next run restores first). dvc.lock records the profile the outputs came from.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import csv
+import os
 import re
 import shutil
 import subprocess
@@ -63,15 +71,43 @@ def write_csv(rows: list[dict], path: Path) -> None:
         writer.writerows(rows)
 
 
+@contextlib.contextmanager
+def params_profile(profile: Path, params: Path = Path("params.yaml")):
+    """Put ``profile`` in place of ``params`` for the duration; restore the original byte for byte afterwards."""
+    backup = params.with_name(f".{params.name}.orig")
+    if backup.exists():  # a previous run was killed before it could restore
+        os.replace(backup, params)
+    if not profile.is_file():
+        raise FileNotFoundError(f"{profile}: no such params file")
+    if profile.resolve() == params.resolve():
+        yield
+        return
+    shutil.copy2(params, backup)
+    try:
+        shutil.copyfile(profile, params)
+        yield
+    finally:
+        os.replace(backup, params)
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(prog="python -m workbench.repro", description=__doc__.split("\n\n")[0],
+                                     epilog="Other arguments go to dvc repro.")
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"),
+                        help="params profile to run with, e.g. params-gpu.yaml (default %(default)s)")
+    args, dvc_args = parser.parse_known_args(sys.argv[1:] if argv is None else list(argv))
     if shutil.which("dvc") is None:
         print("error: dvc is not installed (make repro installs it into .venv)", file=sys.stderr)
         return 2
-    # stage commands inherit stderr, so their progress bars draw live; DVC's stage lines come on stdout
-    proc = subprocess.Popen(["dvc", "repro", *argv], stdout=subprocess.PIPE, text=True, bufsize=1)
-    rows, total = stage_times(proc.stdout)
-    code = proc.wait()
+    try:
+        with params_profile(args.params):
+            # stage commands inherit stderr, so their progress bars draw live; DVC's stage lines come on stdout
+            proc = subprocess.Popen(["dvc", "repro", *dvc_args], stdout=subprocess.PIPE, text=True, bufsize=1)
+            rows, total = stage_times(proc.stdout)
+            code = proc.wait()
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if rows:
         print("\n" + format_table(rows, total))
         write_csv(rows, Path("reports/stage_times.csv"))

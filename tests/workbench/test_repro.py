@@ -4,7 +4,7 @@ import csv
 
 from workbench.repro import format_table, stage_times, write_csv
 
-LINES = ["Running stage 'sample':\n", "> python -m pipeline.sample.crawl\n", "Stage 'extract' didn't change, skipping\n",
+LINES = ["Running stage 'sample':\n", "> python -m pipeline.sample\n", "Stage 'extract' didn't change, skipping\n",
          "Running stage 'filter':\n", "some output\n", "Use `dvc push` to send your updates to remote storage.\n"]
 
 
@@ -28,3 +28,23 @@ def test_table_and_csv(tmp_path):
     with open(tmp_path / "times.csv", encoding="utf-8") as handle:
         assert list(csv.DictReader(handle)) == [{"stage": "train", "status": "ran", "seconds": "12.25"},
                                                 {"stage": "fit", "status": "up to date", "seconds": "0.0"}]
+
+
+def test_params_profile_stands_in_and_the_original_comes_back(tmp_path):
+    from workbench.repro import params_profile
+
+    params, profile = tmp_path / "params.yaml", tmp_path / "params-gpu.yaml"
+    params.write_text("train: {device: cpu}\n")
+    profile.write_text("train: {device: cuda}\n")
+    try:
+        with params_profile(profile, params):
+            assert params.read_text() == profile.read_text()
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    assert params.read_text() == "train: {device: cpu}\n" and not (tmp_path / ".params.yaml.orig").exists()
+
+    (tmp_path / ".params.yaml.orig").write_text("train: {device: cpu}\n")  # left by a run killed outright
+    params.write_text("train: {device: cuda}\n")
+    with params_profile(params, params):
+        assert params.read_text() == "train: {device: cpu}\n"

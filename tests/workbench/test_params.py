@@ -1,0 +1,86 @@
+"""workbench.params: dataclass defaults < params.yaml section < flags, strict about unknown keys."""
+
+import argparse
+from dataclasses import dataclass, field
+
+import pytest
+
+from workbench.params import ParamsError, apply_section, load_section, parse_config, read_params
+
+
+@dataclass(frozen=True)
+class Toy:
+    data: str = field(default="data/in", metadata={"help": "input folder"})
+    steps: int = 10
+    lr: float = 1e-3
+    shuffle: bool = True
+    limit: int | None = None
+    langs: tuple[str, ...] = ("en",)
+
+
+def _params(tmp_path, text: str):
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_precedence_is_dataclass_then_section_then_flags(tmp_path):
+    p = _params(tmp_path, "toy:\n  steps: 20\n  lr: 0.5\n  limit: 7\n")
+    cfg, _ = parse_config(Toy, "toy", ["--params", p, "--lr", "0.25"])
+    assert cfg == Toy(steps=20, lr=0.25, limit=7)
+
+
+def test_flags_parse_types_bools_none_and_lists(tmp_path):
+    p = _params(tmp_path, "toy:\n  limit: 3\n")
+    cfg, _ = parse_config(Toy, "toy", ["--params", p, "--shuffle", "false", "--limit", "none", "--langs", "en", "de"])
+    assert (cfg.shuffle, cfg.limit, tuple(cfg.langs)) == (False, None, ("en", "de"))
+
+
+def test_unknown_key_names_key_section_and_file(tmp_path):
+    p = _params(tmp_path, "toy:\n  stepz: 3\n")
+    with pytest.raises(ParamsError, match=r"params.yaml: section 'toy' has unknown key\(s\) stepz"):
+        parse_config(Toy, "toy", ["--params", p])
+
+
+def test_help_shows_the_value_a_run_will_use(tmp_path, capsys):
+    p = _params(tmp_path, "toy:\n  steps: 99\n")
+    with pytest.raises(SystemExit):
+        parse_config(Toy, "toy", ["--params", p, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: 99)" in out and "input folder (default: data/in)" in out
+
+
+def test_params_none_and_missing_file_use_built_in_defaults(tmp_path):
+    p = _params(tmp_path, "toy:\n  steps: 5\n")
+    assert parse_config(Toy, "toy", ["--params", "none"])[0] == Toy()
+    assert parse_config(Toy, "toy", ["--params", str(tmp_path / "absent.yaml")])[0] == Toy()
+    assert parse_config(Toy, "toy", ["--params", p])[0].steps == 5
+
+
+def test_required_field_is_a_clear_error(tmp_path):
+    @dataclass(frozen=True)
+    class Needs:
+        model: str
+        steps: int = 1
+
+    with pytest.raises(ParamsError, match="--model is required"):
+        parse_config(Needs, "needs", ["--params", "none"])
+    assert parse_config(Needs, "needs", ["--params", "none", "--model", "m"])[0] == Needs(model="m")
+
+
+def test_bad_yaml_and_bad_section_name_the_file(tmp_path):
+    with pytest.raises(ParamsError, match="invalid YAML"):
+        read_params(_params(tmp_path, "toy: [unclosed\n"))
+    with pytest.raises(ParamsError, match="section 'toy' must be a mapping"):
+        load_section("toy", _params(tmp_path, "toy: 3\n"))
+
+
+def test_apply_section_on_a_hand_written_parser(tmp_path):
+    p = _params(tmp_path, "dedup:\n  num_bands: 7\n  steps: {a: 1}\n")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--num-bands", type=int, default=14)
+    section = apply_section(parser, "dedup", p, extra_keys=("steps",))
+    assert parser.parse_args([]).num_bands == 7 and parser.parse_args(["--num-bands", "3"]).num_bands == 3
+    assert section["steps"] == {"a": 1}
+    with pytest.raises(ParamsError, match="unknown key\\(s\\) num_band "):
+        apply_section(parser, "dedup", _params(tmp_path, "dedup:\n  num_band: 7\n"))
