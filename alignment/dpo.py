@@ -23,24 +23,35 @@ import random
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
+from alignment.data import load_pairs
+from alignment.evaluate import evaluate, load_model_and_tokenizer
 from alignment.loop import (
+    ShuffledBatches,
     check_choices,
     cli_main,
+    is_eval_step,
     load_model_and_prepare,
     plot_metrics,
     save_trained,
+    set_lr,
     write_metrics_row,
 )
+from alignment.losses import dpo_loss
+from alignment.policy import frozen, is_ours
+from alignment.preference import pair_log_probs, preference_eval
+from alignment.trl_engine import train_dpo_trl
+from model.optim import AdamW, clip_grad_norm, cosine_schedule
 
 TASKS = ("arithmetic", "none")  # none: no greedy task accuracy (pairs from a file only)
 METRIC_COLUMNS = ("step", "lr", "loss", "reward_accuracy", "reward_margin", "chosen_reward", "rejected_reward",
                   "logp_chosen", "logp_rejected", "grad_norm", "val_pref_accuracy", "val_margin", "val_accuracy",
                   "val_format_rate", "seconds")
-HELD_OUT_FRACTION = 0.1  # of a pairs file: its last 10% are held out
+SUMMED = ("loss", "rewards/accuracies", "rewards/margins", "rewards/chosen", "rewards/rejected", "logps/chosen",
+          "logps/rejected")  # dpo_loss's metrics (TRL's names), averaged over the microbatches of a step
 
 
 @dataclass(frozen=True)
@@ -98,76 +109,59 @@ class DPOConfig:
                              f"got {self.template!r}")
 
 
-def load_pairs(cfg: DPOConfig) -> tuple[list[dict], list[dict], list[dict]]:
-    """(train pairs, held-out pairs, held-out task items).
-
-    Arithmetic: pairs from ``preference_pair`` over the train / test split items (the wrong answer seeded by
-    ``cfg.seed``). A pairs file: the first 90% train (at most ``n_train``), the last 10% held out (at most
-    ``n_test``); bad lines are skipped with one warning. Task items are the arithmetic test split (or [])."""
-    from alignment import tasks
-
-    items: list[dict] = []
-    if cfg.task == "arithmetic":
-        train_items, items = tasks.task_splits(cfg.n_train, cfg.n_test, cfg.seed, cfg.digits, cfg.held_out)
-    if cfg.pairs:
-        path = Path(cfg.pairs)
-        if not path.is_file():
-            raise ValueError(f"DPOConfig.pairs: {cfg.pairs} is not a file")
-        pairs = tasks.load_preference_pairs(path)
-        held = math.ceil(len(pairs) * HELD_OUT_FRACTION) if len(pairs) > 1 else 0
-        train, test = pairs[: len(pairs) - held][: cfg.n_train], pairs[len(pairs) - held:][: cfg.n_test]
-    else:
-        rng = random.Random(cfg.seed)
-        train = [tasks.preference_pair(item, rng, cfg.template) for item in train_items]
-        test = [tasks.preference_pair(item, rng, cfg.template) for item in items]
-    if not train:
-        raise ValueError(f"no training pairs in {cfg.pairs or 'the arithmetic task'}")
-    return train, test, items
+def _load_models(cfg: DPOConfig, model, tokenizer, reference):
+    """(policy, tokenizer, frozen reference, context or None, out_dir): what is not given is loaded from the
+    config (the reference: ``cfg.reference``, else a copy of the starting policy); writes config.json."""
+    if model is None:
+        model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
+    if reference is None:
+        reference = (load_model_and_tokenizer(cfg.reference, cfg.tokenizer, cfg.device)[0] if cfg.reference
+                     else copy.deepcopy(model))
+    reference = frozen(reference)
+    model, tokenizer, ours, context, out_dir = load_model_and_prepare(cfg, "dpo", model, tokenizer)
+    if ours and is_ours(reference):
+        if reference.cfg.vocab_size != model.cfg.vocab_size:
+            raise ValueError(f"DPOConfig.reference: vocab size {reference.cfg.vocab_size} differs from the "
+                             f"policy's {model.cfg.vocab_size}")
+        context = min(context, reference.cfg.context_length)
+    return model, tokenizer, reference, context, out_dir
 
 
-def pair_log_probs(model, tokenizer, pairs: list[dict], context: int | None = None) -> tuple[torch.Tensor,
-                                                                                              torch.Tensor]:
-    """Summed log-probs (B,), (B,) of each pair's chosen and rejected response + EOS given its prompt, from ONE
-    forward pass over the 2B stacked sequences (chosen first). Sequences are cut at ``context`` tokens like
-    ``alignment.sft`` cuts them (the end of a too-long response is lost)."""
-    from alignment.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
-
-    prompts = [p["prompt"] for p in pairs] * 2
-    responses = [p["chosen"] for p in pairs] + [p["rejected"] for p in pairs]
-    batch = tokenize_prompt_and_output(prompts, responses, tokenizer, add_bos=True, append_eos=True)
-    if context is not None:
-        batch = {k: v[:, :context] for k, v in batch.items()}
-    device = model_device(model)
-    batch = {k: v.to(device) for k, v in batch.items()}
-    log_probs = get_response_log_probs(model, batch["input_ids"], batch["labels"])["log_probs"]  # (2B, T)
-    summed = (log_probs * batch["response_mask"]).sum(dim=-1)  # (2B,)
-    return summed[: len(pairs)], summed[len(pairs):]
+def _held_out(cfg: DPOConfig, model, reference, tokenizer, test_pairs: list[dict], test_items: list[dict],
+              context: int | None) -> dict:
+    """Greedy task accuracy (when there are task items) and preference accuracy / margin on the held-out pairs;
+    the model is left in train mode."""
+    summary = {"accuracy": None, "format_rate": None}
+    if test_items:
+        _, summary = evaluate(model, tokenizer, cfg.task, test_items, cfg.template, cfg.max_new_tokens,
+                              cfg.eval_batch_size, model_name=str(cfg.out_dir))
+    summary.update(preference_eval(model, reference, tokenizer, test_pairs, cfg.beta, cfg.eval_batch_size, context))
+    model.train()
+    return summary
 
 
-def preference_eval(model, reference, tokenizer, pairs: list[dict], beta: float, batch_size: int,
-                    context: int | None = None) -> dict:
-    """Held-out ``{"pref_accuracy", "margin", "pref_n"}``: the fraction of pairs whose implicit reward margin
-    β[(log π - log π_ref)(chosen) - (log π - log π_ref)(rejected)] is > 0 (TRL's rewards/accuracies), its mean."""
-    if not pairs:
-        return {"pref_accuracy": None, "margin": None, "pref_n": 0}
-    was_training = model.training
-    model.eval()
-    margins = []
-    with torch.no_grad():
-        for i in range(0, len(pairs), batch_size):
-            chunk = pairs[i: i + batch_size]
-            pc, pr = pair_log_probs(model, tokenizer, chunk, context)
-            rc, rr = pair_log_probs(reference, tokenizer, chunk, context)
-            margins.append(beta * ((pc - rc.to(pc.device)) - (pr - rr.to(pr.device))))
-    model.train(was_training)
-    m = torch.cat(margins)
-    return {"pref_accuracy": float((m > 0).float().mean()), "margin": float(m.mean()), "pref_n": len(pairs)}
-
-
-def _frozen(model):
-    model.eval()
-    model.requires_grad_(False)
-    return model
+def _dpo_step(cfg: DPOConfig, model, reference, tokenizer, optimizer, batches: ShuffledBatches,
+              train: list[dict], context: int | None) -> dict:
+    """One optimizer step over ``grad_accum`` microbatches of whole pairs; the metrics row's training columns."""
+    sums = dict.fromkeys(SUMMED, 0.0)
+    for _ in range(cfg.grad_accum):
+        pairs = [train[i] for i in batches.take()]
+        policy_chosen, policy_rejected = pair_log_probs(model, tokenizer, pairs, context)
+        with torch.no_grad():
+            ref_chosen, ref_rejected = pair_log_probs(reference, tokenizer, pairs, context)
+        loss, meta = dpo_loss(policy_chosen, policy_rejected, ref_chosen.to(policy_chosen.device),
+                              ref_rejected.to(policy_chosen.device), cfg.beta)
+        (loss / cfg.grad_accum).backward()
+        sums["loss"] += float(loss.detach()) / cfg.grad_accum
+        for key in SUMMED[1:]:
+            sums[key] += float(meta[key]) / cfg.grad_accum
+    grad_norm = clip_grad_norm(model.parameters(), cfg.grad_clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return {"loss": sums["loss"], "reward_accuracy": sums["rewards/accuracies"],
+            "reward_margin": sums["rewards/margins"], "chosen_reward": sums["rewards/chosen"],
+            "rejected_reward": sums["rewards/rejected"], "logp_chosen": sums["logps/chosen"],
+            "logp_rejected": sums["logps/rejected"], "grad_norm": float(grad_norm)}
 
 
 def train_dpo(cfg: DPOConfig, model=None, tokenizer=None, *, reference=None,
@@ -178,84 +172,26 @@ def train_dpo(cfg: DPOConfig, model=None, tokenizer=None, *, reference=None,
     ``model``/``tokenizer`` may be given directly (else loaded from ``cfg.model``/``cfg.tokenizer``), likewise
     ``reference`` (else ``cfg.reference``, else a frozen copy of the starting policy) and ``data`` (else
     ``load_pairs(cfg)``)."""
-    from alignment.evaluate import evaluate, load_model_and_tokenizer
-    from alignment.losses import dpo_loss
-    from model.optim import AdamW, clip_grad_norm, cosine_schedule
-
     if cfg.engine == "trl":
-        from alignment.trl_engine import train_dpo_trl
-
         return train_dpo_trl(cfg, model, tokenizer)
     torch.manual_seed(cfg.seed)
     train, test_pairs, test_items = data if data is not None else load_pairs(cfg)
-    if model is None:
-        model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
-    if reference is None:
-        reference = (load_model_and_tokenizer(cfg.reference, cfg.tokenizer, cfg.device)[0] if cfg.reference
-                     else copy.deepcopy(model))
-    reference = _frozen(reference)
-    model, tokenizer, ours, context, out_dir = load_model_and_prepare(cfg, "dpo", model, tokenizer)
-    if ours and hasattr(reference, "cfg") and hasattr(reference, "new_cache"):
-        if reference.cfg.vocab_size != model.cfg.vocab_size:
-            raise ValueError(f"DPOConfig.reference: vocab size {reference.cfg.vocab_size} differs from the "
-                             f"policy's {model.cfg.vocab_size}")
-        context = min(context, reference.cfg.context_length)
+    model, tokenizer, reference, context, out_dir = _load_models(cfg, model, tokenizer, reference)
     optimizer = AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
-    rng = random.Random(cfg.seed)
-    order: list[int] = []
-
-    def next_batch() -> list[dict]:  # whole pairs, reshuffled each epoch
-        picked = []
-        while len(picked) < cfg.batch_size:
-            if not order:
-                order.extend(rng.sample(range(len(train)), len(train)))
-            picked.append(order.pop())
-        return [train[i] for i in picked]
-
-    def held_out() -> dict:
-        summary = {"accuracy": None, "format_rate": None}
-        if test_items:
-            _, summary = evaluate(model, tokenizer, cfg.task, test_items, cfg.template, cfg.max_new_tokens,
-                                  cfg.eval_batch_size, model_name=str(cfg.out_dir))
-        summary.update(preference_eval(model, reference, tokenizer, test_pairs, cfg.beta, cfg.eval_batch_size,
-                                       context))
-        model.train()
-        return summary
-
+    batches = ShuffledBatches(len(train), cfg.batch_size, random.Random(cfg.seed))
     metrics_path = out_dir / "metrics.csv"
     started = time.perf_counter()
     summary: dict = {}
     model.train()
-    from tqdm import tqdm
-
     bar = tqdm(range(1, cfg.steps + 1), desc="dpo", unit="step", file=sys.stderr, dynamic_ncols=True)
     for step in bar:
         lr = cosine_schedule(step - 1, cfg.lr, cfg.lr / 10, cfg.warmup_steps, cfg.steps)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        sums = dict.fromkeys(("loss", "rewards/accuracies", "rewards/margins", "rewards/chosen", "rewards/rejected",
-                              "logps/chosen", "logps/rejected"), 0.0)
-        for _ in range(cfg.grad_accum):
-            pairs = next_batch()
-            policy_chosen, policy_rejected = pair_log_probs(model, tokenizer, pairs, context)
-            with torch.no_grad():
-                ref_chosen, ref_rejected = pair_log_probs(reference, tokenizer, pairs, context)
-            loss, meta = dpo_loss(policy_chosen, policy_rejected, ref_chosen.to(policy_chosen.device),
-                                  ref_rejected.to(policy_chosen.device), cfg.beta)
-            (loss / cfg.grad_accum).backward()
-            sums["loss"] += float(loss.detach()) / cfg.grad_accum
-            for key in sums.keys() - {"loss"}:
-                sums[key] += float(meta[key]) / cfg.grad_accum
-        grad_norm = clip_grad_norm(model.parameters(), cfg.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        row = {"step": step, "lr": lr, "loss": sums["loss"], "reward_accuracy": sums["rewards/accuracies"],
-               "reward_margin": sums["rewards/margins"], "chosen_reward": sums["rewards/chosen"],
-               "rejected_reward": sums["rewards/rejected"], "logp_chosen": sums["logps/chosen"],
-               "logp_rejected": sums["logps/rejected"], "grad_norm": float(grad_norm)}
+        set_lr(optimizer, lr)
+        row = {"step": step, "lr": lr, **_dpo_step(cfg, model, reference, tokenizer, optimizer, batches, train,
+                                                   context)}
         bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['reward_accuracy']:.2f}", refresh=False)
-        if step == cfg.steps or (cfg.eval_interval and step % cfg.eval_interval == 0):
-            summary = held_out()
+        if is_eval_step(cfg, step):
+            summary = _held_out(cfg, model, reference, tokenizer, test_pairs, test_items, context)
             row.update(val_pref_accuracy=summary["pref_accuracy"], val_margin=summary["margin"],
                        val_accuracy=summary["accuracy"], val_format_rate=summary["format_rate"])
             print(f"step {step}: loss {row['loss']:.4f} reward_accuracy {row['reward_accuracy']:.3f} "

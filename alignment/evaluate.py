@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -32,7 +31,19 @@ from pathlib import Path
 
 from alignment.policy import TokenizerAdapter, clean_text
 from alignment.rewards import extract_answer, gsm8k_reward, parse_mmlu_letter, r1_zero_reward_fn
-from alignment.tasks import DATA_DIR, format_prompt
+from alignment.rollout import rollout
+from alignment.tasks import (
+    DATA_DIR,
+    format_prompt,
+    load_gsm8k,
+    load_math,
+    load_mmlu,
+    load_safety,
+    task_splits,
+)
+from model.checkpoint import load_model
+from pipeline.tokenizer import Tokenizer
+from workbench.files import write_jsonl
 
 TASKS = ("arithmetic", "gsm8k", "math", "mmlu", "safety")
 CSV_COLUMNS = ("timestamp", "stage", "task", "model", "n", "accuracy", "format_rate", "mean_response_tokens",
@@ -91,8 +102,6 @@ def evaluate(model, tokenizer, task: str, items: Sequence[dict], template: str =
     if generate_fn is None and callable(model) and not hasattr(model, "parameters"):
         generate_fn = model
     if generate_fn is None:
-        from alignment.rollout import rollout
-
         def generate_fn(prompts: list[str]) -> list[str]:
             return rollout(model, tokenizer, prompts, max_new_tokens, temperature=0.0, batch_size=batch_size)
 
@@ -126,20 +135,6 @@ def evaluate(model, tokenizer, task: str, items: Sequence[dict], template: str =
 
 # ---- files ---------------------------------------------------------------------------------------
 
-def write_jsonl_atomically(path: str | Path, rows: Sequence[dict]) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
-
-
 def append_report_row(path: str | Path, row: dict) -> Path:
     """Append ``row`` to a CSV (created with a header when absent), keeping an existing file's columns."""
     path = Path(path)
@@ -166,18 +161,16 @@ def load_items(task: str, n: int | None, data: str | None = None, seed: int = 0,
                held_out: str = "problems") -> list[dict]:
     """Evaluation items: the arithmetic test split (seeded; ``digits``/``held_out`` as in the loops' configs),
     GSM8K test, MMLU test, SimpleSafetyTests."""
-    from alignment import tasks
-
     if task == "arithmetic":
-        return tasks.task_splits(0, n if n is not None else 200, seed, digits, held_out)[1]
+        return task_splits(0, n if n is not None else 200, seed, digits, held_out)[1]
     if task == "gsm8k":
-        items = tasks.load_gsm8k(data or DATA_DIR / "gsm8k_test.jsonl")
+        items = load_gsm8k(data or DATA_DIR / "gsm8k_test.jsonl")
     elif task == "math":
-        items = tasks.load_math(data or DATA_DIR / "math_test.jsonl")
+        items = load_math(data or DATA_DIR / "math_test.jsonl")
     elif task == "mmlu":
-        items = tasks.load_mmlu(data or DATA_DIR / "mmlu", "test")
+        items = load_mmlu(data or DATA_DIR / "mmlu", "test")
     else:
-        items = tasks.load_safety(data or DATA_DIR / "simple_safety_tests.csv")
+        items = load_safety(data or DATA_DIR / "simple_safety_tests.csv")
     return items if n is None else items[:n]
 
 
@@ -193,8 +186,6 @@ def is_hf_model_dir(path: Path) -> bool:
 
 
 def _our_tokenizer(tokenizer_dir: str | None):
-    from pipeline.tokenizer import Tokenizer
-
     if not tokenizer_dir:
         raise ValueError("--tokenizer DIR is required for our checkpoints (a folder with vocab.json + merges.txt)")
     root = Path(tokenizer_dir)
@@ -221,8 +212,6 @@ def load_model_and_tokenizer(model_path: str, tokenizer_dir: str | None = None, 
         tok.padding_side = "left"
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True).to(device).eval()
         return model, tok
-    from model.checkpoint import load_model
-
     tok = _our_tokenizer(tokenizer_dir)
     return load_model(path, device=device), tok
 
@@ -281,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows, summary = evaluate(model, tokenizer, args.task, items, template, max_new, args.batch_size,
                              model_name=str(args.model))
-    out = write_jsonl_atomically(Path(args.out_dir) / f"{args.stage}_{args.task}.jsonl", rows)
+    out = Path(args.out_dir) / f"{args.stage}_{args.task}.jsonl"
+    write_jsonl(out, rows)
     append_report_row(args.report, {**summary, "stage": args.stage, "outputs": str(out),
                                     "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     acc = "n/a" if summary["accuracy"] is None else f"{summary['accuracy']:.3f}"

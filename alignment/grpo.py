@@ -25,21 +25,36 @@ import copy
 import random
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
+from alignment.data import TASKS, load_task
+from alignment.evaluate import build_prompt, evaluate, score
 from alignment.loop import (
     check_choices,
     cli_main,
+    is_eval_step,
     load_model_and_prepare,
     plot_metrics,
     save_trained,
+    set_lr,
     write_metrics_row,
 )
-from alignment.losses import LENGTH_NORMALIZATIONS, LOSS_TYPES
+from alignment.losses import (
+    LENGTH_NORMALIZATIONS,
+    LOSS_TYPES,
+    compute_group_normalized_rewards,
+    grpo_microbatch_train_step,
+    masked_mean,
+)
+from alignment.policy import frozen, get_response_log_probs, model_device, tokenize_prompt_and_output
 from alignment.rollout import rollout
-from alignment.sft import TASKS, load_task
+from alignment.trl_engine import train_grpo_trl
+from model.optim import AdamW, clip_grad_norm
 
 METRIC_COLUMNS = ("step", "lr", "loss", "reward", "format_reward", "answer_reward", "frac_zero_std",
                   "trained_fraction", "entropy", "response_tokens", "clip_fraction", "kl", "grad_norm",
@@ -89,6 +104,12 @@ class GRPOConfig:
 
     def __post_init__(self) -> None:
         check_choices(self, TASKS)
+        self._check_sizes_and_kinds()
+        self._check_batch_shapes()
+        self._check_objective()
+        self._check_sampling()
+
+    def _check_sizes_and_kinds(self) -> None:
         for name in ("n_train", "steps", "rollout_batch_size", "group_size", "train_batch_size", "grad_accum",
                      "epochs_per_rollout_batch", "max_new_tokens", "eval_batch_size"):
             value = getattr(self, name)
@@ -103,6 +124,9 @@ class GRPOConfig:
         if self.length_normalization not in LENGTH_NORMALIZATIONS:
             raise ValueError(f"GRPOConfig.length_normalization must be one of {', '.join(LENGTH_NORMALIZATIONS)}, "
                              f"got {self.length_normalization!r}")
+
+    def _check_batch_shapes(self) -> None:
+        """Rollouts split into whole groups and whole optimizer steps, optimizer steps into whole microbatches."""
         if self.rollout_batch_size % self.group_size:
             raise ValueError(f"GRPOConfig.rollout_batch_size={self.rollout_batch_size} must be a multiple of "
                              f"group_size={self.group_size}")
@@ -114,6 +138,8 @@ class GRPOConfig:
                              f"grad_accum={self.grad_accum}")
         if self.normalize_by_std and self.group_size < 2:
             raise ValueError(f"GRPOConfig.group_size={self.group_size}: normalize_by_std needs groups of >= 2")
+
+    def _check_objective(self) -> None:
         if self.off_policy and self.loss_type != "grpo_clip":
             raise ValueError(f"GRPOConfig.loss_type={self.loss_type!r}: epochs_per_rollout_batch="
                              f"{self.epochs_per_rollout_batch}, train_batch_size={self.train_batch_size} < "
@@ -128,6 +154,8 @@ class GRPOConfig:
                 raise ValueError(f"GRPOConfig.{name} must be >= 0, got {getattr(self, name)!r}")
         if not self.cliprange > 0:
             raise ValueError(f"GRPOConfig.cliprange must be > 0, got {self.cliprange!r}")
+
+    def _check_sampling(self) -> None:
         if self.temperature <= 0:
             raise ValueError(f"GRPOConfig.temperature must be > 0 for sampling rollouts, got {self.temperature!r}")
         if not 0 < self.top_p <= 1:
@@ -141,19 +169,11 @@ class GRPOConfig:
         return self.epochs_per_rollout_batch > 1 or self.train_batch_size < self.rollout_batch_size
 
 
-def _frozen_copy(model):
-    ref = copy.deepcopy(model).eval()
-    ref.requires_grad_(False)
-    return ref
-
-
 class _Batch:
     """One rollout batch, tokenized once: tensors on the device, cut to the model's context. A response that
     ended by sampling EOS keeps it (so an empty answer still has one token to learn from)."""
 
     def __init__(self, prompts, responses, ended_by_eos, tokenizer, context, device):
-        from alignment.policy import tokenize_prompt_and_output
-
         batch = tokenize_prompt_and_output(prompts, responses, tokenizer, add_bos=True, append_eos=ended_by_eos)
         if context is not None:
             batch = {k: v[:, :context] for k, v in batch.items()}
@@ -172,8 +192,6 @@ class _Batch:
 @torch.no_grad()
 def _log_probs_in_chunks(model, batch: _Batch, n: int, chunk: int) -> torch.Tensor:
     """Per-token log-probs (n, T) of the whole batch under ``model`` (old or reference policy)."""
-    from alignment.policy import get_response_log_probs
-
     out = torch.zeros(batch.labels.shape, dtype=torch.float32, device=batch.labels.device)
     for start in range(0, n, chunk):
         index = list(range(start, min(n, start + chunk)))
@@ -182,133 +200,202 @@ def _log_probs_in_chunks(model, batch: _Batch, n: int, chunk: int) -> torch.Tens
     return out
 
 
+@dataclass
+class _Run:
+    """What every GRPO step uses: the policy, its frozen reference (KL), the optimizer, the question sampler and
+    the sizes the config implies."""
+
+    cfg: GRPOConfig
+    model: object
+    tokenizer: object
+    reference: object | None
+    optimizer: AdamW
+    rng: random.Random
+    reward_fn: Callable[[str, dict], dict]
+    train: list[dict]
+    context: int | None
+    device: torch.device
+
+    @property
+    def micro(self) -> int:  # sequences per microbatch
+        return self.cfg.train_batch_size // self.cfg.grad_accum
+
+    @property
+    def need_old(self) -> bool:  # the clipped objective compares against the rollout policy's log-probs
+        return self.cfg.loss_type == "grpo_clip"
+
+
+@dataclass
+class _Rollouts:
+    """One step's rollout batch: sampled responses, their rewards and advantages, and the log-probs of the rollout
+    policy / the reference when the objective needs them."""
+
+    batch: _Batch
+    n: int
+    raw_rewards: torch.Tensor
+    advantages: torch.Tensor
+    reward_meta: dict
+    old_log_probs: torch.Tensor | None
+    ref_log_probs: torch.Tensor | None
+    seconds: float
+
+
+def _collect_rollouts(run: _Run, step: int) -> _Rollouts:
+    """Sample ``group_size`` responses to each of ``rollout_batch_size / group_size`` training questions, score
+    them, and keep the fixed log-probs the update needs."""
+    cfg, started = run.cfg, time.perf_counter()
+    n_questions = cfg.rollout_batch_size // cfg.group_size
+    items = (run.rng.sample(run.train, n_questions) if n_questions <= len(run.train)
+             else run.rng.choices(run.train, k=n_questions))
+    items = [item for item in items for _ in range(cfg.group_size)]
+    prompts = [build_prompt(cfg.task, item, cfg.template) for item in items]
+    responses, ended_by_eos = rollout(run.model, run.tokenizer, prompts, cfg.max_new_tokens,
+                                      temperature=cfg.temperature, top_p=cfg.top_p,
+                                      seed=cfg.seed * 1_000_003 + step, batch_size=cfg.rollout_batch_size,
+                                      return_eos=True)
+    advantages, raw_rewards, reward_meta = compute_group_normalized_rewards(
+        run.reward_fn, responses, items, cfg.group_size, cfg.advantage_eps, cfg.normalize_by_std)
+    batch = _Batch(prompts, responses, ended_by_eos, run.tokenizer, run.context, run.device)
+    n = len(prompts)
+    old_log_probs = ref_log_probs = None
+    run.model.eval()
+    if run.need_old:
+        old_log_probs = _log_probs_in_chunks(run.model, batch, n, max(run.micro, 64))
+    if run.reference is not None:
+        ref_log_probs = _log_probs_in_chunks(run.reference, batch, n, max(run.micro, 64))
+    run.model.train()
+    return _Rollouts(batch, n, raw_rewards, advantages, reward_meta, old_log_probs, ref_log_probs,
+                     time.perf_counter() - started)
+
+
+def _trainable(cfg: GRPOConfig, rollouts: _Rollouts) -> list[bool]:
+    """Per response: whether it is trained on (it has response tokens inside the context and, with
+    ``skip_zero_std_groups``, its group's rewards disagree: zero advantage means zero policy gradient)."""
+    trainable = rollouts.batch.response_mask.any(dim=-1).tolist()  # False: the prompt filled the context
+    if cfg.skip_zero_std_groups:
+        spread = rollouts.raw_rewards.view(-1, cfg.group_size).std(dim=-1) > 0
+        trainable = [t and bool(spread[i // cfg.group_size]) for i, t in enumerate(trainable)]
+    return trainable
+
+
+def _microbatch(run: _Run, rollouts: _Rollouts, index: list[int], n_micro: int, sums: dict) -> None:
+    """Forward/backward of the responses ``index``; adds its loss, entropy, clip fraction and KL to ``sums``."""
+    cfg = run.cfg
+    ids, labels, mask = rollouts.batch.rows(index)
+    width = ids.shape[1]
+    out = get_response_log_probs(run.model, ids, labels, return_token_entropy=True)
+    idx = torch.tensor(index, device=run.device)
+    kwargs = {}
+    if run.reference is not None:
+        kwargs.update(ref_log_probs=rollouts.ref_log_probs[idx, :width], kl_coef=cfg.kl_coef)
+    old = rollouts.old_log_probs
+    loss, meta = grpo_microbatch_train_step(
+        out["log_probs"], mask, n_micro, cfg.loss_type,
+        raw_rewards=rollouts.raw_rewards[index].unsqueeze(-1).to(run.device),
+        advantages=rollouts.advantages[index].unsqueeze(-1).to(run.device),
+        old_log_probs=None if old is None else old[idx, :width],
+        cliprange=cfg.cliprange, length_normalization=cfg.length_normalization,
+        normalize_constant=float(cfg.max_new_tokens) if cfg.length_normalization == "constant" else None,
+        cliprange_low=cfg.cliprange_low, cliprange_high=cfg.cliprange_high, **kwargs)
+    sums["loss"] += float(loss)
+    sums["entropy"] += float(masked_mean(out["token_entropy"].detach(), mask))
+    sums["clip_fraction"] += float(meta.get("policy/clip_fraction", 0.0))
+    sums["kl"] += float(meta.get("policy/kl", 0.0))
+    sums["microbatches"] += 1
+
+
+def _update_policy(run: _Run, rollouts: _Rollouts, trainable: list[bool]) -> dict:
+    """``epochs_per_rollout_batch`` passes over the trainable responses (shuffled when off-policy), one optimizer
+    step per ``train_batch_size`` of them; returns the summed losses/statistics and the counts to average them."""
+    cfg, n = run.cfg, rollouts.n
+    sums = {"loss": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "kl": 0.0, "grad_norm": 0.0, "microbatches": 0,
+            "updates": 0}
+    for _ in range(cfg.epochs_per_rollout_batch):
+        order = run.rng.sample(range(n), n) if cfg.off_policy else list(range(n))
+        order = [i for i in order if trainable[i]]
+        for start in range(0, n, cfg.train_batch_size):
+            chosen = order[start: start + cfg.train_batch_size]
+            if not chosen:
+                continue
+            n_micro = -(-len(chosen) // run.micro)  # the loss is averaged over the microbatches actually run
+            for m in range(0, len(chosen), run.micro):
+                _microbatch(run, rollouts, chosen[m: m + run.micro], n_micro, sums)
+            sums["grad_norm"] += float(clip_grad_norm(run.model.parameters(), cfg.grad_clip))
+            run.optimizer.step()
+            run.optimizer.zero_grad(set_to_none=True)
+            sums["updates"] += 1
+    return sums
+
+
+def _step_row(run: _Run, step: int, lr: float, rollouts: _Rollouts, kept: int, sums: dict,
+              train_seconds: float) -> dict:
+    """The metrics.csv row of a step (without the held-out and total-time columns)."""
+    updates, count, n, meta = max(sums["updates"], 1), max(sums["microbatches"], 1), rollouts.n, rollouts.reward_meta
+    return {"step": step, "lr": lr, "loss": sums["loss"] / updates,
+            "reward": float(meta["rewards/mean"]),
+            "format_reward": float(meta["rewards/format_mean"]),
+            "answer_reward": float(meta["rewards/answer_mean"]),
+            "frac_zero_std": float(meta["rewards/frac_zero_std"]), "trained_fraction": kept / n,
+            "entropy": sums["entropy"] / count, "response_tokens": float(rollouts.batch.response_mask.sum()) / n,
+            "clip_fraction": sums["clip_fraction"] / count if run.need_old else None,
+            "kl": sums["kl"] / count if run.reference is not None else None, "grad_norm": sums["grad_norm"] / updates,
+            "rollout_seconds": round(rollouts.seconds, 3), "train_seconds": round(train_seconds, 3)}
+
+
+def _held_out(cfg: GRPOConfig, model, tokenizer, test: list[dict]) -> dict:
+    """Greedy held-out accuracy and format rate with the task's verifier (``alignment.evaluate``)."""
+    if not test:
+        return {"accuracy": None, "format_rate": None}
+    _, summary = evaluate(model, tokenizer, cfg.task, test, cfg.template, cfg.max_new_tokens,
+                          cfg.eval_batch_size, model_name=str(cfg.out_dir))
+    return summary
+
+
+def _setup(cfg: GRPOConfig, model, tokenizer, reward_fn) -> tuple[_Run, list[dict], Path]:
+    """(the run, held-out items, out_dir): the model loaded (unless given), config.json written, a frozen
+    reference when ``kl_coef`` > 0, the optimizer, and the task's verifier unless ``reward_fn`` replaces it."""
+    torch.manual_seed(cfg.seed)
+    model, tokenizer, _, context, out_dir = load_model_and_prepare(cfg, "grpo", model, tokenizer)
+    device = model_device(model)
+    train, test = load_task(cfg)
+    if not train:
+        raise ValueError("GRPO needs training questions (n_train >= 1)")
+    reference = frozen(copy.deepcopy(model)) if cfg.kl_coef > 0 else None
+    optimizer = AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    if reward_fn is None:
+        def reward_fn(response: str, item: dict) -> dict:
+            return score(cfg.task, response, item)
+
+    run = _Run(cfg, model, tokenizer, reference, optimizer, random.Random(cfg.seed), reward_fn, train, context,
+               device)
+    return run, test, out_dir
+
+
 def train_grpo(cfg: GRPOConfig, model=None, tokenizer=None, reward_fn=None) -> dict:
     """Run GRPO; returns the last held-out summary plus ``checkpoint`` and ``seconds``.
 
     ``reward_fn(response, item) -> {"reward", "format_reward", "answer_reward"}`` replaces the task's
     verifier (``alignment.evaluate.score``) for the training rollouts; held-out accuracy always uses the task's."""
-    from tqdm import tqdm
-
-    from alignment.evaluate import build_prompt, evaluate, score
-    from alignment.losses import compute_group_normalized_rewards, grpo_microbatch_train_step, masked_mean
-    from alignment.policy import get_response_log_probs, model_device
-    from model.optim import AdamW, clip_grad_norm
-
     if cfg.engine == "trl":
-        from alignment.trl_engine import train_grpo_trl
-
         return train_grpo_trl(cfg, model, tokenizer, reward_fn)
-    torch.manual_seed(cfg.seed)
-    model, tokenizer, ours, context, out_dir = load_model_and_prepare(cfg, "grpo", model, tokenizer)
-    device = model_device(model)
-    train, test = load_task(cfg)
-    if not train:
-        raise ValueError("GRPO needs training questions (n_train >= 1)")
-    reference = _frozen_copy(model) if cfg.kl_coef > 0 else None
-    optimizer = AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
-    rng = random.Random(cfg.seed)
-    n_questions = cfg.rollout_batch_size // cfg.group_size
-    micro = cfg.train_batch_size // cfg.grad_accum
-    need_old = cfg.loss_type == "grpo_clip"
-    constant = float(cfg.max_new_tokens) if cfg.length_normalization == "constant" else None
-
-    if reward_fn is None:
-        def reward_fn(response: str, item: dict) -> dict:
-            return score(cfg.task, response, item)
-
-    def held_out() -> dict:
-        if not test:
-            return {"accuracy": None, "format_rate": None}
-        _, summary = evaluate(model, tokenizer, cfg.task, test, cfg.template, cfg.max_new_tokens,
-                              cfg.eval_batch_size, model_name=str(cfg.out_dir))
-        return summary
-
+    run, test, out_dir = _setup(cfg, model, tokenizer, reward_fn)
     metrics_path = out_dir / "metrics.csv"
     started = time.perf_counter()
-    summary = held_out()
+    summary = _held_out(cfg, run.model, run.tokenizer, test)
     write_metrics_row(metrics_path, METRIC_COLUMNS, {"step": 0, "val_accuracy": summary["accuracy"],
                                                      "val_format_rate": summary["format_rate"], "seconds": 0.0},
                       new=True)
     print(f"step 0: val_accuracy {summary['accuracy']}", file=sys.stderr, flush=True)
     for step in tqdm(range(1, cfg.steps + 1), desc="grpo", unit="step", file=sys.stderr, dynamic_ncols=True):
         lr = cfg.lr * min(1.0, step / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        # ---- rollouts
-        t0 = time.perf_counter()
-        items = rng.sample(train, n_questions) if n_questions <= len(train) else rng.choices(train, k=n_questions)
-        items = [item for item in items for _ in range(cfg.group_size)]
-        prompts = [build_prompt(cfg.task, item, cfg.template) for item in items]
-        responses, ended_by_eos = rollout(model, tokenizer, prompts, cfg.max_new_tokens, temperature=cfg.temperature,
-                                          top_p=cfg.top_p, seed=cfg.seed * 1_000_003 + step,
-                                          batch_size=cfg.rollout_batch_size, return_eos=True)
-        advantages, raw_rewards, reward_meta = compute_group_normalized_rewards(
-            reward_fn, responses, items, cfg.group_size, cfg.advantage_eps, cfg.normalize_by_std)
-        batch = _Batch(prompts, responses, ended_by_eos, tokenizer, context, device)
-        n = len(prompts)
-        old_log_probs = ref_log_probs = None
-        model.eval()
-        if need_old:
-            old_log_probs = _log_probs_in_chunks(model, batch, n, max(micro, 64))
-        if reference is not None:
-            ref_log_probs = _log_probs_in_chunks(reference, batch, n, max(micro, 64))
-        model.train()
-        rollout_seconds = time.perf_counter() - t0
-        # ---- policy updates
-        t1 = time.perf_counter()
-        sums = {"loss": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "kl": 0.0, "grad_norm": 0.0}
-        count = updates = 0
-        trainable = batch.response_mask.any(dim=-1).tolist()  # False: the prompt filled the context
-        if cfg.skip_zero_std_groups:  # zero advantage, zero policy gradient: no forward/backward needed
-            spread = raw_rewards.view(-1, cfg.group_size).std(dim=-1) > 0
-            trainable = [t and bool(spread[i // cfg.group_size]) for i, t in enumerate(trainable)]
-        kept = sum(trainable)
-        for _ in range(cfg.epochs_per_rollout_batch):
-            order = rng.sample(range(n), n) if cfg.off_policy else list(range(n))
-            order = [i for i in order if trainable[i]]
-            for start in range(0, n, cfg.train_batch_size):
-                chosen = order[start: start + cfg.train_batch_size]
-                if not chosen:
-                    continue
-                n_micro = -(-len(chosen) // micro)  # the loss is averaged over the microbatches actually run
-                for m in range(0, len(chosen), micro):
-                    index = chosen[m: m + micro]
-                    ids, labels, mask = batch.rows(index)
-                    width = ids.shape[1]
-                    out = get_response_log_probs(model, ids, labels, return_token_entropy=True)
-                    idx = torch.tensor(index, device=device)
-                    kwargs = {}
-                    if reference is not None:
-                        kwargs.update(ref_log_probs=ref_log_probs[idx, :width], kl_coef=cfg.kl_coef)
-                    loss, meta = grpo_microbatch_train_step(
-                        out["log_probs"], mask, n_micro, cfg.loss_type,
-                        raw_rewards=raw_rewards[index].unsqueeze(-1).to(device),
-                        advantages=advantages[index].unsqueeze(-1).to(device),
-                        old_log_probs=None if old_log_probs is None else old_log_probs[idx, :width],
-                        cliprange=cfg.cliprange, length_normalization=cfg.length_normalization,
-                        normalize_constant=constant, cliprange_low=cfg.cliprange_low,
-                        cliprange_high=cfg.cliprange_high, **kwargs)
-                    sums["loss"] += float(loss)
-                    sums["entropy"] += float(masked_mean(out["token_entropy"].detach(), mask))
-                    sums["clip_fraction"] += float(meta.get("policy/clip_fraction", 0.0))
-                    sums["kl"] += float(meta.get("policy/kl", 0.0))
-                    count += 1
-                sums["grad_norm"] += float(clip_grad_norm(model.parameters(), cfg.grad_clip))
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                updates += 1
-        updates, count = max(updates, 1), max(count, 1)
-        row = {"step": step, "lr": lr, "loss": sums["loss"] / updates,
-               "reward": float(reward_meta["rewards/mean"]),
-               "format_reward": float(reward_meta["rewards/format_mean"]),
-               "answer_reward": float(reward_meta["rewards/answer_mean"]),
-               "frac_zero_std": float(reward_meta["rewards/frac_zero_std"]), "trained_fraction": kept / n,
-               "entropy": sums["entropy"] / count, "response_tokens": float(batch.response_mask.sum()) / n,
-               "clip_fraction": sums["clip_fraction"] / count if need_old else None,
-               "kl": sums["kl"] / count if reference is not None else None, "grad_norm": sums["grad_norm"] / updates,
-               "rollout_seconds": round(rollout_seconds, 3), "train_seconds": round(time.perf_counter() - t1, 3)}
-        if step == cfg.steps or (cfg.eval_interval and step % cfg.eval_interval == 0):
-            summary = held_out()
+        set_lr(run.optimizer, lr)
+        rollouts = _collect_rollouts(run, step)
+        update_started = time.perf_counter()
+        trainable = _trainable(cfg, rollouts)
+        sums = _update_policy(run, rollouts, trainable)
+        row = _step_row(run, step, lr, rollouts, sum(trainable), sums, time.perf_counter() - update_started)
+        if is_eval_step(cfg, step):
+            summary = _held_out(cfg, run.model, run.tokenizer, test)
             row.update(val_accuracy=summary["accuracy"], val_format_rate=summary["format_rate"])
             print(f"step {step}: reward {row['reward']:.3f} answer {row['answer_reward']:.3f} "
                   f"val_accuracy {summary['accuracy']}", file=sys.stderr, flush=True)
@@ -317,7 +404,7 @@ def train_grpo(cfg: GRPOConfig, model=None, tokenizer=None, reward_fn=None) -> d
     plot_metrics(metrics_path, out_dir / "metrics.png",
                  {"reward": ("reward", "format_reward", "answer_reward", "val_accuracy"),
                   "policy": ("entropy", "clip_fraction", "kl", "frac_zero_std"), "length": ("response_tokens",)})
-    return save_trained(cfg, "grpo", model, tokenizer, optimizer, summary, started)
+    return save_trained(cfg, "grpo", run.model, run.tokenizer, run.optimizer, summary, started)
 
 
 def main(argv: list[str] | None = None) -> int:

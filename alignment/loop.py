@@ -2,7 +2,8 @@
 
 Each loop is a frozen dataclass config (fields ``model``, ``tokenizer``, ``out_dir``, ``device``, ``report``
 ...) and a ``train_xxx(cfg, model=None, tokenizer=None) -> summary`` function; the CLI is built from the
-config's fields, so every field is a flag (``--grad-accum``, ``--normalize-by-std false`` ...).
+config's fields, so every field is a flag (``--grad-accum``, ``--normalize-by-std false`` ...), read through
+``workbench.params`` (dataclass defaults < the stage's params.yaml section < flags).
 Checkpoints of our models are written with ``model.checkpoint.save_checkpoint`` in the format
 ``model.train`` writes (``model.checkpoint.load_model(out_dir)`` reads them); Hugging Face models are
 saved with ``save_pretrained`` under ``out_dir/hf``.
@@ -10,22 +11,31 @@ saved with ``save_pretrained`` under ``out_dir/hf``.
 
 from __future__ import annotations
 
-import argparse
 import csv
+import random
 import sys
 import time
-from dataclasses import MISSING, asdict, fields
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+from alignment.evaluate import append_report_row, load_model_and_tokenizer
+from alignment.policy import is_ours
+from alignment.tasks import HELD_OUT
+from model.checkpoint import save_checkpoint
+from workbench.files import atomic_path, write_json, write_metrics
+from workbench.params import parse_config
+
 ENGINES = ("ours", "trl")
 METRIC_KEYS = ("task", "n", "accuracy", "format_rate", "mean_response_tokens", "pref_accuracy", "margin", "seconds")
+HEADLINE_KEYS = ("accuracy", "format_rate", "pref_accuracy", "margin", "seconds")  # dvc's shared vocabulary
+CLI_HELPS = {"model": "our run folder / ckpt-*.pt, or a local Hugging Face model folder",
+             "tokenizer": "tokenizer folder (vocab.json + merges.txt); HF default: the model folder",
+             "report": "also append the final eval row to this CSV"}
 
 
 def check_choices(cfg, tasks: tuple[str, ...]) -> None:
     """The checks every loop config shares: engine, task, and the arithmetic digits / held_out options."""
-    from alignment.tasks import HELD_OUT
-
     name = type(cfg).__name__
     for field, allowed in (("engine", ENGINES), ("task", tasks), ("held_out", HELD_OUT)):
         if getattr(cfg, field) not in allowed:
@@ -34,23 +44,43 @@ def check_choices(cfg, tasks: tuple[str, ...]) -> None:
         raise ValueError(f"{name}.digits must be an int in 1..9, got {cfg.digits!r}")
 
 
-def is_ours(model) -> bool:
-    return hasattr(model, "cfg") and hasattr(model, "new_cache")
-
-
 def load_model_and_prepare(cfg, stage: str, model=None, tokenizer=None):
     """(model, tokenizer, ours, context length or None, out_dir): loads ``cfg.model`` unless a model is
     given, creates ``cfg.out_dir`` and writes ``config.json`` (the model's config and the loop's)."""
-    from alignment.evaluate import load_model_and_tokenizer
-    from model.checkpoint import write_json_atomically
-
     if model is None:
         model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
     ours = is_ours(model)
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomically(out_dir / "config.json", {"model": model.cfg.to_dict() if ours else {}, stage: asdict(cfg)})
+    write_json(out_dir / "config.json", {"model": model.cfg.to_dict() if ours else {}, stage: asdict(cfg)},
+               sort_keys=False)
     return model, tokenizer, ours, model.cfg.context_length if ours else None, out_dir
+
+
+class ShuffledBatches:
+    """Batches of ``batch_size`` indices into ``n`` examples, reshuffled (with ``rng``) each time they run out."""
+
+    def __init__(self, n: int, batch_size: int, rng: random.Random):
+        self.n, self.batch_size, self.rng = n, batch_size, rng
+        self.order: list[int] = []
+
+    def take(self) -> list[int]:
+        picked = []
+        while len(picked) < self.batch_size:
+            if not self.order:
+                self.order.extend(self.rng.sample(range(self.n), self.n))
+            picked.append(self.order.pop())
+        return picked
+
+
+def set_lr(optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+def is_eval_step(cfg, step: int) -> bool:
+    """Held-out evaluation every ``cfg.eval_interval`` steps (0: never in between) and after the last."""
+    return step == cfg.steps or bool(cfg.eval_interval and step % cfg.eval_interval == 0)
 
 
 def write_metrics_row(path: Path, columns: tuple[str, ...], row: dict, new: bool) -> None:
@@ -80,18 +110,21 @@ def plot_metrics(csv_path: Path, png_path: Path, panels: dict[str, tuple[str, ..
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.legend(fontsize=8)
-    tmp = png_path.with_name(f".{png_path.stem}.tmp{png_path.suffix}")
-    fig.savefig(tmp, dpi=100)
-    tmp.replace(png_path)
+    with atomic_path(png_path) as tmp:
+        fig.savefig(tmp, dpi=100, format=png_path.suffix[1:] or "png")
     return png_path
 
 
-def save_trained(cfg, stage: str, model, tokenizer, optimizer, summary: dict, started: float) -> dict:
-    """Checkpoint the trained model, append the final eval row to ``cfg.report`` and write the headline
-    numbers to ``cfg.metrics`` (JSON) when set; returns ``summary`` plus ``checkpoint`` and ``seconds``."""
-    from alignment.evaluate import append_report_row
-    from model.checkpoint import save_checkpoint
+def headline(stats: dict) -> dict:
+    """The numbers ``dvc metrics show`` lists for a loop: held-out accuracy and format rate, DPO's preference
+    accuracy and margin, and the stage's seconds (the full summary goes to ``metrics/details/``)."""
+    return {key: stats[key] for key in HEADLINE_KEYS if key in stats}
 
+
+def save_trained(cfg, stage: str, model, tokenizer, optimizer, summary: dict, started: float) -> dict:
+    """Checkpoint the trained model, append the final eval row to ``cfg.report`` and, when ``cfg.metrics`` is
+    set, write the summary to ``metrics/details/<name>`` and its ``headline`` to ``cfg.metrics``; returns
+    ``summary`` plus ``checkpoint`` and ``seconds``."""
     model.eval()
     out_dir = Path(cfg.out_dir)
     if is_ours(model):
@@ -105,101 +138,44 @@ def save_trained(cfg, stage: str, model, tokenizer, optimizer, summary: dict, st
         if hasattr(tokenizer, "save_pretrained"):
             tokenizer.save_pretrained(path)
     summary = {**summary, "checkpoint": str(path), "seconds": round(time.perf_counter() - started, 3)}
-    if getattr(cfg, "metrics", None):  # the stage's headline numbers for `dvc metrics show`
-        from model.checkpoint import write_json_atomically
-
-        Path(cfg.metrics).parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomically(cfg.metrics, {k: summary.get(k) for k in METRIC_KEYS if k in summary})
+    if getattr(cfg, "metrics", None):
+        stats = {k: summary.get(k) for k in METRIC_KEYS if k in summary}
+        write_metrics(cfg.metrics, stats, headline(stats))
     if cfg.report and summary.get("task"):
         append_report_row(cfg.report, {**summary, "stage": stage, "model": str(path), "outputs": "",
                                        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     return summary
 
 
-def _parse_bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+def parse_stage_config(config_cls, stage: str, argv: list[str] | None = None, doc: str = "",
+                       helps: dict[str, str] | None = None):
+    """``config_cls`` from flags over the ``stage`` section of ``--params`` (params.yaml) over its defaults
+    (``workbench.params.parse_config``: one flag per field; ``X | None`` fields accept ``none``)."""
+    cfg, _ = parse_config(config_cls, stage, argv, prog=f"python -m alignment.{stage}",
+                          description=(doc or "").split("\n\n")[0], helps={**CLI_HELPS, **(helps or {})})
+    return cfg
 
 
-_NONE = object()  # a flag given as 'none': unlike an absent flag (None), it overrides params.yaml
-
-
-def _optional(kind):
-    def parse(text: str):
-        return _NONE if text.strip().lower() in ("", "none", "null") else kind(text)
-    parse.__name__ = kind.__name__
-    return parse
-
-
-def build_parser(config_cls, prog: str, doc: str, helps: dict[str, str] | None = None) -> argparse.ArgumentParser:
-    """A parser with one flag per field of ``config_cls`` (types from the annotations; ``X | None`` fields
-    accept ``none``), every flag defaulting to None so that params.yaml fills what the command line leaves."""
-    helps = {"model": "our run folder / ckpt-*.pt, or a local Hugging Face model folder",
-             "tokenizer": "tokenizer folder (vocab.json + merges.txt); HF default: the model folder",
-             "report": "also append the final eval row to this CSV", **(helps or {})}
-    p = argparse.ArgumentParser(prog=prog, description=(doc or "").split("\n\n")[0])
-    p.add_argument("--params", default="params.yaml",
-                   help="params file whose section of this stage's name gives the defaults (default params.yaml; "
-                        "flags win; 'none': only the built-in defaults)")
-    for f in fields(config_cls):
-        annotation = str(f.type)
-        kind = {"int": int, "float": float, "bool": _parse_bool}.get(annotation.split(" ")[0], str)
-        if "None" in annotation:
-            kind = _optional(kind)
-        default = "required" if f.default is MISSING else f"default {f.default}"
-        p.add_argument("--" + f.name.replace("_", "-"), type=kind, default=None,
-                       help=f"{helps.get(f.name, f.name.replace('_', ' '))} ({default})")
-    return p
-
-
-def config_from_sources(config_cls, section: str, args: argparse.Namespace):
-    """Dataclass defaults < the ``section`` of ``args.params`` (when the file exists) < flags given."""
-    import yaml
-
-    path = Path(args.params)
-    values: dict = {}
-    if args.params.lower() != "none" and path.exists():
-        with open(path, encoding="utf-8") as fh:
-            loaded = yaml.safe_load(fh) or {}
-        values = dict(loaded.get(section) or {}) if isinstance(loaded, dict) else {}
-        known = {f.name for f in fields(config_cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"{path}: section {section!r} has unknown key(s) {', '.join(unknown)} "
-                             f"(known: {', '.join(sorted(known))})")
-    for f in fields(config_cls):
-        flag = getattr(args, f.name, None)
-        if flag is not None:
-            values[f.name] = None if flag is _NONE else flag
-    missing = [f.name for f in fields(config_cls) if f.default is MISSING and f.name not in values]
-    if missing:
-        raise ValueError(f"--{missing[0].replace('_', '-')} is required (flag or {section}.{missing[0]} in {path})")
-    return config_cls(**values)
+def _error(exc: Exception) -> int:
+    """Bad input: one line on stderr, exit status 2."""
+    what = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+    print(f"error: {what}".splitlines()[0], file=sys.stderr)
+    return 2
 
 
 def cli_main(config_cls, train_fn, stage: str, argv: list[str] | None = None, doc: str = "",
              helps: dict[str, str] | None = None) -> int:
     """Parse flags (over params.yaml) into ``config_cls``, load the model, run ``train_fn``; bad input is one
     line and exit 2."""
-    args = build_parser(config_cls, f"python -m alignment.{stage}", doc, helps).parse_args(argv)
     try:
-        cfg = config_from_sources(config_cls, stage, args)
-        from alignment.evaluate import load_model_and_tokenizer
-
+        cfg = parse_stage_config(config_cls, stage, argv, doc, helps)
         model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
     except Exception as exc:
-        what = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
-        print(f"error: {what}".splitlines()[0], file=sys.stderr)
-        return 2
+        return _error(exc)
     try:
         summary = train_fn(cfg, model, tokenizer)
     except ValueError as exc:  # bad data or an engine that cannot take this model: one line, exit 2
-        print(f"error: {exc}".splitlines()[0], file=sys.stderr)
-        return 2
+        return _error(exc)
     pref = (f", held-out preference accuracy {summary['pref_accuracy']}, margin {summary.get('margin')}"
             if "pref_accuracy" in summary else "")
     print(f"{stage}: {cfg.steps} steps, held-out accuracy {summary.get('accuracy')}, format rate "

@@ -1,8 +1,8 @@
 """Loss math for SFT, GRPO and DPO as small pure functions (CS336 assignment 5 building blocks).
 
 Names and semantics follow the CS336 A5 handout (``masked_normalize``, ``sft_microbatch_train_step``,
-``compute_group_normalized_rewards``, ``compute_grpo_clip_loss``, ``grpo_microbatch_train_step``,
-``per_instance_dpo_loss``), with the options TRL exposes and cites:
+``compute_group_normalized_rewards``, ``compute_grpo_clip_loss``, ``grpo_microbatch_train_step``, ``dpo_loss``),
+with the options TRL exposes and cites:
 
 - GRPO: Shao et al. 2024, "DeepSeekMath" (group-normalized advantages, clipped surrogate, KL to a
   reference policy);
@@ -14,7 +14,8 @@ Names and semantics follow the CS336 A5 handout (``masked_normalize``, ``sft_mic
 
 Shapes: ``B`` sequences, ``T`` response positions, ``V`` vocabulary. Per-token losses are (B, T);
 sequence-level rewards/advantages are (B,) or (B, 1) and broadcast over T. Metadata values are
-detached tensors under namespaced keys, as TRL logs them.
+detached tensors under namespaced keys, as TRL logs them. Nothing here runs a model: CS336's
+``per_instance_dpo_loss``, which does, lives in ``alignment.preference``.
 """
 
 from __future__ import annotations
@@ -295,22 +296,3 @@ def dpo_loss(policy_chosen_logps: Tensor, policy_rejected_logps: Tensor, ref_cho
         }
     return loss, metrics
 
-
-def per_instance_dpo_loss(policy, reference, tokenizer, beta: float, prompt: str, chosen: str, rejected: str,
-                          template: str | None = None) -> Tensor:
-    """DPO loss of one preference pair (Rafailov et al. 2023; CS336 A5 ``per_instance_dpo_loss``).
-
-    Prompt and responses are laid out with ``template`` (default: CS336's Alpaca template); each
-    response (plus any template text after ``{response}``) ends with EOS. Log-probs are summed
-    over those response tokens only; the reference runs without gradients on its own device."""
-    from alignment.policy import ALPACA_TEMPLATE, TokenizerAdapter, model_device, sequence_log_probs, split_template
-
-    tok = TokenizerAdapter(tokenizer)
-    prefix, suffix = split_template(ALPACA_TEMPLATE if template is None else template, prompt)
-    prompts, responses = [prefix, prefix], [chosen + suffix, rejected + suffix]
-    policy_logps = sequence_log_probs(policy, tok, prompts, responses, append_eos=True)
-    with torch.no_grad():
-        ref_logps = sequence_log_probs(reference, tok, prompts, responses, append_eos=True)
-    ref_logps = ref_logps.to(model_device(policy))
-    loss, _ = dpo_loss(policy_logps[:1], policy_logps[1:], ref_logps[:1], ref_logps[1:], beta)
-    return loss

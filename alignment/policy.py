@@ -121,6 +121,18 @@ def model_device(model) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
+def is_ours(model) -> bool:
+    """Our ``TransformerLM`` (a ``cfg`` and a KV cache), not a Hugging Face model."""
+    return hasattr(model, "cfg") and hasattr(model, "new_cache")
+
+
+def frozen(model):
+    """``model`` in eval mode without gradients (a reference policy); returns it."""
+    model.eval()
+    model.requires_grad_(False)
+    return model
+
+
 def tokenize_prompt_and_output(prompt_strs: Sequence[str], output_strs: Sequence[str], tokenizer,
                                add_bos: bool = False, append_eos: bool | Sequence[bool] = False) -> dict[str, Tensor]:
     """Tokenize prompts and outputs apart, concatenate, right-pad (CS336 A5).

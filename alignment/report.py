@@ -9,7 +9,10 @@ decoding (``alignment.evaluate``), and writes atomically, replacing what was the
 - ``reports/alignment/<stage>_<task>.jsonl``: per-example prompts, responses and rewards;
 - ``reports/alignment.png``: held-out accuracy and format rate per stage, and the training curves of each
   stage's ``metrics.csv`` (SFT loss, DPO preference accuracy, GRPO reward and held-out accuracy);
-- ``metrics/alignment.json``: ``{stage: accuracy}`` for ``dvc metrics show``.
+- ``metrics/alignment.json``: ``{<stage>_accuracy: accuracy}`` for ``dvc metrics show`` (the same numbers also in
+  ``metrics/details/alignment.json``, where every stage keeps its detailed statistics).
+
+Settings: the ``alignment_report`` section of params.yaml (``--params``), flags win (``workbench.params``).
 
 ``alignment.evaluate --report`` appends rows for ad-hoc runs; this module owns the pipeline's report.
 """
@@ -17,21 +20,17 @@ decoding (``alignment.evaluate``), and writes atomically, replacing what was the
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
-from alignment.evaluate import (
-    CSV_COLUMNS,
-    TASKS,
-    evaluate,
-    load_items,
-    load_model_and_tokenizer,
-    write_jsonl_atomically,
-)
+from alignment.evaluate import CSV_COLUMNS, TASKS, evaluate, load_items, load_model_and_tokenizer
+from workbench.files import atomic_path, write_jsonl, write_metrics
+from workbench.params import add_params_flag, load_section, params_path
+
+SECTION = "alignment_report"
 
 
 def evaluate_stages(models: dict[str, str], tokenizer_dir: str | None, task: str, n: int, template: str,
@@ -48,7 +47,8 @@ def evaluate_stages(models: dict[str, str], tokenizer_dir: str | None, task: str
         model, tokenizer = load_model_and_tokenizer(path, tokenizer_dir, device)
         examples, summary = evaluate(model, tokenizer, task, items, template, max_new_tokens, batch_size,
                                      model_name=str(path))
-        out = write_jsonl_atomically(Path(out_dir) / f"{stage}_{task}.jsonl", examples)
+        out = Path(out_dir) / f"{stage}_{task}.jsonl"
+        write_jsonl(out, examples)
         accuracy = summary["accuracy"]
         delta = None if previous is None or accuracy is None else accuracy - previous
         previous = accuracy
@@ -59,16 +59,11 @@ def evaluate_stages(models: dict[str, str], tokenizer_dir: str | None, task: str
     return pd.DataFrame(rows, columns=[*CSV_COLUMNS, "delta"])
 
 
-def write_csv_atomically(frame: pd.DataFrame, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
+def write_csv(frame: pd.DataFrame, path: str | Path) -> Path:
+    """``frame`` as CSV, written atomically (replacing the file: a rerun is idempotent)."""
+    with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return Path(path)
 
 
 def _curve(ax, frame: pd.DataFrame, column: str, label: str, **style) -> bool:
@@ -121,24 +116,9 @@ def plot_report(frame: pd.DataFrame, curves: dict[str, Path], path: str | Path) 
         if any(drawn):
             ax.legend(fontsize=8)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format=path.suffix[1:] or "png")
     return path
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m alignment.report", description=__doc__.split("\n\n")[0])
-    p.add_argument("--params", default="params.yaml", help="params file with an alignment_report section")
-    p.add_argument("--model", action="append", default=None, metavar="STAGE=PATH",
-                   help="a stage's model (repeatable; replaces alignment_report.models)")
-    for flag, kind in (("--tokenizer", str), ("--task", str), ("--n", int), ("--template", str),
-                       ("--max-new-tokens", int), ("--batch-size", int), ("--seed", int), ("--device", str),
-                       ("--digits", int), ("--held-out", str),
-                       ("--out", str), ("--out-dir", str), ("--plot", str), ("--metrics", str)):
-        p.add_argument(flag, type=kind, default=None, help=f"overrides alignment_report.{flag[2:].replace('-', '_')}")
-    return p
 
 
 DEFAULTS = {"tokenizer": None, "task": "arithmetic", "n": 200, "template": "short", "max_new_tokens": 32,
@@ -146,22 +126,31 @@ DEFAULTS = {"tokenizer": None, "task": "arithmetic", "n": 200, "template": "shor
             "out": "reports/alignment.csv",
             "out_dir": "reports/alignment", "plot": "reports/alignment.png", "metrics": "metrics/alignment.json",
             "models": {}}
+FLAG_TYPES = {"n": int, "max_new_tokens": int, "batch_size": int, "seed": int, "digits": int}
 
 
-def _settings(args: argparse.Namespace) -> dict:
-    import yaml
+def build_parser() -> argparse.ArgumentParser:
+    """One flag per ``alignment_report`` key (defaults: DEFAULTS; ``--help`` shows the params values once
+    ``_settings`` applied them) plus ``--model STAGE=PATH`` for ``models``."""
+    p = argparse.ArgumentParser(prog="python -m alignment.report", description=__doc__.split("\n\n")[0])
+    add_params_flag(p, SECTION)
+    p.add_argument("--model", action="append", default=None, metavar="STAGE=PATH",
+                   help="a stage's model (repeatable; replaces alignment_report.models)")
+    for key, default in DEFAULTS.items():
+        if key != "models":
+            p.add_argument("--" + key.replace("_", "-"), type=FLAG_TYPES.get(key, str), default=default,
+                           help=f"alignment_report.{key} (default: %(default)s)")
+    return p
 
-    settings = dict(DEFAULTS)
-    if Path(args.params).exists():
-        with open(args.params, encoding="utf-8") as fh:
-            section = (yaml.safe_load(fh) or {}).get("alignment_report") or {}
-        unknown = sorted(set(section) - set(DEFAULTS))
-        if unknown:
-            raise ValueError(f"{args.params}: alignment_report has unknown key(s) {', '.join(unknown)}")
-        settings.update(section)
-    for key in DEFAULTS:
-        if key != "models" and getattr(args, key, None) is not None:
-            settings[key] = getattr(args, key)
+
+def _settings(argv: list[str] | None) -> dict:
+    """DEFAULTS < the alignment_report section of ``--params`` < flags; the models checked to exist."""
+    parser = build_parser()
+    section = load_section(SECTION, params_path(argv), known=DEFAULTS)
+    parser.set_defaults(**{k: v for k, v in section.items() if k != "models"})
+    args = parser.parse_args(argv)
+    settings = {key: getattr(args, key) for key in DEFAULTS if key != "models"}
+    settings["models"] = dict(section.get("models") or {})
     if args.model:
         pairs = [m.split("=", 1) for m in args.model]
         if any(len(pair) != 2 or not pair[0] for pair in pairs):
@@ -177,23 +166,26 @@ def _settings(args: argparse.Namespace) -> dict:
     return settings
 
 
+def headline(stats: dict) -> dict:
+    """What ``dvc metrics show`` lists for the evaluate stage: each stage's held-out accuracy (base, sft, dpo,
+    grpo: at most a handful of keys)."""
+    return {key: value for key, value in stats.items() if key.endswith("_accuracy")}
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
-        s = _settings(args)
+        s = _settings(argv)
     except ValueError as exc:
         print(f"error: {exc}".splitlines()[0], file=sys.stderr)
         return 2
     frame = evaluate_stages(s["models"], s["tokenizer"], s["task"], s["n"], s["template"], s["max_new_tokens"],
                             s["batch_size"], s["seed"], s["device"], s["out_dir"], s["digits"], s["held_out"])
-    write_csv_atomically(frame, s["out"])
+    write_csv(frame, s["out"])
     curves = {stage: Path(path if Path(path).is_dir() else Path(path).parent) / "metrics.csv"
               for stage, path in s["models"].items()}
     plot_report(frame, curves, s["plot"])
-    from model.checkpoint import write_json_atomically
-
-    Path(s["metrics"]).parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomically(s["metrics"], {f"{row.stage}_accuracy": row.accuracy for row in frame.itertuples()})
+    stats = {f"{row.stage}_accuracy": row.accuracy for row in frame.itertuples()}
+    write_metrics(s["metrics"], stats, headline(stats))
     print(frame[["stage", "accuracy", "format_rate", "mean_response_tokens", "delta"]].to_string(index=False))
     print(f"wrote {s['out']}, {s['plot']}, {s['metrics']}")
     return 0

@@ -413,10 +413,8 @@ def parse_gsm8k_answer(text: str) -> str | None:
 def last_number(text: str) -> str | None:
     """The last number in free text (``"so she has 1,200.50 dollars."`` -> ``"1200.5"``); None if there is none."""
     text = _as_text(text)
-    last = None
-    for last in _LAST_NUMBER.finditer(text):
-        pass
-    return None if last is None else _canon_number(last.group(0).replace(",", ""))
+    matches = list(_LAST_NUMBER.finditer(text))
+    return _canon_number(matches[-1].group(0).replace(",", "")) if matches else None
 
 
 def gsm8k_reward(response: str, ground_truth: str | int | float) -> dict:

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 import torch
 
-from alignment.policy import Policy, TokenizerAdapter, clean_text, model_device
+from alignment.policy import Policy, TokenizerAdapter, clean_text, is_ours, model_device
+from model.generate import generate
 
 DEFAULT_STOP = ("</answer>",)
 
@@ -44,10 +45,6 @@ def _decode(tok: TokenizerAdapter, ids: list[int]) -> str:
         return "".join(tok.decode([i]) if i < tok.vocab_size else "\ufffd" for i in ids)
 
 
-def _is_ours(model) -> bool:
-    return hasattr(model, "cfg") and hasattr(model, "new_cache")
-
-
 def _prompt_ids(tok: TokenizerAdapter, prompts: Sequence[str], room: int | None) -> list[list[int]]:
     """Token ids of each prompt (BOS first when the tokenizer adds one), left-cut to ``room`` tokens."""
     out = []
@@ -62,8 +59,6 @@ def _prompt_ids(tok: TokenizerAdapter, prompts: Sequence[str], room: int | None)
 
 
 def _generate_ours(model, tok, prompts, max_new_tokens, temperature, top_p, seed) -> list[list[int]]:
-    from model.generate import generate
-
     ctx = model.cfg.context_length
     max_new = max(0, min(max_new_tokens, ctx - 1))
     ids = _prompt_ids(tok, prompts, ctx - max_new)
@@ -126,14 +121,14 @@ def rollout(policy_or_model, tokenizer, prompts: Sequence[str], max_new_tokens: 
         stop = (stop,)
     tok = TokenizerAdapter(tokenizer)
     prompts = [clean_text(p) for p in prompts]
-    gen = _generate_ours if _is_ours(model) else _generate_hf
+    gen = _generate_ours if is_ours(model) else _generate_hf
     was_training = getattr(model, "training", False)
     if was_training:
         model.eval()
     try:
         out: list[str] = []
         eos: list[bool] = []
-        limit = min(max_new_tokens, model.cfg.context_length - 1) if _is_ours(model) else max_new_tokens
+        limit = min(max_new_tokens, model.cfg.context_length - 1) if is_ours(model) else max_new_tokens
         for k, start in enumerate(range(0, len(prompts), batch_size)):
             batch = prompts[start: start + batch_size]
             ids = gen(model, tok, batch, max_new_tokens, temperature, top_p, None if seed is None else seed + k)

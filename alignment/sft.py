@@ -20,17 +20,26 @@ import time
 from dataclasses import dataclass
 
 import torch
+from tqdm import tqdm
 
+from alignment.data import TASKS, demonstrations, load_task
+from alignment.evaluate import evaluate
 from alignment.loop import (
+    ShuffledBatches,
     check_choices,
     cli_main,
+    is_eval_step,
     load_model_and_prepare,
     plot_metrics,
     save_trained,
+    set_lr,
     write_metrics_row,
 )
+from alignment.losses import sft_microbatch_train_step
+from alignment.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
+from alignment.trl_engine import train_sft_trl
+from model.optim import AdamW, clip_grad_norm, cosine_schedule
 
-TASKS = ("arithmetic", "gsm8k")
 METRIC_COLUMNS = ("step", "lr", "loss", "nll_per_token", "grad_norm", "response_tokens", "val_accuracy",
                   "val_format_rate", "seconds")
 
@@ -88,38 +97,44 @@ class SFTConfig:
                              f"got {self.template!r}")
 
 
-def load_task(cfg) -> tuple[list[dict], list[dict]]:
-    """(train, test) items of a loop's config: the arithmetic splits, or GSM8K train / test files."""
-    from alignment import tasks
+def _held_out(cfg: SFTConfig, model, tokenizer, test: list[dict]) -> dict:
+    """Greedy held-out accuracy and format rate (``alignment.evaluate``); the model is left in train mode."""
+    if not test:
+        return {"accuracy": None, "format_rate": None}
+    _, summary = evaluate(model, tokenizer, cfg.task, test, cfg.template, cfg.max_new_tokens,
+                          cfg.eval_batch_size, model_name=str(cfg.out_dir))
+    model.train()
+    return summary
 
-    if cfg.task == "arithmetic":
-        return tasks.task_splits(cfg.n_train, cfg.n_test, cfg.seed, cfg.digits, cfg.held_out)
-    train = tasks.load_gsm8k(tasks.DATA_DIR / "gsm8k_train.jsonl")[: cfg.n_train]
-    test = tasks.load_gsm8k(tasks.DATA_DIR / "gsm8k_test.jsonl")[: cfg.n_test]
-    return train, test
 
-
-def demonstrations(cfg, train: list[dict]) -> list[tuple[str, str]]:
-    """(prompt, response) SFT pairs of the train items, as the config's (possibly imperfect) teacher writes them."""
-    from alignment.tasks import imperfect_teacher, sft_example
-
-    if cfg.teacher_slip:
-        train = imperfect_teacher(train, cfg.teacher_slip, cfg.seed)
-    return [sft_example(item, cfg.template) for item in train]
+def _sft_step(cfg: SFTConfig, model, tokenizer, optimizer, batches: ShuffledBatches, examples, context,
+              device) -> dict:
+    """One optimizer step over ``grad_accum`` microbatches; the metrics row's training columns."""
+    loss_sum = nll_sum = tokens = 0.0
+    for _ in range(cfg.grad_accum):
+        picked = batches.take()
+        prompts, responses = [examples[i][0] for i in picked], [examples[i][1] for i in picked]
+        batch = tokenize_prompt_and_output(prompts, responses, tokenizer, add_bos=True, append_eos=True)
+        if context is not None:  # too-long pairs are cut at the context (the end of the response is lost)
+            batch = {k: v[:, :context] for k, v in batch.items()}
+        batch = {k: v.to(device) for k, v in batch.items()}
+        log_probs = get_response_log_probs(model, batch["input_ids"], batch["labels"])["log_probs"]
+        _, meta = sft_microbatch_train_step(log_probs, batch["response_mask"], cfg.grad_accum,
+                                            cfg.normalize_constant)
+        loss_sum += float(meta["sft/loss"]) / cfg.grad_accum
+        nll_sum += float(meta["sft/nll_per_token"]) / cfg.grad_accum
+        tokens += float(meta["sft/response_tokens"])
+    grad_norm = clip_grad_norm(model.parameters(), cfg.grad_clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return {"loss": loss_sum, "nll_per_token": nll_sum, "grad_norm": float(grad_norm), "response_tokens": int(tokens)}
 
 
 def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
     """Run SFT; returns the last held-out summary (``alignment.evaluate``) plus ``checkpoint``.
 
     ``model``/``tokenizer`` may be given directly (else loaded from ``cfg.model``/``cfg.tokenizer``)."""
-    from alignment.evaluate import evaluate
-    from alignment.losses import sft_microbatch_train_step
-    from alignment.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
-    from model.optim import AdamW, clip_grad_norm, cosine_schedule
-
     if cfg.engine == "trl":
-        from alignment.trl_engine import train_sft_trl
-
         return train_sft_trl(cfg, model, tokenizer)
     torch.manual_seed(cfg.seed)
     model, tokenizer, _, context, out_dir = load_model_and_prepare(cfg, "sft", model, tokenizer)
@@ -127,58 +142,21 @@ def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
     train, test = load_task(cfg)
     examples = demonstrations(cfg, train)
     optimizer = AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
-    rng = random.Random(cfg.seed)
-    order: list[int] = []
-
-    def next_batch() -> tuple[list[str], list[str]]:
-        picked = []
-        while len(picked) < cfg.batch_size:
-            if not order:
-                order.extend(rng.sample(range(len(examples)), len(examples)))
-            picked.append(order.pop())
-        return [examples[i][0] for i in picked], [examples[i][1] for i in picked]
-
-    def held_out() -> dict:
-        if not test:
-            return {"accuracy": None, "format_rate": None}
-        _, summary = evaluate(model, tokenizer, cfg.task, test, cfg.template, cfg.max_new_tokens,
-                              cfg.eval_batch_size, model_name=str(cfg.out_dir))
-        model.train()
-        return summary
-
+    batches = ShuffledBatches(len(examples), cfg.batch_size, random.Random(cfg.seed))
     metrics_path = out_dir / "metrics.csv"
     started = time.perf_counter()
     summary: dict = {}
     model.train()
-    from tqdm import tqdm
-
     for step in tqdm(range(1, cfg.steps + 1), desc="sft", unit="step", file=sys.stderr, dynamic_ncols=True):
         lr = cosine_schedule(step - 1, cfg.lr, cfg.lr / 10, cfg.warmup_steps, cfg.steps)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        loss_sum = nll_sum = tokens = 0.0
-        for _ in range(cfg.grad_accum):
-            prompts, responses = next_batch()
-            batch = tokenize_prompt_and_output(prompts, responses, tokenizer, add_bos=True, append_eos=True)
-            if context is not None:  # too-long pairs are cut at the context (the end of the response is lost)
-                batch = {k: v[:, :context] for k, v in batch.items()}
-            batch = {k: v.to(device) for k, v in batch.items()}
-            log_probs = get_response_log_probs(model, batch["input_ids"], batch["labels"])["log_probs"]
-            _, meta = sft_microbatch_train_step(log_probs, batch["response_mask"], cfg.grad_accum,
-                                                cfg.normalize_constant)
-            loss_sum += float(meta["sft/loss"]) / cfg.grad_accum
-            nll_sum += float(meta["sft/nll_per_token"]) / cfg.grad_accum
-            tokens += float(meta["sft/response_tokens"])
-        grad_norm = clip_grad_norm(model.parameters(), cfg.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        row = {"step": step, "lr": lr, "loss": loss_sum, "nll_per_token": nll_sum, "grad_norm": float(grad_norm),
-               "response_tokens": int(tokens)}
-        if step == cfg.steps or (cfg.eval_interval and step % cfg.eval_interval == 0):
-            summary = held_out()
+        set_lr(optimizer, lr)
+        row = {"step": step, "lr": lr,
+               **_sft_step(cfg, model, tokenizer, optimizer, batches, examples, context, device)}
+        if is_eval_step(cfg, step):
+            summary = _held_out(cfg, model, tokenizer, test)
             row.update(val_accuracy=summary["accuracy"], val_format_rate=summary["format_rate"])
-            print(f"step {step}: loss {loss_sum:.4f} nll/token {nll_sum:.4f} val_accuracy {summary['accuracy']}",
-                  file=sys.stderr, flush=True)
+            print(f"step {step}: loss {row['loss']:.4f} nll/token {row['nll_per_token']:.4f} "
+                  f"val_accuracy {summary['accuracy']}", file=sys.stderr, flush=True)
         row["seconds"] = round(time.perf_counter() - started, 3)
         write_metrics_row(metrics_path, METRIC_COLUMNS, row, new=step == 1)
 

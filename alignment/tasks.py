@@ -23,7 +23,7 @@ import re
 import warnings
 from pathlib import Path
 
-from alignment.rewards import parse_gsm8k_answer
+from alignment.rewards import extract_boxed, parse_gsm8k_answer
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "alignment"
 
@@ -193,7 +193,8 @@ def carry_slip(item: dict) -> dict | None:
     if not m:
         return None
     width = max(len(m.group(1)), len(m.group(2)))
-    column_sums = [int(x) + int(y) for x, y in zip(m.group(1).rjust(width, "0"), m.group(2).rjust(width, "0"), strict=False)]
+    columns = zip(m.group(1).rjust(width, "0"), m.group(2).rjust(width, "0"), strict=True)
+    column_sums = [int(x) + int(y) for x, y in columns]
     if all(total < 10 for total in column_sums):
         return None
     return {**item, "answer": str(int("".join(str(total % 10) for total in column_sums)))}
@@ -338,8 +339,6 @@ def load_math(path: str | Path = DATA_DIR / "math_test.jsonl") -> list[dict]:
     """MATH-style JSONL (Hendrycks et al., 2021; CS336 A5's ``MATH/validation.jsonl``): ``problem`` (or
     ``question``) and ``answer`` or a ``solution`` whose last ``\\boxed{}`` is the answer -> ``[{"question",
     "answer", "solution"}]``."""
-    from alignment.rewards import extract_boxed
-
     path, skips = Path(path), _Skips("load_math")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no MATH JSONL there (pass --data FILE with problem/solution records)")

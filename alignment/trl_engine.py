@@ -11,7 +11,7 @@ Stage -> trainer (TRL docs: https://huggingface.co/docs/trl/sft_trainer, /dpo_tr
 
 - SFT  -> ``trl.SFTTrainer`` on a prompt/completion dataset (``alignment.tasks.sft_example`` with ``cfg.template``),
   ``completion_only_loss=True`` (loss on the response only, like our response mask; TRL appends EOS).
-- DPO  -> ``trl.DPOTrainer`` on prompt/chosen/rejected (``alignment.dpo.load_pairs``: generated arithmetic pairs or
+- DPO  -> ``trl.DPOTrainer`` on prompt/chosen/rejected (``alignment.data.load_pairs``: generated arithmetic pairs or
   ``cfg.pairs``), ``loss_type=["sigmoid"]`` (Rafailov et al. 2023), an explicit frozen ``ref_model`` (``cfg.reference``
   loaded, else a deep copy of the starting policy).
 - GRPO -> ``trl.GRPOTrainer`` with a ``prompt`` column (``alignment.evaluate.build_prompt``) and the item (JSON) the
@@ -64,8 +64,8 @@ Knobs without a TRL equivalent, and what is done:
   no group mean) has no equivalent and raises ValueError.
 - GRPO ``advantage_eps``: TRL divides by ``std + 1e-4`` (fixed); ignored.
 - GRPO rollouts stop at EOS or ``max_completion_length`` (our rollouts also stop at ``</answer>``).
-- DPO held-out: preference accuracy / margin come from ``alignment.dpo.preference_eval`` (as in our loop), computed
-  once after training against the same frozen reference.
+- DPO held-out: preference accuracy / margin come from ``alignment.preference.preference_eval`` (as in our loop),
+  computed once after training against the same frozen reference.
 - Our checkpoints (``model.checkpoint``) are not HF models: export them with ``python -m model.export RUN OUT_DIR``
   first; a ValueError says so, naming the path.
 """
@@ -77,6 +77,12 @@ import json
 import time
 from pathlib import Path
 
+from alignment.data import demonstrations, load_pairs, load_task
+from alignment.evaluate import build_prompt, evaluate, is_hf_model_dir, load_model_and_tokenizer, score
+from alignment.loop import load_model_and_prepare, save_trained
+from alignment.policy import frozen, is_ours
+from alignment.preference import preference_eval
+
 OUR_CHECKPOINT_MESSAGE = ("{what}={path}: engine='trl' needs a local Hugging Face model folder (config.json with "
                           "model_type); this is not one. Export our checkpoints with `python -m model.export {path} "
                           "OUT_DIR --tokenizer TOK_DIR` first and pass OUT_DIR")
@@ -84,16 +90,12 @@ OUR_CHECKPOINT_MESSAGE = ("{what}={path}: engine='trl' needs a local Hugging Fac
 
 # --------------------------------------------------------------------------- shared
 def _check_hf_path(path: str | None, what: str) -> None:
-    from alignment.evaluate import is_hf_model_dir
-
     if path is not None and not is_hf_model_dir(Path(path)):
         raise ValueError(OUR_CHECKPOINT_MESSAGE.format(what=what, path=path))
 
 
 def _load(cfg, stage: str, model, tokenizer):
     """(model, tokenizer, out_dir) for a TRL run: an HF model and tokenizer (pad token set), config.json written."""
-    from alignment.loop import is_ours, load_model_and_prepare
-
     if model is None:
         _check_hf_path(cfg.model, f"{type(cfg).__name__}.model")
     elif is_ours(model):
@@ -122,8 +124,6 @@ def _max_length(model) -> int | None:
 
 def _held_out(cfg, model, tokenizer, items: list[dict], task: str | None = None) -> dict:
     """Greedy accuracy on the held-out items, like ``alignment.sft``'s ``held_out``."""
-    from alignment.evaluate import evaluate
-
     if not items:
         return {"accuracy": None, "format_rate": None}
     tokenizer.padding_side = "left"  # batched greedy generation pads on the left
@@ -152,8 +152,6 @@ def _write_log_history(out_dir: Path, log_history: list[dict], summary: dict) ->
 
 def _finish(cfg, stage: str, trainer, tokenizer, out_dir: Path, test_items: list[dict], started: float,
             extra: dict | None = None, task: str | None = None) -> dict:
-    from alignment.loop import save_trained
-
     model = trainer.model
     summary = {**_held_out(cfg, model, tokenizer, test_items, task), **(extra or {})}
     _write_log_history(out_dir, trainer.state.log_history, summary)
@@ -175,8 +173,6 @@ def train_sft_trl(cfg, model=None, tokenizer=None) -> dict:
     """SFT with ``trl.SFTTrainer``; returns the held-out summary plus ``checkpoint`` and ``seconds``."""
     from datasets import Dataset
     from trl import SFTTrainer
-
-    from alignment.sft import demonstrations, load_task
 
     model, tokenizer, out_dir = _load(cfg, "sft", model, tokenizer)
     train, test = load_task(cfg)
@@ -202,21 +198,12 @@ def dpo_trl_config(cfg, out_dir: str | Path | None = None, max_length: int | Non
                      beta=cfg.beta, loss_type=["sigmoid"], max_length=max_length)
 
 
-def _frozen(model):
-    model.eval()
-    model.requires_grad_(False)
-    return model
-
-
 def train_dpo_trl(cfg, model=None, tokenizer=None) -> dict:
     """DPO with ``trl.DPOTrainer`` and an explicit frozen reference; returns the held-out task summary (accuracy
-    None without a task) plus ``pref_accuracy``, ``margin``, ``pref_n`` (``alignment.dpo.preference_eval``),
+    None without a task) plus ``pref_accuracy``, ``margin``, ``pref_n`` (``alignment.preference.preference_eval``),
     ``checkpoint`` and ``seconds``."""
     from datasets import Dataset
     from trl import DPOTrainer
-
-    from alignment.dpo import load_pairs, preference_eval
-    from alignment.evaluate import load_model_and_tokenizer
 
     model, tokenizer, out_dir = _load(cfg, "dpo", model, tokenizer)
     if cfg.reference:
@@ -224,7 +211,7 @@ def train_dpo_trl(cfg, model=None, tokenizer=None) -> dict:
         reference = load_model_and_tokenizer(cfg.reference, cfg.tokenizer, cfg.device)[0]
     else:
         reference = copy.deepcopy(model)
-    reference = _frozen(reference)
+    reference = frozen(reference)
     train, test_pairs, test_items = load_pairs(cfg)
     dataset = Dataset.from_dict({k: [p[k] for p in train] for k in ("prompt", "chosen", "rejected")})
     started = time.perf_counter()
@@ -266,8 +253,6 @@ def make_trl_reward(task: str, reward_fn=None):
     ``reward_fn(completion, item)`` (default ``alignment.evaluate.score(task, ...)``), items read from the
     dataset's JSON ``item`` column. The mean ``format_reward`` / ``answer_reward`` go to TRL's ``log_metric``
     (``rewards/format_mean``, ``rewards/answer_mean`` in metrics.csv) when TRL passes it."""
-    from alignment.evaluate import score
-
     def task_reward(prompts, completions, item, log_metric=None, **kwargs) -> list[float]:
         out, parts = [], {"format_reward": [], "answer_reward": []}
         for completion, raw in zip(completions, item, strict=False):
@@ -292,9 +277,6 @@ def train_grpo_trl(cfg, model=None, tokenizer=None, reward_fn=None) -> dict:
     ``seconds``."""
     from datasets import Dataset
     from trl import GRPOTrainer
-
-    from alignment.evaluate import build_prompt
-    from alignment.sft import load_task
 
     args = grpo_trl_config(cfg, cfg.out_dir)  # fails fast on knobs TRL lacks, before loading anything
     model, tokenizer, out_dir = _load(cfg, "grpo", model, tokenizer)

@@ -16,9 +16,9 @@ so both sides run the same weights.
 
 Layout follows ``bench/model_train.py`` (Liger-Kernel's benchmark scripts: same setup for each provider, median).
 
-    python -m bench.alignment_engines --quick                      # CPU smoke sizes
-    python -m bench.alignment_engines                              # CPU: micro, 64 x 32 tokens; GRPO 16 x 4, 32 tokens
-    python -m bench.alignment_engines --device cuda --out b.json   # GPU recipe: tiny preset, 256 x 128; GRPO 64 x 8, 128
+    python -m bench.alignment_engines --quick                     # CPU smoke sizes
+    python -m bench.alignment_engines                             # CPU: micro, 64 x 32 tokens; GRPO 16 x 4, 32 tokens
+    python -m bench.alignment_engines --device cuda --out b.json  # GPU: tiny preset, 256 x 128; GRPO 64 x 8, 128
 """
 
 from __future__ import annotations
@@ -36,7 +36,17 @@ from pathlib import Path
 
 import torch
 
-from bench.model_train import format_table, timed  # median-of-N timing and the table layout of bench.model_train
+from alignment.data import load_task
+from alignment.evaluate import build_prompt, score
+from alignment.grpo import GRPOConfig, train_grpo
+from alignment.rollout import DEFAULT_STOP, cut_at_stop
+from bench.timing import format_table, timed  # median-of-N timing and the shared table layout
+from model.checkpoint import load_model, save_checkpoint
+from model.config import ModelConfig
+from model.export import export_llama
+from model.generate import generate
+from model.transformer import TransformerLM
+from pipeline.tokenizer import Tokenizer
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parents[1]
@@ -57,8 +67,6 @@ SIZES = {
 
 def load_our_tokenizer(path: str | None):
     """Our BPE from ``path`` (vocab.json + merges.txt) if given and present, else a byte tokenizer."""
-    from pipeline.tokenizer import Tokenizer
-
     if path and (Path(path) / "vocab.json").is_file() and (Path(path) / "merges.txt").is_file():
         return Tokenizer.from_files(Path(path) / "vocab.json", Path(path) / "merges.txt", [EOT])
     return Tokenizer({i: bytes([i]) for i in range(256)}, [], [EOT])
@@ -66,11 +74,6 @@ def load_our_tokenizer(path: str | None):
 
 def prepare(args, workdir: Path) -> dict:
     """Write ``workdir/{tok, ours, hf}``: our tokenizer, our checkpoint and its HF Llama export; return facts."""
-    from model.checkpoint import load_model, save_checkpoint
-    from model.config import ModelConfig
-    from model.export import export_llama
-    from model.transformer import TransformerLM
-
     tok = load_our_tokenizer(args.tokenizer)
     (workdir / "tok").mkdir(parents=True, exist_ok=True)
     tok.save(workdir / "tok" / "vocab.json", workdir / "tok" / "merges.txt")
@@ -107,9 +110,6 @@ def load_hf(workdir: Path, device: torch.device, dtype: torch.dtype = torch.floa
 # ---- (rollout) ------------------------------------------------------------------------------------
 
 def bench_rollout(args, workdir: Path, device: torch.device) -> dict:
-    from model.checkpoint import load_model
-    from model.generate import generate
-
     ours = load_model(workdir / "ours", device=device)
     bf16 = device.type == "cuda"  # CUDA: ours under bf16 autocast, HF with bf16 weights
     hf = load_hf(workdir, device, torch.bfloat16 if bf16 else torch.float32)
@@ -163,8 +163,6 @@ def bench_rollout(args, workdir: Path, device: torch.device) -> dict:
 # ---- (grpo) ---------------------------------------------------------------------------------------
 
 def _grpo_config(spec: dict, model_path: Path, tokenizer: str | None, out_dir: Path):
-    from alignment.grpo import GRPOConfig
-
     return GRPOConfig(model=str(model_path), tokenizer=tokenizer, task="arithmetic", n_train=spec["n_train"], n_test=0,
                       steps=spec["steps"], lr=spec["lr"], rollout_batch_size=spec["rollout_batch"],
                       group_size=spec["group"], train_batch_size=spec["rollout_batch"], grad_accum=spec["grad_accum"],
@@ -183,8 +181,6 @@ def _peak_memory_mb(device: str) -> dict:
 
 
 def _ours_worker(engine: str, spec: dict, workdir: Path) -> dict:
-    from alignment.grpo import train_grpo
-
     model_path = workdir / ("ours" if engine == "ours" else "hf")
     out_dir = workdir / f"run-{engine}"
     started = time.perf_counter()
@@ -205,10 +201,6 @@ def _trl_worker(spec: dict, workdir: Path) -> dict:
     from transformers import AutoTokenizer, TrainerCallback
     from trl import GRPOConfig as TRLConfig
     from trl import GRPOTrainer
-
-    from alignment.evaluate import build_prompt, score
-    from alignment.rollout import DEFAULT_STOP, cut_at_stop
-    from alignment.sft import load_task
 
     cfg = _grpo_config(spec, workdir / "hf", None, workdir / "run-trl")
     train, _ = load_task(cfg)
@@ -271,7 +263,8 @@ def bench_grpo(args, workdir: Path, device: torch.device) -> dict:
     results, rows = {}, []
     for engine in args.engines:
         out = workdir / f"result-{engine}.json"
-        cmd = [sys.executable, "-m", "bench.alignment_engines", "--worker", engine, str(workdir / "spec.json"), str(out)]
+        cmd = [sys.executable, "-m", "bench.alignment_engines", "--worker", engine, str(workdir / "spec.json"),
+               str(out)]
         proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=args.timeout)
         if proc.returncode != 0 or not out.exists():
             print(f"\n{engine}: worker failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}", file=sys.stderr)

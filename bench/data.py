@@ -20,18 +20,21 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import dedup as bench_dedup
+from bench import filter as bench_filter
 from bench.extract import DEFAULT_WEB, bench_extract, format_rows
 from bench.tokenizer import DEFAULT_CORPUS, DEFAULT_GPT2, EOT, bench_bpe_training, bench_encode, format_table
+from pipeline.classifiers import DAVIDSON_CONFIG
+from pipeline.classify import run_train
+from pipeline.extract import ExtractConfig, run_extract
+from pipeline.sample.crawl import generate_sample
+from pipeline.train_tokenizer import write_corpus
 
 PARTS = ("extract", "bpe", "encode", "filter", "dedup", "classify")
 
 
 def sample_corpus(docs_dir: Path, scratch: Path, pages: int) -> Path:
     """The generated crawl's documents as one text file (``make repro``'s, else made here)."""
-    from pipeline.extract import ExtractConfig, run_extract
-    from pipeline.sample.crawl import generate_sample
-    from pipeline.train_tokenizer import write_corpus
-
     if not any(docs_dir.glob("*.jsonl.gz")):
         generate_sample(scratch / "sample.warc.gz", scratch / "manifest.jsonl", pages=pages, seed=0)
         docs_dir = scratch / "docs"
@@ -77,12 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("## Encoding: skipped, shared TinyStories / GPT-2 files absent\n")
     if "filter" in parts:
-        from pipeline import bench_filter
-
         bench_filter.main(["--web-dir", str(args.web_dir), "--limit", str(args.filter_pages)])
     if "dedup" in parts:
-        from pipeline import bench_dedup
-
         print("## MinHash dedup")
         bench_dedup.main(["--docs", str(args.dedup_docs)])
     if "classify" in parts:
@@ -92,8 +91,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def bench_classifiers(davidson: Path) -> list[dict]:
     """Train each task on generated labelled text (and toxicity on Davidson when present); held-out metrics."""
-    from pipeline.classify import DAVIDSON_CONFIG, run_train
-
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for task in ("quality", "toxicity", "nsfw"):

@@ -29,15 +29,14 @@ from collections import Counter
 from pathlib import Path
 
 from pipeline.dedup import DedupConfig, near_duplicate_clusters
-from pipeline.minhash import jaccard, minhash_signatures, normalize_text, shingle_hash_set
+from pipeline.minhash import UnionFind, jaccard, minhash_signatures, normalize_text, shingle_hash_set
+from pipeline.sample.text import TOPICS, EnglishProse
 
 
 def generate(n_docs: int, seed: int = 0, near_share: float = 0.10, exact_share: float = 0.03,
              ) -> tuple[list[dict], list[int], list[str]]:
     """``n_docs`` documents; for each, the index of the original it copies (its own if none) and its kind
     (``original``, ``near`` or ``exact``)."""
-    from pipeline.sample.text import TOPICS, EnglishProse
-
     r = random.Random(seed)
     prose = EnglishProse(r, ["Ada Byron", "Alan Kay", "Grace Hopper", "Edsger Dijkstra"],
                          ["Lyon", "Porto", "Quito", "Oslo"], ["Acme", "Initech", "Globex"])
@@ -106,8 +105,6 @@ def bench_signatures(texts: list[str], num_hashes: int = 112, ngrams: int = 5) -
 def datasketch_clusters(texts: list[str], cfg: DedupConfig) -> list[int]:
     """FineWeb-style clustering with datasketch: every LSH candidate joins (no verification)."""
     from datasketch import MinHash, MinHashLSH
-
-    from pipeline.minhash import UnionFind
 
     lsh = MinHashLSH(num_perm=cfg.num_hashes, params=(cfg.num_bands, cfg.rows))
     sketches = []

@@ -43,9 +43,16 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
 
-from bench.model_train import format_table
+from bench.timing import format_table
 from model.config import ModelConfig
+from model.distributed import DDP, NaiveDDP, apply_fsdp, broadcast_module, unique_parameters
+from model.loss import cross_entropy
+from model.memory import zero_model_state_bytes
+from model.optim import AdamW
+from model.transformer import TransformerLM
+from model.zero import ShardedOptimizer
 
 MEMORY_MODES = ("ddp", "zero1", "zero2", "fsdp")  # ZeRO stage 0, 1, 2, 3
 TIME_MODES = ("local", "naive", "per_param", "bucketed", "zero1", "zero2", "fsdp")  # local: no communication
@@ -170,11 +177,6 @@ def _local(t: torch.Tensor) -> torch.Tensor:
 
 def _build(mode: str, cfg: ModelConfig, device: torch.device, bucket_mb: float):
     """(model to call, object that finishes gradient sync or None, optimizer, all parameters)."""
-    from model.distributed import DDP, NaiveDDP, apply_fsdp, broadcast_module, unique_parameters
-    from model.optim import AdamW
-    from model.transformer import TransformerLM
-    from model.zero import ShardedOptimizer
-
     torch.manual_seed(0)
     model = TransformerLM(cfg).to(device)
     params = unique_parameters(model)
@@ -196,8 +198,6 @@ def _build(mode: str, cfg: ModelConfig, device: torch.device, bucket_mb: float):
 
 
 def _train_step(fwd, syncer, opt, x, y) -> None:
-    from model.loss import cross_entropy
-
     cross_entropy(fwd(x), y).backward()
     if syncer is not None:
         syncer.finish_gradient_synchronization()
@@ -218,8 +218,6 @@ def _batch(cfg: ModelConfig, bench: DistBenchConfig, rank: int, step: int, devic
 
 
 def measure_memory(mode: str, bench: DistBenchConfig, rank: int, device) -> dict:
-    from model.loss import cross_entropy
-
     cfg = bench.memory_model()
     fwd, syncer, opt, params = _build(mode, cfg, device, bench.bucket_mb)
     x, y = _batch(cfg, bench, rank, 0, device)
@@ -284,8 +282,6 @@ def _worker(rank: int, world: int, port: int, bench: DistBenchConfig, out_dir: s
 
 def run(bench: DistBenchConfig) -> list[dict]:
     """Spawn ``bench.world`` ranks; return each rank's results."""
-    import torch.multiprocessing as mp
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -307,8 +303,6 @@ PAPER = {0: "16Ψ", 1: "4Ψ+12Ψ/N", 2: "2Ψ+14Ψ/N", 3: "16Ψ/N"}
 
 
 def memory_table(results: list[dict], world: int) -> tuple[str, int]:
-    from model.accounting import zero_model_state_bytes
-
     rows = []
     n = results[0]["memory"]["ddp"]["n_params"]
     ddp_opt = results[0]["memory"]["ddp"]["optimizer"]

@@ -21,7 +21,10 @@ from pathlib import Path
 
 from bench.extract import DEFAULT_WEB
 from pipeline.extract import decode_html, extract_text
+from pipeline.filter import CLASSIFIER_STEPS, FilterConfig, build_parser, build_steps
+from pipeline.steps import run_steps
 from pipeline.warc import iter_payloads
+from workbench.params import ParamsError, apply_section
 
 
 def load_pages(warcs: list[Path], limit: int) -> list:
@@ -36,9 +39,6 @@ def load_pages(warcs: list[Path], limit: int) -> list:
 
 
 def run_ours(pages, extractor: str, steps_cfg: dict) -> dict:
-    from pipeline.filter import FilterConfig, build_steps
-    from pipeline.steps import run_steps
-
     steps, stats = build_steps(FilterConfig(steps=steps_cfg)), {}
     start = time.perf_counter()
 
@@ -114,11 +114,10 @@ def bench_filter(pages, steps_cfg: dict, models: dict, extractors=("trafilatura"
 
 def default_steps(params: Path, classifiers: Path) -> tuple[dict, dict[str, tuple[Path, float]]]:
     """The chain of params.yaml's ``filter`` section without classifier steps whose model file is missing; and
-    the classifiers kept, as task -> (model path, threshold)."""
-    from pipeline.filter import CLASSIFIER_STEPS, FilterConfig
-    from workbench.params import load_section
-
-    steps = dict(load_section("filter", params).get("steps") or FilterConfig().steps)
+    the classifiers kept, as task -> (model path, threshold). The section is read as strictly as the filter stage
+    reads it (a ParamsError names an unknown key)."""
+    steps = dict(apply_section(build_parser(), "filter", params, extra_keys=("steps",)).get("steps")
+                 or FilterConfig().steps)
     models = {}
     for task in CLASSIFIER_STEPS:
         setting = steps.get(task)
@@ -141,7 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file with the filter chain")
     parser.add_argument("--classifiers", type=Path, default=Path("data/classifiers"), help="trained models folder")
     args = parser.parse_args(argv)
-    steps, models = default_steps(args.params, args.classifiers)
+    try:
+        steps, models = default_steps(args.params, args.classifiers)
+    except ParamsError as e:
+        parser.error(str(e))
     sets = {"real pages": sorted(args.web_dir.glob("*.warc.gz")), "generated crawl": [args.sample]}
     for name, warcs in sets.items():
         warcs = [w for w in warcs if w.is_file()]

@@ -9,8 +9,7 @@ Rows per (preset, context, batch), bf16 autocast, torch.compile, fused torch Ada
 - ours, kernels: attention='triton', norm='triton', ffn='triton', loss='fused'.
 MFU = tokens/s · flops_per_token / the device's peak bf16 FLOP/s (workbench.hardware.PEAK_FLOPS).
 
-This is the one place `kernels` imports `model` (a benchmark CLI, imported lazily by bench.kernel_ops);
-the kernels themselves import nothing of ours.
+``bench.kernel_ops`` runs it as its section (5); the kernels themselves import nothing of ours.
 """
 
 from __future__ import annotations
@@ -19,6 +18,12 @@ import contextlib
 
 import torch
 import torch.nn.functional as F
+
+from bench.model_train import RefGPT
+from bench.timing import table, timed
+from model.config import ModelConfig
+from model.train import peak_flops
+from model.transformer import TransformerLM
 
 KERNEL_SWITCHES = dict(attention="triton", norm="triton", ffn="triton", loss="fused")
 BASELINE_SWITCHES = dict(attention="sdpa", norm="torch", ffn="torch", loss="torch")
@@ -38,12 +43,6 @@ def _step_fn(model, compiled, x, y, optimizer, autocast, loss_in_model: bool):
 
 
 def bench_end_to_end(args, device: torch.device, vocab: int = 32768, steps: int = 10, warmup: int = 3) -> list[list]:
-    from bench.kernel_ops import table
-    from bench.model_train import RefGPT, timed
-    from model.config import ModelConfig
-    from model.train import peak_flops
-    from model.transformer import TransformerLM
-
     cuda = device.type == "cuda"
     vocab = vocab if cuda else 300
     steps, warmup = (steps, warmup) if cuda else (1, 1)
@@ -55,9 +54,9 @@ def bench_end_to_end(args, device: torch.device, vocab: int = 32768, steps: int 
         gen = torch.Generator().manual_seed(0)
         data = torch.randint(vocab, (batch, context + 1), generator=gen).to(device)
         x, y = data[:, :-1], data[:, 1:]
-        variants = [("reference GPT (nn.*, SDPA)", lambda: RefGPT(cfg), False),
-                    ("ours, no kernels", lambda: TransformerLM(cfg.replace(**BASELINE_SWITCHES)), True),
-                    ("ours, Triton kernels", lambda: TransformerLM(cfg.replace(**KERNEL_SWITCHES)), True)]
+        variants = [("reference GPT (nn.*, SDPA)", lambda cfg=cfg: RefGPT(cfg), False),
+                    ("ours, no kernels", lambda cfg=cfg: TransformerLM(cfg.replace(**BASELINE_SWITCHES)), True),
+                    ("ours, Triton kernels", lambda cfg=cfg: TransformerLM(cfg.replace(**KERNEL_SWITCHES)), True)]
         base_tps = None
         for name, build, loss_in_model in variants:
             torch.manual_seed(0)

@@ -26,6 +26,16 @@ import time
 
 import torch
 import torch.nn.functional as F
+import triton
+import triton.testing
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from bench.kernel_e2e import bench_end_to_end
+from bench.timing import table
+from kernels.cross_entropy import fused_linear_cross_entropy
+from kernels.flash_attention import flash_attention, naive_attention
+from kernels.rmsnorm import rms_norm, rms_norm_torch
+from kernels.swiglu import swiglu
 
 HBM_BYTES_PER_S = {"H200": 4.8e12, "H100 PCIe": 2.0e12, "H100": 3.35e12, "A100": 2.0e12}  # first match wins
 
@@ -33,8 +43,6 @@ HBM_BYTES_PER_S = {"H200": 4.8e12, "H100 PCIe": 2.0e12, "H100": 3.35e12, "A100":
 def bench_ms(fn, device: torch.device, grad_to_none=None, rep_ms: int = 100) -> float:
     """Median milliseconds of ``fn()``; gradients of ``grad_to_none`` reset between calls."""
     if device.type == "cuda":
-        import triton.testing
-
         return triton.testing.do_bench(fn, warmup=25, rep=rep_ms, grad_to_none=grad_to_none, return_mode="median")
     fn()
     times = []
@@ -59,14 +67,6 @@ def peak_memory_mb(fn, device: torch.device) -> float | None:
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
-def table(title: str, headers: list[str], rows: list[list]) -> str:
-    cells = [headers, *[[str(c) for c in row] for row in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))) for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return f"\n{title}\n" + "\n".join(lines)
-
-
 def _try(fn):
     """fn() or None when it runs out of memory (naive attention at long sequences)."""
     try:
@@ -87,10 +87,6 @@ def _ratio(numerator, denominator, spec: str = ".2f") -> str:
 # ---- (1) attention -------------------------------------------------------------------------------
 
 def bench_attention(args, device, dtype) -> list[list]:
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    from kernels.flash_attention import flash_attention, naive_attention
-
     def sdpa_flash(q, k, v, causal):
         backend = SDPBackend.FLASH_ATTENTION if device.type == "cuda" else SDPBackend.MATH
         with sdpa_kernel(backend):
@@ -110,15 +106,16 @@ def bench_attention(args, device, dtype) -> list[list]:
                     times[name] = (None, None)
                     continue
 
-                def forward(fn=fn):
+                def forward(fn=fn, q=q, k=k, v=v):
                     with torch.no_grad():
                         fn(q, k, v, True)
 
-                def forward_backward(fn=fn):
+                def forward_backward(fn=fn, q=q, k=k, v=v, grad_out=grad_out):
                     fn(q, k, v, True).backward(grad_out)
 
-                times[name] = (_try(lambda: bench_ms(forward, device)),
-                               _try(lambda: bench_ms(forward_backward, device, grad_to_none=[q, k, v])))
+                times[name] = (_try(lambda forward=forward: bench_ms(forward, device)),
+                               _try(lambda step=forward_backward, qkv=(q, k, v): bench_ms(step, device,
+                                                                                          grad_to_none=list(qkv))))
             sf, sfb = times["sdpa-flash"]
             for name, (fwd, fwd_bwd) in times.items():
                 rows.append([f"d{d} S{seq}", name, _fmt(fwd), _fmt(fwd and flops / fwd / 1e9, ".0f"),
@@ -168,8 +165,6 @@ def _bandwidth_section(title: str, eager, fused, cases: list, args, device) -> l
 
 
 def bench_rmsnorm(args, device, dtype) -> list[list]:
-    from kernels.rmsnorm import rms_norm, rms_norm_torch
-
     def make_inputs(hidden):
         x = torch.randn(args.norm_rows, hidden, device=device, dtype=dtype, requires_grad=True)
         w = (1 + 0.1 * torch.randn(hidden, device=device, dtype=dtype)).requires_grad_()
@@ -181,8 +176,6 @@ def bench_rmsnorm(args, device, dtype) -> list[list]:
 
 
 def bench_swiglu(args, device, dtype) -> list[list]:
-    from kernels.swiglu import swiglu
-
     def eager(a, b):
         return F.silu(a) * b
 
@@ -200,8 +193,6 @@ def bench_swiglu(args, device, dtype) -> list[list]:
 # ---- (4) LM head + cross-entropy ----------------------------------------------------------------
 
 def bench_cross_entropy(args, device, dtype) -> list[list]:
-    from kernels.cross_entropy import fused_linear_cross_entropy
-
     def eager(h, w, y):
         return F.cross_entropy((h @ w.T).float(), y)
 
@@ -213,11 +204,11 @@ def bench_cross_entropy(args, device, dtype) -> list[list]:
         result = {}
         fused = functools.partial(fused_linear_cross_entropy, backend="triton")
         for name, fn in (("fused", fused), ("eager", eager)):
-            def run(fn=fn):
+            def run(fn=fn, h=h, w=w, y=y):
                 fn(h, w, y).backward()
-            ms = _try(lambda: bench_ms(run, device, grad_to_none=[h, w]))
+            ms = _try(lambda run=run, h=h, w=w: bench_ms(run, device, grad_to_none=[h, w]))
             h.grad = w.grad = None
-            result[name] = (ms, _try(lambda: peak_memory_mb(run, device)))
+            result[name] = (ms, _try(lambda run=run: peak_memory_mb(run, device)))
             h.grad = w.grad = None
         ems, emem = result["eager"]
         for name, (ms, mem) in result.items():
@@ -279,16 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
     name = torch.cuda.get_device_name(device) if cuda else "CPU (Triton interpreter)"
-    import triton
-
     print(f"device: {name}; torch {torch.__version__}; triton {triton.__version__}; {dtype}")
     start = time.time()
     benches = {"attention": bench_attention, "rmsnorm": bench_rmsnorm, "swiglu": bench_swiglu,
                "ce": bench_cross_entropy}
     for section in sections:
         if section == "e2e":
-            from bench.kernel_e2e import bench_end_to_end
-
             bench_end_to_end(args, device)
         else:
             benches[section](args, device, dtype)

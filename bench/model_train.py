@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bench.distributed import main as distributed_main
+from bench.timing import format_table, timed
+from bench.variants import main as variants_main
 from model.config import ModelConfig
 from model.generate import generate
 from model.train import peak_flops
@@ -79,31 +80,6 @@ class RefGPT(nn.Module):
         return self.head(self.norm(x))
 
 
-# ---- timing --------------------------------------------------------------------------------------
-
-def timed(fn, warmup: int, iters: int, device: torch.device) -> float:
-    """Median seconds of ``fn()`` over ``iters`` calls after ``warmup`` untimed calls."""
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        sync()
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def format_table(headers: list[str], rows: list[list]) -> str:
-    cells = [headers, *[[str(c) for c in row] for row in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))) for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def bench_train(cfg: ModelConfig, args, device: torch.device) -> None:
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
     gen = torch.Generator().manual_seed(0)
@@ -153,7 +129,7 @@ def bench_generate(cfg: ModelConfig, args, device: torch.device) -> None:
         prompts = torch.randint(cfg.vocab_size, (batch, prompt_len)).tolist()
         rates = {}
         for use_cache in (True, False):
-            def run(n=args.gen_tokens):
+            def run(n=args.gen_tokens, prompts=prompts, use_cache=use_cache):
                 generate(model, prompts, n, temperature=0, use_cache=use_cache, bf16=bf16)
 
             run(4)  # warmup
@@ -193,12 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--distributed" in argv:
-        from bench.distributed import main as distributed_main
-
         return distributed_main([a for a in argv if a != "--distributed"])
     if "--variants" in argv:
-        from bench.variants import main as variants_main
-
         return variants_main([a for a in argv if a != "--variants"])
     args = build_parser().parse_args(argv)
     if args.device == "auto":

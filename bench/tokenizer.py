@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.bpe import GPT2_PAT
+from pipeline.bpe import GPT2_PAT, train_bpe
 from pipeline.tokenizer import Tokenizer, unicode_to_token
 from workbench.files import write_json
 
@@ -62,8 +62,6 @@ def _train_in_child(impl: str, corpus: str, vocab_size: int, special_tokens: lis
 
     start = time.perf_counter()
     if impl == "ours":
-        from pipeline.bpe import train_bpe
-
         train_bpe(corpus, vocab_size, special_tokens)
     else:
         from tokenizers import Tokenizer as HFTokenizer

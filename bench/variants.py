@@ -24,9 +24,16 @@ from pathlib import Path
 
 import torch
 
-from bench.model_train import format_table
+from bench.timing import format_table
+from model.checkpoint import load_model
 from model.config import ModelConfig
+from model.data import batch_rng, get_batch, load_tokens
+from model.generate import generate
 from model.loss import cross_entropy
+from model.quantize import model_bytes, perplexity, quantize_int8
+from model.speculative import measure_speedup
+from model.train import train
+from model.train_config import TrainConfig
 from model.transformer import TransformerLM
 
 
@@ -47,9 +54,6 @@ def interleaved_medians(fns: dict, rounds: int, device: torch.device) -> dict:
 
 
 def _train_run(data: str, out: Path, steps: int, **overrides) -> dict:
-    from model.train import train
-    from model.train_config import TrainConfig
-
     cfg = TrainConfig(data=data, out_dir=str(out), max_steps=steps, warmup_steps=max(1, steps // 10),
                       eval_interval=steps, eval_batches=8, log_interval=max(1, steps // 5), ckpt_interval=steps,
                       device="cpu" if not torch.cuda.is_available() else "cuda", **overrides)
@@ -79,8 +83,6 @@ def bench_moe(args) -> None:
 
 
 def bench_gqa(args, device: torch.device) -> None:
-    from model.generate import generate
-
     base = ModelConfig.from_preset(args.preset, vocab_size=8192, context_length=32 + args.gen_tokens,
                                    attention="sdpa")
     prompts = torch.randint(base.vocab_size, (args.gen_batch, 32), generator=torch.Generator().manual_seed(0))
@@ -156,10 +158,6 @@ def bench_checkpointing(args, device: torch.device) -> None:
 
 
 def bench_speculative(args, device: torch.device) -> None:
-    from model.checkpoint import load_model
-    from model.data import batch_rng, get_batch, load_tokens
-    from model.speculative import measure_speedup
-
     target = load_model(args.target, device=str(device)).eval()
     with tempfile.TemporaryDirectory() as tmp:
         _train_run(args.data, Path(tmp) / "draft", args.draft_steps, preset="nano", context_length=128,
@@ -183,10 +181,6 @@ def bench_speculative(args, device: torch.device) -> None:
 
 
 def bench_int8(args, device: torch.device) -> None:
-    from model.checkpoint import load_model
-    from model.data import load_tokens
-    from model.quantize import model_bytes, perplexity, quantize_int8
-
     val = load_tokens(args.data, "val")
     model = load_model(args.target, device=str(device)).eval()
     ctx = model.cfg.context_length

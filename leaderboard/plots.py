@@ -4,25 +4,24 @@
 assignment-1 learning-curve plot), and beside it each sweep run's final validation loss against its FLOPs,
 coloured by compute budget (the raw points of Hoffmann et al. 2022 fig. 3 left). ``scaling_plot`` is drawn only
 when scaling/plots.py's PNGs are missing: each fit method's predicted loss at its target budgets over the sweep.
-matplotlib is imported inside the functions and drawn through ``matplotlib.figure.Figure`` (Agg), never pyplot's
-global state; each PNG is rendered to memory and handed to ``write(path, bytes)`` (an atomic writer).
+matplotlib is imported inside the functions (heavy, needed only for the PNGs) and drawn through
+``matplotlib.figure.Figure`` (Agg), never pyplot's global state; each PNG is written to a temporary file and renamed
+into place, without the matplotlib version in its metadata (the same inputs give the same bytes).
 """
 
 from __future__ import annotations
 
-import io
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
-Writer = Callable[[Path, bytes], Path]
+from workbench.files import atomic_path
 
 
-def _save(fig, path: Path, write: Writer) -> Path:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, metadata={"Software": None})
-    return write(path, buffer.getvalue())
+def _save(fig, path: Path) -> Path:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, metadata={"Software": None})
+    return path
 
 
 def _sweep_points(ax, sweep: pd.DataFrame) -> None:
@@ -42,8 +41,7 @@ def _sweep_points(ax, sweep: pd.DataFrame) -> None:
         ax.legend(fontsize=7)
 
 
-def training_curves(curves: pd.DataFrame | None, sweep: pd.DataFrame | None, path: Path,
-                    write: Writer) -> Path | None:
+def training_curves(curves: pd.DataFrame | None, sweep: pd.DataFrame | None, path: Path) -> Path | None:
     """Left: the default run's loss and val_loss against tokens; right: the sweep's final loss against FLOPs."""
     if curves is None and sweep is None:
         return None
@@ -64,10 +62,10 @@ def training_curves(curves: pd.DataFrame | None, sweep: pd.DataFrame | None, pat
         ax = axes.pop(0)
         _sweep_points(ax, sweep)
         ax.set_title("Sweep runs: final loss vs compute")
-    return _save(fig, path, write)
+    return _save(fig, path)
 
 
-def scaling_plot(preds: pd.DataFrame, sweep: pd.DataFrame | None, path: Path, write: Writer) -> Path:
+def scaling_plot(preds: pd.DataFrame, sweep: pd.DataFrame | None, path: Path) -> Path:
     """Predicted loss per method at the target budgets, with the sweep runs for scale."""
     from matplotlib.figure import Figure
 
@@ -80,4 +78,4 @@ def scaling_plot(preds: pd.DataFrame, sweep: pd.DataFrame | None, path: Path, wr
         ax.plot(group["target_flops"], group["loss"], marker="*", ms=10, lw=1, label=f"{method} prediction")
     ax.set(xscale="log", xlabel="FLOPs", ylabel="loss", title="Scaling-law predictions")
     ax.legend(fontsize=7)
-    return _save(fig, path, write)
+    return _save(fig, path)

@@ -1,8 +1,10 @@
 """The final report of the whole pipeline: leaderboard, markdown summary, training-curve plot and headline metrics.
 
-``python -m leaderboard.report`` reads what the stages already wrote — ``metrics/*.json``, the default training run
-(``summary.json``, ``config.json``, ``metrics.csv``), the sweep's ``results.csv``, the fit's ``predictions.csv``
-(or ``metrics/fit.json``), ``reports/alignment.csv`` and ``reports/data_funnel.csv`` — and writes:
+``python -m leaderboard.report`` reads what the stages already wrote — their detailed metrics
+``metrics/details/*.json`` (the flat ``metrics/*.json`` beside them are only for ``dvc metrics show``), the default
+training run (``summary.json``, ``config.json``, ``metrics.csv``), the sweep's ``results.csv``, the fit's
+``predictions.csv`` (or ``metrics/details/fit.json``), ``reports/alignment.csv`` and ``reports/data_funnel.csv`` —
+and writes:
 
 - ``leaderboard.csv``: one row per run (the default pretraining run, every sweep run, every aligned model) plus
   one per scaling-law prediction, with the columns of the CS336 leaderboards (data recipe, tokenizer, model
@@ -11,34 +13,36 @@
 - ``summary.md``: per-stage seconds, the data funnel, the training result, the scaling predictions, alignment
   accuracy, the top of the leaderboard, and links to every plot (relative paths);
 - ``training_curves.png`` (leaderboard/plots.py), and ``scaling.png`` only when the fit's PNGs are missing;
-- ``--metrics`` (``metrics/report.json``): headline numbers for ``dvc metrics show``.
+- ``--metrics`` (``metrics/report.json``): the flat ``headline`` for ``dvc metrics show``; the full numbers
+  (``report_stats``: every method's prediction, every aligned model's accuracy) go to ``metrics/details/report.json``.
 
 Alignment results are read as files, never imported (DESIGN.md: ``scaling`` and ``alignment`` do not import each
 other). A missing input leaves its rows or table out with one ``warning:`` line; an unreadable one (corrupt JSON
-or CSV, a missing column) is bad input: one ``error:`` line naming the file, exit 2. Defaults come from the
-``leaderboard:`` section of ./params.yaml, then flags; the recipe is read from its filter/dedup/tokenizer sections.
+or CSV, a missing column) is bad input: one ``error:`` line naming the file, exit 2. Defaults: LeaderboardConfig <
+the ``leaderboard:`` section of --params (params.yaml; an unknown key is an error) < flags; the recipe is read from
+its filter/dedup/tokenizer sections.
 Every output is written to a temporary file and renamed into place; the same inputs give the same bytes.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import sys
-import tempfile
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import pandas as pd
 
+from leaderboard import plots
+from scaling.data import HEADLINE_METHODS
+from workbench.files import details_path, write_bytes, write_metrics
+from workbench.params import ParamsError, params_path, parse_config, read_params
+
 COLUMNS = ["run_id", "kind", "data_recipe", "tokenizer", "preset", "d_model", "n_layers", "n_heads", "params",
            "tokens", "flops", "wall_clock_s", "hardware", "val_loss", "val_perplexity", "task", "accuracy",
            "target_flops", "n_opt", "d_opt", "predicted_loss"]
-DEFAULTS = {"out_dir": "reports", "metrics": "metrics/report.json", "metrics_dir": "metrics",
-            "train_run": "data/runs/default", "sweep_results": "data/sweep/results.csv",
-            "sweep_runs": "data/sweep/runs", "fit_dir": "data/sweep/fit", "alignment": "reports/alignment.csv",
-            "funnel": "reports/data_funnel.csv", "top": 10}
 INTEGER_COLUMNS = ("d_model", "n_layers", "n_heads", "params", "tokens", "flops")
 FIT_PNGS = ("isoflop_curves.png", "optimal_allocation.png", "parametric_contours.png")
 STAGE_ORDER = ("extract", "filter", "dedup", "tokenizer", "shards", "train", "sweep", "fit", "sft", "dpo", "grpo",
@@ -47,6 +51,32 @@ STAGE_ORDER = ("extract", "filter", "dedup", "tokenizer", "shards", "train", "sw
 
 class ReportError(ValueError):
     """Bad input: one line naming the file."""
+
+
+@dataclass(frozen=True)
+class LeaderboardConfig:
+    """The ``leaderboard:`` section of params.yaml; every field is also a flag."""
+
+    out_dir: str = field(default="reports", metadata={"help": "writes leaderboard.csv, summary.md, "
+                                                              "training_curves.png"})
+    metrics: str = field(default="metrics/report.json", metadata={"help": "headline metrics JSON for dvc (the "
+                                                                          "full report metrics go to details/)"})
+    metrics_dir: str = field(default="metrics", metadata={"help": "folder of stage metrics JSON (reads details/)"})
+    train_run: str = field(default="data/runs/default", metadata={"help": "the default training run folder"})
+    sweep_results: str = field(default="data/sweep/results.csv", metadata={"help": "the sweep's results CSV"})
+    sweep_runs: str = field(default="data/sweep/runs", metadata={"help": "the sweep's run folders (for hardware)"})
+    fit_dir: str = field(default="data/sweep/fit", metadata={"help": "scaling.fit output folder"})
+    alignment: str = field(default="reports/alignment.csv", metadata={"help": "alignment.report CSV"})
+    funnel: str = field(default="reports/data_funnel.csv", metadata={"help": "pipeline report data_funnel.csv"})
+    top: int = field(default=10, metadata={"help": "leaderboard rows in summary.md"})
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.top, int) or isinstance(self.top, bool) or self.top < 1:
+            raise ReportError(f"leaderboard.top must be a positive integer, got {self.top!r}")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name != "top" and (not isinstance(value, str) or not value):
+                raise ReportError(f"leaderboard.{f.name} must be a path, got {value!r}")
 
 
 def warn(message: str) -> None:
@@ -275,8 +305,9 @@ def summary_markdown(board: pd.DataFrame, seconds: pd.DataFrame, funnel: pd.Data
     return "\n".join(out)
 
 
-def headline(board: pd.DataFrame, seconds: pd.DataFrame) -> dict:
-    """val_loss, val_perplexity, best sweep loss, predicted loss at the largest budget, accuracies, total seconds."""
+def report_stats(board: pd.DataFrame, seconds: pd.DataFrame) -> dict:
+    """The report's full metrics (metrics/details/report.json): val_loss, val_perplexity, best sweep loss, each
+    method's predicted loss at the largest budget, each aligned model's accuracy, total seconds."""
     out: dict = {}
     runs = board[board["kind"] == "pretrain"]
     if len(runs):
@@ -296,114 +327,100 @@ def headline(board: pd.DataFrame, seconds: pd.DataFrame) -> dict:
     return out
 
 
+def headline(stats: dict) -> dict:
+    """metrics/report.json for ``dvc metrics show``, flat: the default run's val_loss, the best aligned accuracy,
+    the best sweep loss, the predicted loss at the largest budget (by the first of scaling's HEADLINE_METHODS
+    fitted) and the summed stage seconds."""
+    out = {k: stats[k] for k in ("val_loss", "best_sweep_loss") if k in stats}
+    predicted = stats.get("predicted_loss") or {}
+    by_method = {run_id.partition("@")[0]: loss for run_id, loss in predicted.items()}
+    method = next((m for m in HEADLINE_METHODS if m in by_method), next(iter(by_method), None))
+    if method is not None:
+        out["predicted_loss"] = by_method[method]
+    accuracies = [v for v in (stats.get("accuracy") or {}).values() if v is not None]
+    if accuracies:
+        out["accuracy"] = max(accuracies)
+    if "pipeline_seconds" in stats:
+        out["pipeline_seconds"] = stats["pipeline_seconds"]
+    return out
+
+
 # ---------------------------------------------------------------- outputs and CLI
-def atomic_write(path: Path, data: bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
-
-
-def build_report(opts: dict, params: dict) -> tuple[pd.DataFrame, dict, list[Path]]:
-    """Read every input, write leaderboard.csv, the PNGs and summary.md; return (leaderboard, headline, paths)."""
-    from scaling import report_plots
-
-    out_dir, metrics_out = Path(opts["out_dir"]), Path(opts["metrics"])
-    metrics = {p.stem: read_json(p) for p in sorted(Path(opts["metrics_dir"]).glob("*.json"))
-               if p.resolve() != metrics_out.resolve()}
+def stage_details(metrics_dir: Path, own_metrics: Path) -> dict[str, dict]:
+    """Every stage's detailed metrics, ``<metrics_dir>/details/<stage>.json``, by stage (the report's own left out)."""
+    own = details_path(own_metrics).resolve()
+    folder = details_path(metrics_dir / "any.json").parent  # where workbench.files.write_metrics puts details
+    metrics = {p.stem: read_json(p) for p in sorted(folder.glob("*.json")) if p.resolve() != own}
     if not metrics:
-        warn(f"no metrics JSON in {opts['metrics_dir']}: recipe, stage seconds and fit metrics left out")
+        warn(f"no metrics JSON in {folder}: recipe, stage seconds and fit metrics left out")
+    return metrics
+
+
+def build_report(cfg: LeaderboardConfig, params: dict) -> tuple[pd.DataFrame, dict, list[Path]]:
+    """Read every input, write leaderboard.csv, the PNGs, summary.md and the metrics; return (leaderboard, the
+    report's full metrics, paths written)."""
+    out_dir, metrics_out = Path(cfg.out_dir), Path(cfg.metrics)
+    metrics = stage_details(Path(cfg.metrics_dir), metrics_out)
     common = {"data_recipe": data_recipe(params, metrics), "tokenizer": tokenizer_label(params, metrics)}
-    train_run, results, fit_dir = Path(opts["train_run"]), Path(opts["sweep_results"]), Path(opts["fit_dir"])
+    train_run, results, fit_dir = Path(cfg.train_run), Path(cfg.sweep_results), Path(cfg.fit_dir)
     preds = predictions(fit_dir, metrics)
-    rows = (pretrain_rows(train_run, common) + sweep_rows(results, Path(opts["sweep_runs"]), common)
-            + aligned_rows(Path(opts["alignment"]), metrics, common["tokenizer"]) + prediction_rows(preds, fit_dir))
+    rows = (pretrain_rows(train_run, common) + sweep_rows(results, Path(cfg.sweep_runs), common)
+            + aligned_rows(Path(cfg.alignment), metrics, common["tokenizer"]) + prediction_rows(preds, fit_dir))
     if not rows:
         raise ReportError("nothing to report: no training run, sweep results, alignment results or fit predictions")
     board = _integer_columns(pd.DataFrame(rows, columns=COLUMNS))
-    written = [atomic_write(out_dir / "leaderboard.csv", board.to_csv(index=False).encode())]
-    curves = read_csv(train_run / "metrics.csv", ("tokens", "loss"))
-    sweep = read_csv(results) if results.is_file() else None
-    drawn = [report_plots.training_curves(curves, sweep, out_dir / "training_curves.png", atomic_write)]
-    fit_pngs = [fit_dir / name for name in FIT_PNGS if (fit_dir / name).is_file()]
-    if not fit_pngs and preds is not None:
-        drawn.append(report_plots.scaling_plot(preds, sweep, out_dir / "scaling.png", atomic_write))
-    drawn = [p for p in drawn if p is not None]
-    funnel_path = Path(opts["funnel"])
-    linked = [p for p in (funnel_path.with_suffix(".png"), Path(opts["alignment"]).with_suffix(".png")) if p.is_file()]
-    images = drawn + fit_pngs + linked
+    written = [write_bytes(out_dir / "leaderboard.csv", board.to_csv(index=False).encode())]
+    drawn = draw_plots(cfg, preds)
+    funnel_path = Path(cfg.funnel)
+    linked = [p for p in (funnel_path.with_suffix(".png"), Path(cfg.alignment).with_suffix(".png")) if p.is_file()]
+    images = drawn + [fit_dir / name for name in FIT_PNGS if (fit_dir / name).is_file()] + linked
     funnel = read_csv(funnel_path)
     if funnel is None:
         warn(f"no {funnel_path}: data funnel table left out")
     seconds = stage_seconds(metrics, results)
-    text = summary_markdown(board, seconds, funnel, images, out_dir, int(opts["top"]))
-    written.append(atomic_write(out_dir / "summary.md", text.encode()))
-    head = headline(board, seconds)
-    written.append(atomic_write(metrics_out, (json.dumps(head, indent=2, sort_keys=True) + "\n").encode()))
-    return board, head, written + drawn
+    text = summary_markdown(board, seconds, funnel, images, out_dir, cfg.top)
+    written.append(write_bytes(out_dir / "summary.md", text.encode()))
+    stats = report_stats(board, seconds)
+    written.append(write_metrics(metrics_out, stats, headline(stats)))
+    return board, stats, written + drawn
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m leaderboard.report", description=__doc__.split("\n\n")[0],
-                                     epilog="Defaults: built-in < `leaderboard:` section of --params < flags.")
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default params.yaml)")
-    helps = {"out_dir": "writes leaderboard.csv, summary.md, training_curves.png",
-             "metrics": "headline metrics JSON for dvc", "metrics_dir": "folder of stage metrics JSON",
-             "train_run": "the default training run folder", "sweep_results": "the sweep's results CSV",
-             "sweep_runs": "the sweep's run folders (for hardware)", "fit_dir": "scaling.fit output folder",
-             "alignment": "alignment.report CSV", "funnel": "pipeline report data_funnel.csv",
-             "top": "leaderboard rows in summary.md"}
-    for key, default in DEFAULTS.items():
-        parser.add_argument(f"--{key.replace('_', '-')}", type=int if key == "top" else str,
-                            help=f"{helps[key]} (default {default})")
-    return parser
+def draw_plots(cfg: LeaderboardConfig, preds: pd.DataFrame | None) -> list[Path]:
+    """training_curves.png, and scaling.png when the fit's own PNGs are missing; the paths drawn."""
+    out_dir, train_run, results, fit_dir = (Path(p) for p in (cfg.out_dir, cfg.train_run, cfg.sweep_results,
+                                                             cfg.fit_dir))
+    curves = read_csv(train_run / "metrics.csv", ("tokens", "loss"))
+    sweep = read_csv(results) if results.is_file() else None
+    drawn = [plots.training_curves(curves, sweep, out_dir / "training_curves.png")]
+    if not any((fit_dir / name).is_file() for name in FIT_PNGS) and preds is not None:
+        drawn.append(plots.scaling_plot(preds, sweep, out_dir / "scaling.png"))
+    return [p for p in drawn if p is not None]
 
 
-def options(args: argparse.Namespace) -> tuple[dict, dict]:
-    """(built-in < leaderboard: section < flags, the whole params file); ValueError names bad entries."""
-    import yaml
-
-    params = {}
-    if args.params.is_file():
-        try:
-            params = yaml.safe_load(args.params.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise ReportError(f"{args.params}: not valid YAML ({type(exc).__name__})") from None
-        if not isinstance(params, dict):
-            raise ReportError(f"{args.params}: not a YAML mapping")
-    section = params.get("leaderboard") or {}
-    if not isinstance(section, dict):
-        raise ReportError(f"{args.params}: leaderboard: must be a mapping")
-    unknown = sorted(set(section) - set(DEFAULTS))
-    if unknown:
-        raise ReportError(f"{args.params}: leaderboard: unknown keys {unknown} (known: {sorted(DEFAULTS)})")
-    opts = {k: getattr(args, k) if getattr(args, k) is not None else section.get(k, v) for k, v in DEFAULTS.items()}
-    if not isinstance(opts["top"], int) or isinstance(opts["top"], bool) or opts["top"] < 1:
-        raise ReportError(f"leaderboard.top must be a positive integer, got {opts['top']!r}")
-    for key, value in opts.items():
-        if key != "top" and (not isinstance(value, str) or not value):
-            raise ReportError(f"leaderboard.{key} must be a path, got {value!r}")
-    return opts, params
+def load_config(argv: list[str] | None) -> tuple[LeaderboardConfig, dict]:
+    """(LeaderboardConfig < ``leaderboard:`` section of --params < flags, the whole params file for the recipe)."""
+    try:
+        cfg, args = parse_config(LeaderboardConfig, "leaderboard", argv, prog="python -m leaderboard.report",
+                                 description=__doc__.split("\n\n")[0])
+        return cfg, read_params(args.params)
+    except ParamsError as exc:
+        if exc.unknown:  # the wording this CLI has always used
+            known = sorted(f.name for f in fields(LeaderboardConfig))
+            raise ReportError(f"{params_path(argv)}: leaderboard: unknown keys {exc.unknown} (known: {known})") \
+                from None
+        raise ReportError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
-        opts, params = options(args)
-        board, head, written = build_report(opts, params)
+        cfg, params = load_config(argv)
+        board, stats, written = build_report(cfg, params)
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     counts = board["kind"].value_counts()
     print(", ".join(f"{counts.get(k, 0)} {k}" for k in ("pretrain", "sweep", "aligned", "scaling_prediction")))
-    print(json.dumps(head, sort_keys=True))
+    print(json.dumps(stats, sort_keys=True))
     print(f"report: {len(board)} leaderboard rows -> {', '.join(map(str, written))}")
     return 0
 

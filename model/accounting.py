@@ -1,7 +1,9 @@
 """Resource accounting for distributed training: memory per GPU and communication per step.
 
 Pure functions over a model shape (``ModelConfig``), a ``Hardware`` description and a ``Layout``
-(GPUs × tensor-parallel degree × ZeRO stage), so every number in docs/scaling-out.md comes from code:
+(GPUs × tensor-parallel degree × ZeRO stage), so every number in docs/scaling-out.md comes from code
+(the memory half, ``Layout``, ``zero_model_state_bytes`` and ``activation_bytes``, lives in ``model.memory``
+and is re-exported here):
 
 * Model states per GPU — ZeRO (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training
   Trillion Parameter Models", §3 and Fig. 1): mixed-precision Adam keeps 2Ψ bf16 params, 2Ψ bf16
@@ -34,17 +36,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 
 from model.config import PRESETS, ModelConfig
+from model.memory import (
+    GB,
+    PRECISIONS,
+    RECOMPUTE,
+    Layout,
+    activation_bytes,
+    check_int,
+    check_stage,
+    zero_model_state_bytes,
+)
+from model.napkin import add_arguments, run, wants_report
 from workbench.hardware import HARDWARE, Hardware, get_hardware
 
-GB = 1e9  # decimal gigabytes, as in the ZeRO paper
-
-# ---- parallel layout ------------------------------------------------------------------------------
-
-PRECISIONS = {"mixed": (2, 2, 12), "fp32": (4, 4, 8)}  # bytes per parameter: params, grads, optimizer
-RECOMPUTE = ("none", "full")
 STRATEGIES: dict[str, dict] = {  # name -> Layout fields (gpus comes from the table)
     "ddp": dict(zero_stage=0),
     "zero1": dict(zero_stage=1),
@@ -52,95 +58,6 @@ STRATEGIES: dict[str, dict] = {  # name -> Layout fields (gpus comes from the ta
     "zero3": dict(zero_stage=3),
     "tp8": dict(tp=8, zero_stage=1),  # TP=8 inside a node × DP across nodes, ZeRO-1 on the DP axis
 }
-ZERO_FORMULAS = {0: "16Ψ", 1: "4Ψ + 12Ψ/N", 2: "2Ψ + 14Ψ/N", 3: "16Ψ/N"}  # mixed precision, K = 12
-
-
-def _check_int(name: str, value, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
-def _check_stage(stage) -> None:
-    if stage not in (0, 1, 2, 3) or isinstance(stage, bool):
-        raise ValueError(f"unknown ZeRO stage {stage!r}; expected 0, 1, 2 or 3")
-
-
-def _check_precision(precision) -> None:
-    if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}")
-
-
-@dataclass(frozen=True)
-class Layout:
-    """gpus = tp × dp; ZeRO ``zero_stage`` shards over the dp axis; TP uses sequence parallelism."""
-
-    gpus: int
-    tp: int = 1
-    zero_stage: int = 0
-    precision: str = "mixed"
-    recompute: str = "none"  # none | full (activation checkpointing of every layer)
-    sequence_parallel: bool = True
-
-    def __post_init__(self) -> None:
-        _check_int("Layout.gpus", self.gpus, 1)
-        _check_int("Layout.tp", self.tp, 1)
-        if self.gpus % self.tp:
-            raise ValueError(f"Layout.gpus={self.gpus} is not divisible by Layout.tp={self.tp}")
-        _check_stage(self.zero_stage)
-        _check_precision(self.precision)
-        if self.recompute not in RECOMPUTE:
-            raise ValueError(f"Layout.recompute={self.recompute!r}: expected one of {RECOMPUTE}")
-
-    @property
-    def dp(self) -> int:
-        return self.gpus // self.tp
-
-
-# ---- memory ---------------------------------------------------------------------------------------
-
-
-def zero_model_state_bytes(n_params: float, world: int, stage: int, precision: str = "mixed") -> dict[str, float]:
-    """Bytes per GPU of params, grads and optimizer states (and their total) under ZeRO ``stage``
-    sharded over ``world`` data-parallel ranks (ZeRO paper §3, Fig. 1). Stage 0 is plain DDP."""
-    if not n_params > 0:
-        raise ValueError(f"n_params must be > 0, got {n_params!r}")
-    _check_int("world", world, 1)
-    _check_stage(stage)
-    _check_precision(precision)
-    p, g, o = (b * n_params for b in PRECISIONS[precision])
-    params = p / world if stage >= 3 else p
-    grads = g / world if stage >= 2 else g
-    optimizer = o / world if stage >= 1 else o
-    return {"params": params, "grads": grads, "optimizer": optimizer, "total": params + grads + optimizer}
-
-
-def activation_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, *, tp: int = 1,
-                     sequence_parallel: bool = True, recompute: str = "none",
-                     flash_attention: bool = True) -> dict[str, float]:
-    """Activation bytes per GPU for one micro-batch of ``micro_batch`` sequences (16-bit activations).
-
-    ``layers``: n_layers × Korthikanti eq. 1-2 (see the module docstring); with full recomputation the
-    stored layer inputs (2·s·b·h per layer, /t under sequence parallelism) plus one layer's full
-    activations, rebuilt during its backward. ``logits``: one fp32 copy of the logits for the loss,
-    4·s·b·V/t (Korthikanti §4.3)."""
-    _check_int("seq_len", seq_len, 1)
-    _check_int("micro_batch", micro_batch, 1)
-    _check_int("tp", tp, 1)
-    if recompute not in RECOMPUTE:
-        raise ValueError(f"recompute={recompute!r}: expected one of {RECOMPUTE}")
-    s, b, h, a, t = seq_len, micro_batch, cfg.d_model, cfg.n_heads, tp
-    scores = 0.0 if flash_attention else 5 * a * s / h
-    if sequence_parallel or t == 1:
-        per_layer = s * b * h / t * (34 + scores)
-    else:
-        per_layer = s * b * h * (10 + 24 / t + scores / t)
-    if recompute == "full":
-        inputs = 2 * s * b * h / (t if sequence_parallel else 1)
-        layers = cfg.n_layers * inputs + per_layer
-    else:
-        layers = cfg.n_layers * per_layer
-    logits = 4 * s * b * cfg.vocab_size / t
-    return {"layers": layers, "logits": logits, "total": layers + logits}
 
 
 # ---- communication --------------------------------------------------------------------------------
@@ -157,9 +74,9 @@ def dp_comm_bytes(n_params: float, world: int, stage: int, *, bytes_per_value: i
     FSDP's defaults). With ``micro_steps=1`` these are the ZeRO paper's 2Ψ, 2Ψ, 2Ψ, 3Ψ (§7)."""
     if not n_params > 0:
         raise ValueError(f"n_params must be > 0, got {n_params!r}")
-    _check_int("world", world, 1)
-    _check_stage(stage)
-    _check_int("micro_steps", micro_steps, 1)
+    check_int("world", world, 1)
+    check_stage(stage)
+    check_int("micro_steps", micro_steps, 1)
     one = (world - 1) / world * n_params * bytes_per_value  # a reduce-scatter or an all-gather
     if stage <= 1:
         return 2 * one
@@ -173,8 +90,8 @@ def tp_comm_bytes(cfg: ModelConfig, seq_len: int, micro_batch: int, tp: int, *, 
     """Bytes each GPU sends per step for Megatron tensor parallelism over ``tp`` ranks: per layer and
     micro-batch 4 all-reduces (2 forward, 2 backward; 6 when full recomputation repeats the forward)
     of the b·s·h activations, each 2·(t−1)/t of the buffer on a ring."""
-    _check_int("tp", tp, 1)
-    _check_int("micro_steps", micro_steps, 1)
+    check_int("tp", tp, 1)
+    check_int("micro_steps", micro_steps, 1)
     if recompute not in RECOMPUTE:
         raise ValueError(f"recompute={recompute!r}: expected one of {RECOMPUTE}")
     all_reduces = 6 if recompute == "full" else 4
@@ -203,8 +120,8 @@ def step_estimate(cfg: ModelConfig, layout: Layout, hardware: Hardware | str, *,
     largest number of sequences per micro-batch that divides the rank's share and fits in HBM; a
     given one that does not divide the share is lowered to the largest divisor below it (noted)."""
     hw = get_hardware(hardware)
-    _check_int("global_batch_tokens", global_batch_tokens, 1)
-    _check_int("seq_len", seq_len, 1)
+    check_int("global_batch_tokens", global_batch_tokens, 1)
+    check_int("seq_len", seq_len, 1)
     notes = []
     n_params = cfg.param_count()
     seqs = global_batch_tokens // (seq_len * layout.dp)  # sequences per data-parallel rank per step
@@ -223,7 +140,7 @@ def step_estimate(cfg: ModelConfig, layout: Layout, hardware: Hardware | str, *,
         divisors = [b for b in range(seqs, 0, -1) if seqs % b == 0]
         micro_batch = next((b for b in divisors if states["total"] + activations(b)["total"] <= hw.hbm_bytes), 1)
     else:
-        _check_int("micro_batch", micro_batch, 1)
+        check_int("micro_batch", micro_batch, 1)
         if seqs % micro_batch:
             asked, micro_batch = micro_batch, max(b for b in range(1, min(micro_batch, seqs) + 1) if seqs % b == 0)
             notes.append(f"micro_batch {asked} -> {micro_batch} to divide {seqs} seqs per DP rank")
@@ -312,17 +229,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab", type=int, default=50257, help="vocabulary size (default 50257, GPT-2)")
     p.add_argument("--mfu", type=float, default=0.5, help="model FLOPs utilisation for compute time (default 0.5)")
     p.add_argument("--recompute", choices=RECOMPUTE, default="none", help="activation checkpointing (default none)")
-    from model.napkin import add_arguments  # the single-run report lives in model/napkin.py
-
-    add_arguments(p)
+    add_arguments(p)  # the single-run report's flags (model/napkin.py)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from model.napkin import run, wants_report
-
     if not args.scale_out and wants_report(args):
         args.gpus = [1] if args.gpus is None else args.gpus
         return run(args)

@@ -13,11 +13,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 from pathlib import Path
 
 import torch
+
+from model.config import ModelConfig
+from model.transformer import TransformerLM
+from workbench.files import atomic_open, write_json
 
 log = logging.getLogger(__name__)
 
@@ -37,22 +40,6 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _replace_atomically(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def write_json_atomically(path: Path, data: dict) -> None:
-    _replace_atomically(Path(path), lambda fh: fh.write((json.dumps(data, indent=2) + "\n").encode()))
-
-
 def read_latest(run_dir: Path) -> dict:
     """The ``latest`` pointer, or {} when it is missing or unreadable."""
     path = Path(run_dir) / LATEST
@@ -68,12 +55,14 @@ def save_checkpoint(run_dir: str | Path, step: int, state: dict, keep_last: int 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / f"ckpt-{step:08d}.pt"
-    _replace_atomically(path, lambda fh: torch.save(state, fh))
+    # through a file handle: a path would name the zip's inner folder after the random temp file
+    with atomic_open(path, "wb") as fh:
+        torch.save(state, fh)
     entry = {"file": path.name, "step": step, "sha256": _sha256(path)}
 
     previous = [c for c in read_latest(run_dir).get("checkpoints", []) if c.get("file") != path.name]
     kept = sorted([entry, *previous], key=lambda c: c["step"], reverse=True)[:max(1, keep_last)]
-    write_json_atomically(run_dir / LATEST, {**entry, "checkpoints": kept})
+    write_json(run_dir / LATEST, {**entry, "checkpoints": kept}, sort_keys=False)
 
     keep = {c["file"] for c in kept}
     for old in run_dir.glob("ckpt-*.pt"):
@@ -121,9 +110,6 @@ def load_model(path: str | Path, device="cpu", **overrides):
     """A TransformerLM from a run directory (its newest good checkpoint) or a ckpt-*.pt file.
 
     ``overrides`` replace ModelConfig fields (e.g. attention='sdpa') before building."""
-    from model.config import ModelConfig
-    from model.transformer import TransformerLM
-
     path = Path(path)
     if path.is_dir():
         found = load_latest(path, map_location=device)

@@ -74,6 +74,11 @@ class ModelConfig:
     checkpoint_every: int = 0
 
     def __post_init__(self) -> None:
+        self._check_shape()
+        self._check_implementations()
+        self._check_variants()
+
+    def _check_shape(self) -> None:
         for name in ("vocab_size", "context_length", "d_model", "n_layers", "n_heads"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
@@ -86,18 +91,19 @@ class ModelConfig:
             raise ValueError(f"ModelConfig.d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.d_head % 2:
             raise ValueError(f"ModelConfig: d_head={self.d_head} (d_model/n_heads) must be even for RoPE")
-        if self.attention not in ATTENTION_IMPLS:
-            raise ValueError(f"ModelConfig.attention={self.attention!r}: expected one of {ATTENTION_IMPLS}")
-        if self.norm not in NORM_IMPLS:
-            raise ValueError(f"ModelConfig.norm={self.norm!r}: expected one of {NORM_IMPLS}")
-        if self.ffn not in FFN_IMPLS:
-            raise ValueError(f"ModelConfig.ffn={self.ffn!r}: expected one of {FFN_IMPLS}")
-        if self.loss not in LOSS_IMPLS:
-            raise ValueError(f"ModelConfig.loss={self.loss!r}: expected one of {LOSS_IMPLS}")
+
+    def _check_implementations(self) -> None:
+        for name, allowed in (("attention", ATTENTION_IMPLS), ("norm", NORM_IMPLS), ("ffn", FFN_IMPLS),
+                              ("loss", LOSS_IMPLS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r}: expected one of {allowed}")
         if self.rope_theta <= 0:
             raise ValueError(f"ModelConfig.rope_theta must be > 0, got {self.rope_theta}")
         if self.norm_eps <= 0:
             raise ValueError(f"ModelConfig.norm_eps must be > 0, got {self.norm_eps}")
+
+    def _check_variants(self) -> None:
+        """Grouped-query attention, the sliding window, mixture of experts, activation checkpointing."""
         if self.n_kv_heads is None:
             object.__setattr__(self, "n_kv_heads", self.n_heads)
         if not isinstance(self.n_kv_heads, int) or self.n_kv_heads <= 0 or self.n_heads % self.n_kv_heads:

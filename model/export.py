@@ -12,9 +12,11 @@ safetensors is imported lazily so ``model`` keeps working with only torch and nu
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +24,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from model.checkpoint import load_model
 from model.config import ModelConfig
 
 # our per-layer suffix -> HF per-layer suffix (under "layers.{i}." and "model.layers.{i}." respectively)
@@ -252,11 +255,6 @@ def _add_tokenizer(tokenizer_dir: Path, out_dir: Path, eos_token: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-    import sys
-
-    from model.checkpoint import load_model
-
     parser = argparse.ArgumentParser(prog="python -m model.export",
                                      description="Export a run's checkpoint as a Hugging Face LlamaForCausalLM folder.")
     parser.add_argument("checkpoint", type=Path, help="run folder (newest good checkpoint) or a ckpt-*.pt file")

@@ -23,6 +23,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from model.checkpoint import CheckpointError, load_model
+
 
 def processed_probs(logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
                     top_p: float | None = None) -> Tensor:
@@ -69,19 +71,8 @@ def _positions(valid: Tensor) -> Tensor:
     return (valid.long().cumsum(dim=1) - 1).clamp(min=0)
 
 
-@torch.inference_mode()
-def generate(model, prompts: list[list[int]], max_new_tokens: int, temperature: float = 1.0,
-             top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
-             use_cache: bool = True, seed: int | None = None, generator: torch.Generator | None = None,
-             bf16: bool = False) -> list[list[int]]:
-    """Continue each prompt (a list of token ids) by up to ``max_new_tokens`` tokens.
-
-    Returns the new tokens of each prompt, stopped before ``eos_id`` (eos itself excluded).
-    ``seed`` makes a fresh generator on the model's device unless ``generator`` is given;
-    ``bf16`` runs under bfloat16 autocast (meant for CUDA)."""
-    cfg = model.cfg
-    if not prompts:
-        return []
+def _check_prompts(prompts: list[list[int]], max_new_tokens: int, cfg) -> None:
+    """A clear ValueError for an empty prompt, one too long for the context, or a token outside the vocab."""
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
     for i, prompt in enumerate(prompts):
@@ -93,6 +84,32 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, temperature: 
         bad = [t for t in prompt if not 0 <= t < cfg.vocab_size]
         if bad:
             raise ValueError(f"prompt {i} holds token id {bad[0]} outside the model's vocab (size {cfg.vocab_size})")
+
+
+def _left_pad(prompts: list[list[int]], fill: int, device) -> tuple[Tensor, Tensor]:
+    """(tokens, valid), both (B, longest prompt) on ``device``: prompts right-aligned, ``fill`` before them."""
+    B, P = len(prompts), max(map(len, prompts))
+    tokens = torch.full((B, P), fill, dtype=torch.long)
+    valid = torch.zeros(B, P, dtype=torch.bool)
+    for i, prompt in enumerate(prompts):
+        tokens[i, P - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
+        valid[i, P - len(prompt):] = True
+    return tokens.to(device), valid.to(device)
+
+
+@torch.inference_mode()
+def generate(model, prompts: list[list[int]], max_new_tokens: int, temperature: float = 1.0,
+             top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
+             use_cache: bool = True, seed: int | None = None, generator: torch.Generator | None = None,
+             bf16: bool = False) -> list[list[int]]:
+    """Continue each prompt (a list of token ids) by up to ``max_new_tokens`` tokens.
+
+    Returns the new tokens of each prompt, stopped before ``eos_id`` (eos itself excluded).
+    ``seed`` makes a fresh generator on the model's device unless ``generator`` is given;
+    ``bf16`` runs under bfloat16 autocast (meant for CUDA)."""
+    if not prompts:
+        return []
+    _check_prompts(prompts, max_new_tokens, model.cfg)
     if max_new_tokens == 0:
         return [[] for _ in prompts]
 
@@ -100,13 +117,8 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, temperature: 
     if generator is None and seed is not None:
         generator = torch.Generator(device=device).manual_seed(seed)
     fill = 0 if eos_id is None else eos_id  # fed to finished sequences; their outputs are ignored
-    B, P = len(prompts), max(map(len, prompts))
-    tokens = torch.full((B, P), fill, dtype=torch.long)
-    valid = torch.zeros(B, P, dtype=torch.bool)
-    for i, prompt in enumerate(prompts):
-        tokens[i, P - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
-        valid[i, P - len(prompt):] = True
-    tokens, valid = tokens.to(device), valid.to(device)
+    tokens, valid = _left_pad(prompts, fill, device)
+    B, P = tokens.shape
     padded = bool((~valid).any())
     mask = valid if padded else None  # no padding: plain causal attention
 
@@ -162,7 +174,8 @@ def _resolve_device(name: str) -> torch.device:
 
 
 def _load_tokenizer(tokenizer_dir: str, special_tokens: list[str]):
-    from pipeline.tokenizer import Tokenizer  # lazy: model/ imports no pipeline code at import time
+    # lazy: pipeline.tokenizer needs regex and tqdm, and model/ must import with only torch, triton, numpy
+    from pipeline.tokenizer import Tokenizer
 
     root = Path(tokenizer_dir)
     vocab, merges = root / "vocab.json", root / "merges.txt"
@@ -200,8 +213,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from model.checkpoint import CheckpointError, load_model
-
     try:
         device = _resolve_device(args.device)
         tokenizer = _load_tokenizer(args.tokenizer, [args.eos] if args.eos else [])

@@ -10,6 +10,7 @@ Attention variants: grouped-query / multi-query attention (Ainslie et al. 2023, 
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import torch
@@ -132,8 +133,6 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
 
 
 def import_kernel(module: str, name: str, switch: str):
-    import importlib
-
     try:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:

@@ -20,9 +20,14 @@ import argparse
 import math
 import sys
 
-from model.accounting import GB, RECOMPUTE, Hardware, Layout, activation_bytes, get_hardware, zero_model_state_bytes
+import torch
+import torch.nn.functional as F
+
 from model.config import ModelConfig
+from model.memory import GB, RECOMPUTE, Layout, activation_bytes, zero_model_state_bytes
 from model.roofline import block_matmuls, decode_batch_for_ridge, format_roofline, ridge_point, roofline_row
+from model.transformer import TransformerLM
+from workbench.hardware import Hardware, get_hardware
 
 DAY = 86400.0
 CHINCHILLA_TOKENS_PER_PARAM = 20  # Hoffmann et al. 2022: D ≈ 20·N at the compute-optimal point
@@ -242,11 +247,6 @@ def measure_activations(preset: str = "small", *, seq_len: int = 1024, micro_bat
     and measure, around one forward + loss, ``max_memory_allocated`` minus the memory before (peak)
     and the memory still held when the forward ends (what backward keeps), against
     ``activation_bytes`` — without and with ``checkpoint_every=1``. Raises RuntimeError without CUDA."""
-    import torch
-    import torch.nn.functional as F
-
-    from model.transformer import TransformerLM
-
     if not torch.cuda.is_available():
         raise RuntimeError("--measure-activations needs CUDA")
     rows = []

@@ -24,11 +24,20 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from model.checkpoint import write_json_atomically
-from model.distributed import DDP, DistInfo, apply_fsdp, broadcast_module, full_model_state_dict, init_distributed
+from model.distributed import (
+    DDP,
+    DistInfo,
+    apply_fsdp,
+    broadcast_module,
+    full_model_state_dict,
+    init_distributed,
+    load_sharded_checkpoint,
+    save_sharded_checkpoint,
+)
 from model.optim import clip_grad_norm
 from model.train_config import PARALLEL_MODES
 from model.zero import ShardedOptimizer
+from workbench.files import write_json
 
 MODES = PARALLEL_MODES
 
@@ -141,8 +150,6 @@ class Parallel:
 
     def save_sharded(self, out_dir: Path, step: int, trainer: dict, keep_last: int) -> Path:
         """FSDP: every rank writes its shards into dcp/step-<step> (atomic rename by rank 0)."""
-        from model.distributed import save_sharded_checkpoint
-
         root = Path(out_dir) / "dcp"
         final, tmp = root / f"step-{step:08d}", root / f".step-{step:08d}.tmp"
         if self.is_main:
@@ -151,10 +158,10 @@ class Parallel:
         save_sharded_checkpoint(tmp, self.wrapped, self.optimizer, {})
         dist.barrier()
         if self.is_main:
-            write_json_atomically(tmp / "trainer.json", trainer)
+            write_json(tmp / "trainer.json", trainer, sort_keys=False)
             shutil.rmtree(final, ignore_errors=True)
             tmp.rename(final)
-            write_json_atomically(root / "latest", {"dir": final.name, "step": step})
+            write_json(root / "latest", {"dir": final.name, "step": step}, sort_keys=False)
             for old in sorted(root.glob("step-*"))[:-max(1, keep_last)]:
                 shutil.rmtree(old, ignore_errors=True)
         dist.barrier()
@@ -162,8 +169,6 @@ class Parallel:
 
     def load_sharded(self, out_dir: Path) -> dict | None:
         """FSDP resume: load the newest dcp/step-* folder; returns its trainer.json, or None."""
-        from model.distributed import load_sharded_checkpoint
-
         root = Path(out_dir) / "dcp"
         try:
             latest = json.loads((root / "latest").read_text(encoding="utf-8"))

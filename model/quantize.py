@@ -26,7 +26,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from model.data import batch_rng, get_batch
 from model.layers import Embedding, Linear
+from model.loss import cross_entropy
 
 
 def quantize_absmax(weight: Tensor) -> tuple[Tensor, Tensor]:
@@ -130,9 +132,6 @@ def perplexity(model: nn.Module, tokens: np.ndarray, context_length: int, batche
     """exp(mean next-token cross-entropy) over ``batches`` fixed windows of ``context_length + 1``
     tokens, drawn with ``model.data.batch_rng(seed, i, split="val")`` (the training loop's
     validation windows): fp32 and int8 models given the same seed see the same tokens."""
-    from model.data import batch_rng, get_batch
-    from model.loss import cross_entropy
-
     if batches < 1:
         raise ValueError(f"batches must be >= 1, got {batches}")
     if batch_size < 1:

@@ -9,13 +9,15 @@ the parameters an uninterrupted run would have (CPU, ``--deterministic``).
 Under ``torchrun``, ``--parallel {ddp,zero1,zero2,fsdp}`` trains data-parallel (``model.parallel``):
 each rank draws distinct micro-batches, ``batch_size`` is per rank, and only rank 0 logs and
 writes files. A failing or timed-out rank makes every rank exit non-zero.
+
+``--metrics metrics/train.json`` gets the run's headline numbers (``headline``); the whole summary goes to
+``metrics/details/train.json`` and to the run folder's ``summary.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import logging
 import math
 import os
@@ -23,26 +25,29 @@ import platform
 import random
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from model.checkpoint import load_latest, save_checkpoint, write_json_atomically
+from model.checkpoint import load_latest, save_checkpoint
 from model.config import ModelConfig
 from model.data import batch_rng, get_batch, load_tokens, read_meta, unigram_entropy
 from model.distributed import launched_by_torchrun
 from model.optim import AdamW, cosine_schedule, wsd_schedule
 from model.parallel import Parallel
-from model.profiling import StepProfiler
-from model.train_config import TrainConfig, add_arguments, from_sources, resolve_device
+from model.progress import Monitor
+from model.train_config import TrainConfig
 from model.transformer import TransformerLM
+from workbench.files import write_json, write_metrics
 from workbench.hardware import peak_flops_of
+from workbench.params import add_config_flags, add_params_flag, load_section, params_path, parse_config
 
 log = logging.getLogger("model.train")
 
-CSV_FIELDS = ("step", "tokens", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "mfu")
-MOE_FIELDS = ("aux_loss", "moe_dropped", "moe_load")  # appended for mixture-of-experts models
+
 class TrainingDiverged(RuntimeError):
     pass
 
@@ -136,61 +141,72 @@ def evaluate(model, val: np.ndarray, cfg: TrainConfig, device: str, autocast) ->
     return float(np.mean(losses))
 
 
-class MetricsLog:
-    """metrics.csv of a run; on resume, rows after the resumed step are dropped (they get redone)."""
-
-    def __init__(self, path: Path, resume_step: int | None, fields: tuple[str, ...] = CSV_FIELDS):
-        self.path, self.fields = path, fields
-        rows = []
-        if resume_step is not None and path.exists():
-            with open(path, newline="", encoding="utf-8") as fh:
-                for row in csv.DictReader(fh):
-                    with contextlib.suppress(TypeError, ValueError):
-                        if None not in row.values() and int(row["step"]) <= resume_step:
-                            rows.append(row)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fields, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(rows)
-        tmp.replace(path)
-        self.fh = open(path, "a", newline="", encoding="utf-8")
-        self.writer = csv.DictWriter(self.fh, fields)
-
-    def write(self, row: dict) -> None:
-        self.writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in self.fields})
-        self.fh.flush()
-
-    def close(self) -> None:
-        self.fh.close()
+def resolve_device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"TrainConfig.device={name!r} but CUDA is not available")
+    return name
 
 
-def _tracker(cfg: TrainConfig, out_dir: Path):
-    if cfg.tracker == "tensorboard":
-        from torch.utils.tensorboard import SummaryWriter
-
-        writer = SummaryWriter(str(out_dir / "tensorboard"))
-        return lambda row: [writer.add_scalar(k, v, row["step"]) for k, v in row.items() if v is not None]
-    if cfg.tracker == "wandb":
-        import wandb
-
-        wandb.init(project="lm-workbench", name=out_dir.name, config=cfg.to_dict(), resume="allow")
-        return lambda row: wandb.log({k: v for k, v in row.items() if v is not None}, step=row["step"])
-    return lambda row: None
+# ---- setup --------------------------------------------------------------------------------------------
 
 
-def train(cfg: TrainConfig, resume: bool = False, parallel: Parallel | None = None) -> dict:
-    """Run (or resume) training; returns the run summary that is also written to summary.json."""
-    parallel = parallel or Parallel(cfg.parallel, cfg.device, cfg.dist_timeout_s, cfg.bucket_size_mb)
-    main_rank, world = parallel.is_main, parallel.world_size
-    device = parallel.info.device if parallel.info else resolve_device(cfg.device)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    if cfg.deterministic:
-        torch.use_deterministic_algorithms(True)
-    meta = read_meta(cfg.data)
-    train_tokens, val_tokens = load_tokens(cfg.data, "train"), load_tokens(cfg.data, "val")
-    mcfg = model_config(cfg, int(meta["vocab_size"]))
+@dataclass
+class Run:
+    """Everything the loop works with, built once by ``setup``; ``step``, ``bad_steps`` and ``elapsed`` advance."""
+
+    cfg: TrainConfig
+    parallel: Parallel
+    device: str
+    mcfg: ModelConfig
+    model: TransformerLM
+    forward: Callable  # the wrapped (and maybe compiled) model
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler | None
+    amp_dtype: torch.dtype | None  # autocast dtype; None: no autocast (CPU, fp32, FSDP's own mixed precision)
+    train_tokens: np.ndarray
+    val_tokens: np.ndarray
+    peak: float | None  # peak FLOP/s of all ranks together (None when unknown: no MFU)
+    step: int = 0
+    bad_steps: int = 0
+    elapsed: float = 0.0
+    resumed: bool = False
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.cfg.out_dir)
+
+    @property
+    def main_rank(self) -> bool:
+        return self.parallel.is_main
+
+    @property
+    def world(self) -> int:
+        return self.parallel.world_size
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.cfg.tokens_per_step * self.world
+
+    @property
+    def total(self) -> int:
+        cfg = self.cfg
+        return cfg.total_steps if cfg.max_tokens is None else -(-cfg.max_tokens // self.tokens_per_step)
+
+    @property
+    def flops_per_token(self) -> float:
+        return self.mcfg.flops_per_token(self.cfg.context_length)
+
+    @property
+    def params(self) -> list[torch.nn.Parameter]:
+        return [p for g in self.optimizer.param_groups for p in g["params"]]
+
+    def autocast(self):
+        return torch.autocast("cuda", dtype=self.amp_dtype) if self.amp_dtype else contextlib.nullcontext()
+
+
+def _check_shards(cfg: TrainConfig, mcfg: ModelConfig, meta: dict, train_tokens, val_tokens) -> None:
     if mcfg.vocab_size < int(meta["vocab_size"]):
         raise ValueError(f"TrainConfig.vocab_size={mcfg.vocab_size} is smaller than the shards' "
                          f"vocab_size={meta['vocab_size']} ({cfg.data}/meta.json)")
@@ -199,25 +215,58 @@ def train(cfg: TrainConfig, resume: bool = False, parallel: Parallel | None = No
             raise ValueError(f"{cfg.data}/{name}.bin has {len(tokens)} tokens; TrainConfig.context_length="
                              f"{cfg.context_length} needs more")
 
+
+def _amp_dtype(cfg: TrainConfig, device: str) -> torch.dtype | None:
+    """The low-precision compute dtype on CUDA (None on CPU and for fp32)."""
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}[cfg.dtype]
+    amp_dtype = amp_dtype if device.startswith("cuda") else None
+    if amp_dtype == torch.float16 and cfg.parallel in ("zero2", "fsdp"):
+        raise ValueError(f"TrainConfig.dtype='fp16' (loss scaling) is not supported with parallel={cfg.parallel!r}: "
+                         "use dtype bf16")
+    return amp_dtype
+
+
+def _restore(parallel: Parallel, found: tuple[Path, dict] | None, resume: bool, out_dir: Path,
+             fsdp: bool) -> tuple[int, int, float, bool]:
+    """Optimizer and RNG state from the checkpoint ``found`` (or FSDP's sharded one): (step, bad_steps,
+    elapsed seconds, resumed)."""
+    if found is not None:
+        path, state = found
+        parallel.load_checkpoint_state(state)
+        set_rng_state(state["rng"])
+        log.info("resumed from %s (step %d)", path, state["step"])
+        return state["step"], state.get("bad_steps", 0), state.get("seconds", 0.0), True
+    if resume and fsdp and (trainer := parallel.load_sharded(out_dir)) is not None:
+        log.info("resumed from %s/dcp (step %d)", out_dir, trainer["step"])
+        return trainer["step"], trainer["bad_steps"], trainer["seconds"], True
+    if resume:
+        log.info("no checkpoint in %s: starting from scratch", out_dir)
+    return 0, 0, 0.0, False
+
+
+def setup(cfg: TrainConfig, resume: bool, parallel: Parallel) -> Run:
+    """Load the shards, build (or resume) the model and optimizer, write the run's config.json."""
+    device = parallel.info.device if parallel.info else resolve_device(cfg.device)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    if cfg.deterministic:
+        torch.use_deterministic_algorithms(True)
+    meta = read_meta(cfg.data)
+    train_tokens, val_tokens = load_tokens(cfg.data, "train"), load_tokens(cfg.data, "val")
+    mcfg = model_config(cfg, int(meta["vocab_size"]))
+    _check_shards(cfg, mcfg, meta, train_tokens, val_tokens)
+
     out_dir = Path(cfg.out_dir)
     fsdp = cfg.parallel == "fsdp"
     found = load_latest(out_dir, map_location=device) if resume and not fsdp else None
     if not resume and (any(out_dir.glob("ckpt-*.pt")) or (out_dir / "dcp" / "latest").exists()):
         raise ValueError(f"{out_dir} already holds checkpoints: pass --resume to continue, or remove it")
-    if main_rank:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomically(out_dir / "config.json", {"model": mcfg.to_dict(), "train": cfg.to_dict()})
+    if parallel.is_main:
+        write_json(out_dir / "config.json", {"model": mcfg.to_dict(), "train": cfg.to_dict()}, sort_keys=False)
 
-    use_cuda = device.startswith("cuda")
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}[cfg.dtype]
-    amp_dtype = amp_dtype if use_cuda else None
-    if amp_dtype == torch.float16 and cfg.parallel in ("zero2", "fsdp"):
-        raise ValueError(f"TrainConfig.dtype='fp16' (loss scaling) is not supported with parallel={cfg.parallel!r}: "
-                         "use dtype bf16")
-
+    amp_dtype = _amp_dtype(cfg, device)
     torch.manual_seed(cfg.seed)
     model = TransformerLM(mcfg, device=device)
-    step, bad_steps, elapsed = 0, 0, 0.0
     if found is not None:
         model.load_state_dict(found[1]["model"])
     # FSDP computes in the low-precision dtype itself (fp32 master weights); the others autocast.
@@ -225,170 +274,219 @@ def train(cfg: TrainConfig, resume: bool = False, parallel: Parallel | None = No
     amp_dtype = None if fsdp else amp_dtype
     optimizer = parallel.make_optimizer(param_groups(model, cfg.weight_decay), AdamW, lr=cfg.lr,
                                         betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
-    resumed = found is not None
-    if found is not None:
-        path, state = found
-        parallel.load_checkpoint_state(state)
-        set_rng_state(state["rng"])
-        step, bad_steps, elapsed = state["step"], state.get("bad_steps", 0), state.get("seconds", 0.0)
-        log.info("resumed from %s (step %d)", path, step)
-    elif resume and fsdp and (trainer := parallel.load_sharded(out_dir)) is not None:
-        step, bad_steps, elapsed = trainer["step"], trainer["bad_steps"], trainer["seconds"]
-        resumed = True
-        log.info("resumed from %s/dcp (step %d)", out_dir, step)
-    elif resume:
-        log.info("no checkpoint in %s: starting from scratch", out_dir)
-
-    def autocast():
-        return torch.autocast("cuda", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
-
+    step, bad_steps, elapsed, resumed = _restore(parallel, found, resume, out_dir, fsdp)
     scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
     forward = torch.compile(wrapped) if cfg.compile else wrapped
-    flops_per_token = mcfg.flops_per_token(cfg.context_length)
     peak = peak_flops(device, cfg.peak_flops)
-    peak = peak * world if peak else None
-    tokens_per_step = cfg.tokens_per_step * world
-    entropy = unigram_entropy(train_tokens, mcfg.vocab_size)
-    fields = CSV_FIELDS + (MOE_FIELDS if mcfg.is_moe else ())
-    metrics = MetricsLog(out_dir / "metrics.csv", step if resumed else None, fields) if main_rank else None
-    track = _tracker(cfg, out_dir) if main_rank else (lambda row: None)
-    total = cfg.total_steps if cfg.max_tokens is None else -(-cfg.max_tokens // tokens_per_step)
-    params = [p for g in optimizer.param_groups for p in g["params"]]
+    return Run(cfg, parallel, device, mcfg, model, forward, optimizer, scaler, amp_dtype, train_tokens, val_tokens,
+               peak * parallel.world_size if peak else None, step, bad_steps, elapsed, resumed)
 
-    if main_rank:
-        print(f"model {cfg.preset}: {mcfg.param_count():,} params ({mcfg.param_count(False):,} non-embedding), "
-              f"{tokens_per_step:,} tokens/step × {total} steps on {device}"
-              f"{f' × {world} ranks ({cfg.parallel})' if world > 1 or parallel.info else ''}; "
-              f"train unigram entropy {entropy:.3f} nats/token", flush=True)
 
-    def checkpoint(at_step: int, final: bool = False) -> Path | None:
-        trainer = {"step": at_step, "bad_steps": bad_steps, "seconds": elapsed}
-        if fsdp:
-            path = parallel.save_sharded(out_dir, at_step, trainer, cfg.keep_last)
-            if not final:
-                return path
-            model_state, optimizer_state = parallel.full_model_state(), None  # model-only export
+def announce(run: Run, entropy: float) -> None:
+    cfg, mcfg, world = run.cfg, run.mcfg, run.world
+    print(f"model {cfg.preset}: {mcfg.param_count():,} params ({mcfg.param_count(False):,} non-embedding), "
+          f"{run.tokens_per_step:,} tokens/step × {run.total} steps on {run.device}"
+          f"{f' × {world} ranks ({cfg.parallel})' if world > 1 or run.parallel.info else ''}; "
+          f"train unigram entropy {entropy:.3f} nats/token", flush=True)
+
+
+# ---- one optimizer step ------------------------------------------------------------------------------
+
+
+def set_learning_rate(run: Run) -> float:
+    lr = learning_rate(run.cfg, run.step)
+    for group in run.optimizer.param_groups:
+        group["lr"] = lr
+    return lr
+
+
+def forward_backward(run: Run, profiler) -> tuple[float, float, torch.Tensor]:
+    """Accumulate the gradients of ``grad_accum`` micro-batches, synchronize and clip them:
+    (mean loss over ranks, gradient norm before clipping, summed MoE aux loss)."""
+    cfg, parallel = run.cfg, run.parallel
+    loss_sum = torch.zeros((), device=run.device)
+    aux_sum = torch.zeros((), device=run.device)
+    for micro in range(cfg.grad_accum):
+        x, y = get_batch(run.train_tokens, cfg.batch_size, cfg.context_length, run.device,
+                         batch_rng(cfg.seed, run.step, parallel.batch_index(micro)))
+        with parallel.micro_step(last=micro == cfg.grad_accum - 1):
+            with profiler.region("forward"), run.autocast():
+                loss = run.forward(x, targets=y)
+                aux = run.model.aux_loss()  # MoE load-balancing + z-loss (0 for dense models)
+            with profiler.region("backward"):
+                scaled = (loss + aux) / cfg.grad_accum
+                (run.scaler.scale(scaled) if run.scaler else scaled).backward()
+        loss_sum += loss.detach()
+        aux_sum += aux.detach() if torch.is_tensor(aux) else aux
+    parallel.finish_gradients()
+    if run.scaler:
+        run.scaler.unscale_(run.optimizer)
+    grad_norm = parallel.clip_gradients(run.params, cfg.grad_clip)
+    return float(parallel.mean(loss_sum)) / cfg.grad_accum, grad_norm, aux_sum
+
+
+def skip_step(run: Run, loss_value: float, grad_norm: float) -> None:
+    """A non-finite loss or gradient: drop the update; raise TrainingDiverged past ``max_bad_steps``."""
+    run.optimizer.zero_grad(set_to_none=True)
+    run.bad_steps += 1
+    if run.scaler:
+        run.scaler.update()
+    if run.bad_steps > run.cfg.max_bad_steps:
+        raise TrainingDiverged(f"loss {loss_value} / grad norm {grad_norm} at step {run.step}: more than "
+                               f"max_bad_steps={run.cfg.max_bad_steps} non-finite steps")
+    log.warning("step %d: non-finite loss or gradient, update skipped (%d/%d)", run.step, run.bad_steps,
+                run.cfg.max_bad_steps)
+
+
+def optimizer_step(run: Run, profiler) -> None:
+    with profiler.region("optimizer"):
+        if run.scaler:
+            run.scaler.step(run.optimizer)
+            run.scaler.update()
         else:
-            model_state, optimizer_state = parallel.checkpoint_state()
-        if not main_rank:
-            return None
-        state = {"model": model_state, "optimizer": optimizer_state, **trainer, "rng": rng_state(),
-                 "model_config": mcfg.to_dict(), "train_config": cfg.to_dict(),
-                 "data": {"seed": cfg.seed, "next_step": at_step, "world_size": world}}
-        return save_checkpoint(out_dir, at_step, state, cfg.keep_last)
+            run.optimizer.step()
+        run.optimizer.zero_grad(set_to_none=True)
 
-    from tqdm import tqdm
 
-    model.train()
-    val_loss = loss_value = None
-    window_tokens, window_start, started = 0, time.perf_counter(), time.perf_counter() - elapsed
-    bar = tqdm(total=total, initial=step, desc="train", unit="step", dynamic_ncols=True, file=sys.stderr,
-               disable=not main_rank)
-    profiler = StepProfiler(cfg.profile, out_dir, cfg.profile_steps, device, parallel.rank)
+def out_of_time(run: Run, started: float) -> bool:
+    """The time budget is spent (on any rank: every rank stops at the same step)."""
+    if run.cfg.time_budget_s is None:
+        return False
+    return run.parallel.any(time.perf_counter() - started >= run.cfg.time_budget_s)
+
+
+# ---- logging and checkpoints --------------------------------------------------------------------------
+
+
+def log_step(run: Run, monitor: Monitor, lr: float, loss_value: float, grad_norm: float, aux_sum: torch.Tensor,
+             val_loss: float | None) -> None:
+    """A metrics.csv row (and tracker / bar update); with ``val_loss``, also a line above the bar."""
+    tokens_per_s, now = monitor.tokens_per_s()
+    mfu = tokens_per_s * run.flops_per_token / run.peak if run.peak else None
+    row = {"step": run.step, "tokens": run.step * run.tokens_per_step, "loss": round(loss_value, 5),
+           "val_loss": round(val_loss, 5) if val_loss is not None else None, "lr": lr,
+           "grad_norm": round(grad_norm, 5), "tokens_per_s": round(tokens_per_s, 1),
+           "mfu": round(mfu, 4) if mfu is not None else None, **moe_metrics(run.model, aux_sum, run.cfg)}
+    monitor.log(row, loss=loss_value, tokens_per_s=tokens_per_s, mfu=mfu, now=now)
+    if val_loss is not None:
+        monitor.write(f"step {run.step}/{run.total} | loss {loss_value:.4f} | val {val_loss:.4f} | lr {lr:.2e} | "
+                      f"grad {grad_norm:.3f} | {tokens_per_s:,.0f} tok/s" +
+                      (f" | mfu {mfu:.1%}" if mfu is not None else ""))
+
+
+def save(run: Run, final: bool = False) -> Path | None:
+    """Checkpoint the current step: sharded folders under FSDP (plus a model-only file at the end), else
+    one ckpt-<step>.pt from rank 0."""
+    trainer = {"step": run.step, "bad_steps": run.bad_steps, "seconds": run.elapsed}
+    if run.cfg.parallel == "fsdp":
+        path = run.parallel.save_sharded(run.out_dir, run.step, trainer, run.cfg.keep_last)
+        if not final:
+            return path
+        model_state, optimizer_state = run.parallel.full_model_state(), None  # model-only export
+    else:
+        model_state, optimizer_state = run.parallel.checkpoint_state()
+    if not run.main_rank:
+        return None
+    state = {"model": model_state, "optimizer": optimizer_state, **trainer, "rng": rng_state(),
+             "model_config": run.mcfg.to_dict(), "train_config": run.cfg.to_dict(),
+             "data": {"seed": run.cfg.seed, "next_step": run.step, "world_size": run.world}}
+    return save_checkpoint(run.out_dir, run.step, state, run.cfg.keep_last)
+
+
+# ---- the loop -------------------------------------------------------------------------------------------
+
+
+def train(cfg: TrainConfig, resume: bool = False, parallel: Parallel | None = None) -> dict:
+    """Run (or resume) training; returns the run summary that is also written to summary.json."""
+    run = setup(cfg, resume, parallel or Parallel(cfg.parallel, cfg.device, cfg.dist_timeout_s, cfg.bucket_size_mb))
+    entropy = unigram_entropy(run.train_tokens, run.mcfg.vocab_size)
+    if run.main_rank:
+        announce(run, entropy)
+    run.model.train()
+    loss_value, val_loss = loop(run)
+    if val_loss is None:  # resumed at the end: nothing left to train
+        val_loss = evaluate(run.forward, run.val_tokens, cfg, run.device, run.autocast)
+    summary = summarize(run, loss_value, val_loss, entropy)
+    if run.main_rank:
+        finish(run, summary)
+    return summary
+
+
+def loop(run: Run) -> tuple[float | None, float | None]:
+    """Train from ``run.step`` to the last step (or the time budget): (last train loss, last val loss)."""
+    cfg, total = run.cfg, run.total
+    loss_value = val_loss = None
+    started = time.perf_counter() - run.elapsed
+    monitor = Monitor(cfg, run.out_dir, main_rank=run.main_rank, rank=run.parallel.rank, device=run.device,
+                      is_moe=run.mcfg.is_moe, step=run.step, total=total, resumed=run.resumed)
     try:
-        while step < total:
-            lr = learning_rate(cfg, step)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            loss_sum = torch.zeros((), device=device)
-            aux_sum = torch.zeros((), device=device)
-            for micro in range(cfg.grad_accum):
-                x, y = get_batch(train_tokens, cfg.batch_size, cfg.context_length, device,
-                                 batch_rng(cfg.seed, step, parallel.batch_index(micro)))
-                with parallel.micro_step(last=micro == cfg.grad_accum - 1):
-                    with profiler.region("forward"), autocast():
-                        loss = forward(x, targets=y)
-                        aux = model.aux_loss()  # MoE load-balancing + z-loss (0 for dense models)
-                    with profiler.region("backward"):
-                        scaled = (loss + aux) / cfg.grad_accum
-                        (scaler.scale(scaled) if scaler else scaled).backward()
-                loss_sum += loss.detach()
-                aux_sum += aux.detach() if torch.is_tensor(aux) else aux
-            parallel.finish_gradients()
-            if scaler:
-                scaler.unscale_(optimizer)
-            grad_norm = parallel.clip_gradients(params, cfg.grad_clip)
-            loss_value = float(parallel.mean(loss_sum)) / cfg.grad_accum
-            step += 1
+        while run.step < total:
+            lr = set_learning_rate(run)
+            loss_value, grad_norm, aux_sum = forward_backward(run, monitor.profiler)
+            run.step += 1
             if not (math.isfinite(loss_value) and math.isfinite(grad_norm)):
-                optimizer.zero_grad(set_to_none=True)
-                bad_steps += 1
-                if scaler:
-                    scaler.update()
-                if bad_steps > cfg.max_bad_steps:
-                    raise TrainingDiverged(f"loss {loss_value} / grad norm {grad_norm} at step {step}: more than "
-                                           f"max_bad_steps={cfg.max_bad_steps} non-finite steps")
-                log.warning("step %d: non-finite loss or gradient, update skipped (%d/%d)", step, bad_steps,
-                            cfg.max_bad_steps)
+                skip_step(run, loss_value, grad_norm)
                 continue
-            with profiler.region("optimizer"):
-                if scaler:
-                    scaler.step(optimizer)
-                    scaler.update()
-                else:
-                    optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-            profiler.step()
-            window_tokens += tokens_per_step
-            bar.update(1)
+            optimizer_step(run, monitor.profiler)
+            monitor.stepped(run.tokens_per_step)
 
-            do_eval = step % cfg.eval_interval == 0 or step == total
-            stop_early = cfg.time_budget_s is not None and time.perf_counter() - started >= cfg.time_budget_s
-            if cfg.time_budget_s is not None:
-                stop_early = parallel.any(stop_early)  # every rank stops at the same step
+            do_eval = run.step % cfg.eval_interval == 0 or run.step == total
+            stop_early = out_of_time(run, started)
             if do_eval or stop_early:
-                val_loss = evaluate(forward, val_tokens, cfg, device, autocast)
-            if step % cfg.log_interval == 0 or do_eval or stop_early:
-                now = time.perf_counter()
-                tokens_per_s = window_tokens / max(now - window_start, 1e-9)
-                mfu = tokens_per_s * flops_per_token / peak if peak else None
-                row = {"step": step, "tokens": step * tokens_per_step, "loss": round(loss_value, 5),
-                       "val_loss": round(val_loss, 5) if do_eval or stop_early else None, "lr": lr,
-                       "grad_norm": round(grad_norm, 5), "tokens_per_s": round(tokens_per_s, 1),
-                       "mfu": round(mfu, 4) if mfu is not None else None, **moe_metrics(model, aux_sum, cfg)}
-                if metrics:
-                    metrics.write(row)
-                track(row)
-                bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{tokens_per_s:,.0f}",
-                                **({"mfu": f"{mfu:.1%}"} if mfu is not None else {}))
-                if row["val_loss"] is not None:
-                    bar.write(f"step {step}/{total} | loss {loss_value:.4f} | val {val_loss:.4f} | lr {lr:.2e} | "
-                              f"grad {grad_norm:.3f} | {tokens_per_s:,.0f} tok/s" +
-                              (f" | mfu {mfu:.1%}" if mfu is not None else ""))
-                window_tokens, window_start = 0, now
-            elapsed = time.perf_counter() - started
-            if step % cfg.ckpt_interval == 0 or step == total or stop_early:
-                checkpoint(step, final=step == total or stop_early)
+                val_loss = evaluate(run.forward, run.val_tokens, cfg, run.device, run.autocast)
+            if run.step % cfg.log_interval == 0 or do_eval or stop_early:
+                log_step(run, monitor, lr, loss_value, grad_norm, aux_sum,
+                         val_loss if do_eval or stop_early else None)
+            run.elapsed = time.perf_counter() - started
+            if run.step % cfg.ckpt_interval == 0 or run.step == total or stop_early:
+                save(run, final=run.step == total or stop_early)
             if stop_early:
-                bar.write(f"time budget of {cfg.time_budget_s}s reached at step {step}")
+                monitor.write(f"time budget of {cfg.time_budget_s}s reached at step {run.step}")
                 break
     finally:
-        bar.close()
-        profiler.close()
-        if metrics:
-            metrics.close()
+        monitor.close()
+    return loss_value, val_loss
 
-    if val_loss is None:  # resumed at the end: nothing left to train
-        val_loss = evaluate(forward, val_tokens, cfg, device, autocast)
-    summary = {
-        "params": mcfg.param_count(), "params_non_embedding": mcfg.param_count(False), "steps": step,
-        "tokens": step * tokens_per_step, "flops": step * tokens_per_step * flops_per_token,
+
+# ---- the summary ----------------------------------------------------------------------------------------
+
+
+def summarize(run: Run, loss_value: float | None, val_loss: float, entropy: float) -> dict:
+    step, tokens_per_step, elapsed = run.step, run.tokens_per_step, run.elapsed
+    return {
+        "params": run.mcfg.param_count(), "params_non_embedding": run.mcfg.param_count(False), "steps": step,
+        "tokens": step * tokens_per_step, "flops": step * tokens_per_step * run.flops_per_token,
         "train_loss": loss_value, "val_loss": val_loss, "val_perplexity": math.exp(val_loss),
         "unigram_entropy": entropy, "nats_below_unigram": entropy - val_loss, "seconds": round(elapsed, 2),
-        "tokens_per_s": round(step * tokens_per_step / max(elapsed, 1e-9), 1), "device": device,
-        "bad_steps": bad_steps, "parallel": cfg.parallel, "world_size": world,
-        "hardware": hardware_name(device, world),
+        "tokens_per_s": round(step * tokens_per_step / max(elapsed, 1e-9), 1), "device": run.device,
+        "bad_steps": run.bad_steps, "parallel": run.cfg.parallel, "world_size": run.world,
+        "hardware": hardware_name(run.device, run.world),
     }
-    if not main_rank:
-        return summary
-    write_json_atomically(out_dir / "summary.json", summary)
-    if cfg.metrics:
-        Path(cfg.metrics).parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomically(Path(cfg.metrics), summary)
-    parallel.close()
+
+
+def headline(summary: dict, peak_flops: float | None = None) -> dict:
+    """The numbers ``dvc metrics show`` lists for a run (the shared metric names); ``mfu`` needs the peak
+    FLOP/s of all ranks together (left out when unknown, e.g. on CPU)."""
+    numbers = {"params": summary["params"], "tokens": summary["tokens"], "flops": summary["flops"],
+               "loss": summary["train_loss"], "val_loss": summary["val_loss"],
+               "tokens_per_s": summary["tokens_per_s"], "seconds": summary["seconds"]}
+    if peak_flops and summary["seconds"] > 0:
+        numbers["mfu"] = round(summary["flops"] / summary["seconds"] / peak_flops, 4)
+    return numbers
+
+
+def finish(run: Run, summary: dict) -> None:
+    """Rank 0: write summary.json (and the --metrics headline + details), close the process group, say done."""
+    write_json(run.out_dir / "summary.json", summary, sort_keys=False)
+    if run.cfg.metrics:
+        write_metrics(run.cfg.metrics, summary, headline(summary, run.peak))
+    run.parallel.close()
+    val_loss, entropy = summary["val_loss"], summary["unigram_entropy"]
     print(f"done: val loss {val_loss:.4f} (perplexity {math.exp(val_loss):.1f}) vs train unigram entropy "
-          f"{entropy:.4f}: {entropy - val_loss:.3f} nats below, {step} steps in {elapsed:.0f}s", flush=True)
-    return summary
+          f"{entropy:.4f}: {entropy - val_loss:.3f} nats below, {run.step} steps in {run.elapsed:.0f}s", flush=True)
+
+
+# ---- CLI ------------------------------------------------------------------------------------------------
 
 
 def _fail_rank(exc: BaseException, code: int) -> None:
@@ -403,19 +501,31 @@ def _fail_rank(exc: BaseException, code: int) -> None:
     os._exit(code)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m model.train", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"),
-                        help="params file whose `train` section supplies the defaults")
+def build_parser() -> argparse.ArgumentParser:
+    """--params, --resume, and one flag per TrainConfig field (bools as --x / --no-x); --help shows the
+    value a run would use (the params file's where it sets one)."""
+    parser = argparse.ArgumentParser(prog="python -m model.train", description=__doc__.split("\n\n")[0])
+    add_params_flag(parser, "train")
     parser.add_argument("--resume", action="store_true", help="continue from the run folder's newest good checkpoint")
-    add_arguments(parser)
-    args = parser.parse_args(argv)
+    add_config_flags(parser, TrainConfig, bool_switches=True)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Namespace]:
+    """TrainConfig from dataclass defaults < the params file's ``train`` section < flags. A section key that is
+    not a TrainConfig field is a ValueError naming it, the section and the file."""
+    load_section("train", params_path(argv), known=TrainConfig)
+    return parse_config(TrainConfig, "train", argv, parser=build_parser())
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cfg, args = parse_args(argv)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        from workbench.params import load_section
-
-        cfg = from_sources(load_section("train", args.params), args)
         if cfg.parallel != "none" and launched_by_torchrun():
             try:
                 train(cfg, resume=args.resume)

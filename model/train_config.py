@@ -1,11 +1,11 @@
 """``TrainConfig``: every knob of ``python -m model.train``, with help text, defaults and validation.
 
-Defaults come from the dataclass, then the ``train`` section of params.yaml, then CLI flags.
+Defaults come from the dataclass, then the ``train`` section of params.yaml, then CLI flags
+(``workbench.params``; ``model.train.build_parser`` turns every field into a flag).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from dataclasses import dataclass, field
 
@@ -127,36 +127,3 @@ class TrainConfig:
     def from_dict(cls, data: dict) -> TrainConfig:
         check_fields(cls, data, "TrainConfig")
         return cls(**data)
-
-
-_TYPES = {"int": int, "float": float, "str": str}
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per TrainConfig field (--max-steps, --no-compile, …), all defaulting to None."""
-    for f in dataclasses.fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        help_text = f"{f.metadata['help']} (default: {f.default})"
-        if f.type == "bool":
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
-        else:
-            parser.add_argument(flag, type=_TYPES[f.type.split(" |")[0]], default=None, help=help_text)
-
-
-def from_sources(section: dict, args: argparse.Namespace) -> TrainConfig:
-    """Dataclass defaults < params.yaml section < flags given on the command line."""
-    values = dict(section)
-    for f in dataclasses.fields(TrainConfig):
-        if getattr(args, f.name, None) is not None:
-            values[f.name] = getattr(args, f.name)
-    return TrainConfig.from_dict(values)
-
-
-def resolve_device(name: str) -> str:
-    import torch
-
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"TrainConfig.device={name!r} but CUDA is not available")
-    return name

@@ -24,6 +24,7 @@ Resumability is per stage, not per file: a rerun skips only when every output an
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import hashlib
 import json
@@ -33,11 +34,14 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
+from pipeline.cli import need, paths, run_step, step_parser
+from pipeline.documents import input_files, output_name
 from pipeline.minhash import (
     EMPTY,
     band_keys,
@@ -51,7 +55,8 @@ from pipeline.minhash import (
     verified_clusters,
     word_shingle_hashes,
 )
-from workbench.files import atomic_open, atomic_path, read_json, write_json
+from workbench.files import atomic_open, atomic_path, read_json, write_json, write_metrics
+from workbench.params import add_config_flags, config_from_args
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +259,7 @@ def _lines(path: Path, bad: list[str] | None = None) -> Iterator[tuple[int, byte
 
 
 def _parse(line: bytes) -> tuple[dict | None, bool, str]:
-    """(document or None, clean, problem). As ``pipeline.filter.read_documents``: a line must be a JSON object
+    """(document or None, clean, problem). As ``pipeline.documents.read_documents``: a line must be a JSON object
     with a string ``text``; invalid UTF-8 and lone surrogates in the text become U+FFFD / "?". ``clean``: none
     of that happened, so the line's bytes can be copied as they are."""
     try:
@@ -274,20 +279,159 @@ def _parse(line: bytes) -> tuple[dict | None, bool, str]:
     return doc, clean, ""
 
 
+@dataclass
+class _Corpus:
+    """What the first read learns about every readable document, by position in input order."""
+
+    files: list[Path]
+    ids: list[str] = field(default_factory=list)
+    where: list[tuple[int, int]] = field(default_factory=list)  # (file, line number)
+    clean: list[bool] = field(default_factory=list)  # its line can be copied as it is
+    lengths: list[int] = field(default_factory=list)  # characters per document, for the data funnel
+    bad: list[str] = field(default_factory=list)  # "file:line: problem" of every line skipped
+
+    def texts(self) -> Iterator[str]:
+        """Every document's text, recording where it is as it goes."""
+        for f, path in enumerate(self.files):
+            for lineno, line in _lines(path, self.bad):
+                doc, ok, problem = _parse(line)
+                if doc is None:
+                    self.bad.append(f"{path}:{lineno}: {problem}")
+                    continue
+                self.ids.append(str(doc.get("id", len(self.ids))))
+                self.where.append((f, lineno))
+                self.clean.append(ok)
+                self.lengths.append(len(doc["text"]))
+                yield doc["text"]
+
+
+@dataclass
+class _Clusters:
+    """Every document's exact original (-1: none) and near-duplicate cluster root, with the cluster sizes."""
+
+    ids: list[str]
+    exact_of: list[int]
+    roots: list[int]
+    size: Counter
+
+    def decide(self, i: int) -> dict | None:
+        return _decide(i, self.exact_of, self.roots, self.size, self.ids)
+
+    def clustered(self, i: int) -> bool:
+        return self.size[self.roots[i]] > 1
+
+
+def _sketch_phase(corpus: _Corpus, cfg: DedupConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Read 1: fingerprint and LSH keys of every document."""
+    bar = tqdm(corpus.texts(), desc="dedup sketch", unit="doc", dynamic_ncols=True, mininterval=2.0, disable=None)
+    return _sketch_all(bar, cfg)
+
+
+def _cluster_phase(corpus: _Corpus, fps: np.ndarray, keys: np.ndarray, cfg: DedupConfig,
+                   stats: dict) -> _Clusters:
+    """Read 2: exact duplicates by fingerprint; the shingle sets of the documents that share a band with another
+    one, verified by Jaccard and joined into clusters."""
+    n = len(corpus.ids)
+    exact_of = exact_duplicate_of(fps.tolist()) if cfg.exact else [-1] * n
+    active = (keys[:, 0] != 0) & (np.array(exact_of, dtype=np.int64) < 0) if n else None
+    index = {corpus.where[i]: i for i in (_candidates(keys, active) if n else ())}
+    shingles: dict[int, np.ndarray] = {}
+    for f, path in enumerate(corpus.files):
+        for lineno, line in _lines(path):
+            if (f, lineno) in index:
+                shingles[index[f, lineno]] = shingle_hash_set(_parse(line)[0]["text"], cfg.ngrams)
+    roots = verified_clusters(keys, shingles.__getitem__, cfg.jaccard_threshold, active, stats)
+    return _Clusters(corpus.ids, exact_of, roots, Counter(roots))
+
+
+class _Writer:
+    """Read 3: each input's kept documents (copied line for line where nothing changed) and dropped ones."""
+
+    def __init__(self, corpus: _Corpus, clusters: _Clusters, cfg: DedupConfig):
+        self.corpus, self.clusters = corpus, clusters
+        self.seen_lines: set[int] | None = set() if cfg.line_dedup == "first" else None
+        self.drops: Counter = Counter()
+        self.docs_out = self.lines_removed = self.chars_out = 0
+        self.i = 0  # the next document of the corpus
+
+    def write_file(self, f: int, out_path: Path, rejected_path: Path | None) -> None:
+        rejected: list[dict] = []
+        with atomic_open(out_path, "wb") as out:
+            for lineno, line in _lines(self.corpus.files[f]):
+                if self.i >= len(self.corpus.ids) or self.corpus.where[self.i] != (f, lineno):
+                    continue  # a bad line
+                self._document(line, out, rejected)
+                self.i += 1
+        if rejected_path is not None:
+            with atomic_open(rejected_path, "wb") as rej:
+                for doc in rejected:
+                    rej.write(_dumps(doc))
+
+    def _document(self, line: bytes, out, rejected: list[dict]) -> None:
+        i = self.i
+        decision, doc = self.clusters.decide(i), None
+        if decision is None and self.seen_lines is not None:
+            doc, decision = self._without_seen_lines(line)
+        if decision is not None:
+            self.drops[decision["reason"]] += 1
+            rejected.append({**(doc or _parse(line)[0]), **decision})
+        elif doc is None and not self.clusters.clustered(i) and self.corpus.clean[i]:
+            out.write(line if line.endswith(b"\n") else line + b"\n")  # unchanged: copied as is
+            self.docs_out += 1
+            self.chars_out += self.corpus.lengths[i]
+        else:
+            doc = doc or _parse(line)[0]
+            if self.clusters.clustered(i):
+                doc["minhash_cluster"] = self.corpus.ids[self.clusters.roots[i]]
+            out.write(_dumps(doc))
+            self.docs_out += 1
+            self.chars_out += len(doc["text"])
+
+    def _without_seen_lines(self, line: bytes) -> tuple[dict, dict | None]:
+        """The document without the lines earlier kept documents had; dropped when nothing is left."""
+        doc = _parse(line)[0]
+        text, removed = drop_seen_lines(doc["text"], self.seen_lines)
+        self.lines_removed += removed
+        if removed and not normalize_text(text):
+            return doc, {"reason": "line_dedup_empty"}
+        doc["text"] = text
+        return doc, None
+
+
+def _stage_metrics(corpus: _Corpus, clusters: _Clusters, writer: _Writer, stats: dict, cfg: DedupConfig,
+                   wall: float) -> dict:
+    n, size = len(corpus.ids), clusters.size
+    drops = writer.drops
+    if corpus.bad:
+        drops["bad_json"] = len(corpus.bad)
+    return {"stage": "dedup", "files": len(corpus.files), "docs_in": n, "docs_out": writer.docs_out,
+            "chars_in": sum(corpus.lengths), "chars_out": writer.chars_out, "drops": dict(sorted(drops.items())),
+            "clusters": sum(1 for c in size.values() if c > 1),
+            "clustered_docs": sum(c for c in size.values() if c > 1),
+            "candidate_docs": stats.get("candidate_texts", 0), "comparisons": stats.get("comparisons", 0),
+            **({"lines_removed": writer.lines_removed} if writer.seen_lines is not None else {}),
+            "settings": cfg.settings(), "seconds": round(wall, 3),
+            "docs_per_s": round(n / wall, 1) if wall > 0 else None}
+
+
+def _warn_bad(bad: list[str]) -> None:
+    for line in bad[:5]:
+        log.warning("skipped %s", line)
+    if len(bad) > 5:
+        log.warning("skipped %d more bad lines", len(bad) - 5)
+
+
 def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_path: Path,
               cfg: DedupConfig = DedupConfig(), rejected_dir: Path | None = None, force: bool = False) -> dict:
     """Drop exact and near duplicates across all ``inputs`` (files or folders of ``*.jsonl[.gz]``).
 
     Writes ``out_dir/<name>`` per input (kept documents: copied line for line, except that those in a
     near-duplicate cluster get ``minhash_cluster`` = the kept document's id), ``rejected_dir/<name>`` (dropped
-    documents with ``reason``, ``duplicate_of`` and ``minhash_cluster``), the metrics JSON, then the completion
-    marker. Skips the work when the marker matches (same inputs and settings) and every output exists, unless
-    ``force``. A malformed line is skipped, counted as ``bad_json`` and named file:line in a warning.
+    documents with ``reason``, ``duplicate_of`` and ``minhash_cluster``), the metrics (headline at
+    ``metrics_path``, all of them in ``details_path(metrics_path)``), then the completion marker. Skips the
+    work when the marker matches (same inputs and settings) and every output exists, unless ``force``.
+    A malformed line is skipped, counted as ``bad_json`` and named file:line in a warning.
     """
-    from tqdm import tqdm
-
-    from pipeline.filter import input_files, output_name
-
     files = input_files([inputs] if isinstance(inputs, (str, Path)) else list(inputs))
     out_dir = Path(out_dir)
     rejected_dir = Path(rejected_dir) if rejected_dir is not None else None
@@ -299,106 +443,29 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     if not force and marker.exists() and all(p.exists() for p in outputs):
         done = read_json(marker)
         if {k: done.get(k) for k in wanted} == wanted:
-            write_json(metrics_path, done["metrics"])
+            write_metrics(metrics_path, done["metrics"], headline(done["metrics"]))
             return done["metrics"]
     marker.unlink(missing_ok=True)
     start = time.perf_counter()
-
-    # pass 1: fingerprint + LSH keys of every document; where it is, its id, whether its line can be copied
-    bad: list[str] = []
-    ids: list[str] = []
-    where: list[tuple[int, int]] = []  # (file, line number)
-    clean: list[bool] = []
-    lengths: list[int] = []  # characters per document, for the data funnel
-
-    def texts() -> Iterator[str]:
-        for f, path in enumerate(files):
-            for lineno, line in _lines(path, bad):
-                doc, ok, problem = _parse(line)
-                if doc is None:
-                    bad.append(f"{path}:{lineno}: {problem}")
-                    continue
-                ids.append(str(doc.get("id", len(ids))))
-                where.append((f, lineno))
-                clean.append(ok)
-                lengths.append(len(doc["text"]))
-                yield doc["text"]
-
-    bar = tqdm(texts(), desc="dedup sketch", unit="doc", dynamic_ncols=True, mininterval=2.0, disable=None)
-    fps, keys = _sketch_all(bar, cfg)
-    n = len(ids)
-
-    # pass 2: shingle sets of the documents that share a band with another one; verify, cluster
-    stats: dict = {}
-    exact_of = exact_duplicate_of(fps.tolist()) if cfg.exact else [-1] * n
-    active = (keys[:, 0] != 0) & (np.array(exact_of, dtype=np.int64) < 0) if n else None
-    index = {where[i]: i for i in (_candidates(keys, active) if n else ())}
-    shingles: dict[int, np.ndarray] = {}
-    for f, path in enumerate(files):
-        for lineno, line in _lines(path):
-            if (f, lineno) in index:
-                shingles[index[f, lineno]] = shingle_hash_set(_parse(line)[0]["text"], cfg.ngrams)
-    roots = verified_clusters(keys, shingles.__getitem__, cfg.jaccard_threshold, active, stats)
-    del shingles, index
-    size = Counter(roots)
-
-    # pass 3: write kept and rejected documents, file by file
-    drops: Counter = Counter()
-    docs_out = lines_removed = chars_out = 0
-    seen_lines: set[int] | None = set() if cfg.line_dedup == "first" else None
-    i = 0
-    for f, (path, name) in enumerate(zip(files, names, strict=False)):
-        rejected = []
-        with atomic_open(out_dir / name, "wb") as out:
-            for lineno, line in _lines(path):
-                if i >= n or where[i] != (f, lineno):
-                    continue  # a bad line
-                decision, doc = _decide(i, exact_of, roots, size, ids), None
-                if decision is None and seen_lines is not None:
-                    doc = _parse(line)[0]
-                    text, removed = drop_seen_lines(doc["text"], seen_lines)
-                    lines_removed += removed
-                    if removed and not normalize_text(text):
-                        decision = {"reason": "line_dedup_empty"}
-                    doc["text"] = text if decision is None else doc["text"]
-                if decision is None and doc is None and size[roots[i]] == 1 and clean[i]:
-                    out.write(line if line.endswith(b"\n") else line + b"\n")  # unchanged: copied as is
-                    docs_out += 1
-                    chars_out += lengths[i]
-                elif decision is None:
-                    doc = doc or _parse(line)[0]
-                    if size[roots[i]] > 1:
-                        doc["minhash_cluster"] = ids[roots[i]]
-                    out.write(_dumps(doc))
-                    docs_out += 1
-                    chars_out += len(doc["text"])
-                else:
-                    drops[decision["reason"]] += 1
-                    rejected.append({**(doc or _parse(line)[0]), **decision})
-                i += 1
-        if rejected_dir is not None:
-            with atomic_open(rejected_dir / name, "wb") as rej:
-                for doc in rejected:
-                    rej.write(_dumps(doc))
-    for line in bad[:5]:
-        log.warning("skipped %s", line)
-    if len(bad) > 5:
-        log.warning("skipped %d more bad lines", len(bad) - 5)
-    if bad:
-        drops["bad_json"] = len(bad)
-    wall = time.perf_counter() - start
-    clusters = sum(1 for r, c in size.items() if c > 1)
-    metrics = {"stage": "dedup", "files": len(files), "docs_in": n, "docs_out": docs_out,
-               "chars_in": sum(lengths), "chars_out": chars_out, "drops": dict(sorted(drops.items())),
-               "clusters": clusters,
-               "clustered_docs": sum(c for c in size.values() if c > 1),
-               "candidate_docs": stats.get("candidate_texts", 0), "comparisons": stats.get("comparisons", 0),
-               **({"lines_removed": lines_removed} if seen_lines is not None else {}),
-               "settings": cfg.settings(), "seconds": round(wall, 3),
-               "docs_per_s": round(n / wall, 1) if wall > 0 else None}
-    write_json(metrics_path, metrics)
+    corpus, stats = _Corpus(files), {}
+    fps, keys = _sketch_phase(corpus, cfg)
+    clusters = _cluster_phase(corpus, fps, keys, cfg, stats)
+    writer = _Writer(corpus, clusters, cfg)
+    for f, name in enumerate(names):
+        writer.write_file(f, out_dir / name, rejected_dir / name if rejected_dir is not None else None)
+    _warn_bad(corpus.bad)
+    metrics = _stage_metrics(corpus, clusters, writer, stats, cfg, time.perf_counter() - start)
+    write_metrics(metrics_path, metrics, headline(metrics))
     write_json(marker, {**wanted, "metrics": metrics})  # written last: the stage is complete
     return metrics
+
+
+def headline(metrics: dict) -> dict:
+    """The numbers ``dvc metrics show`` prints for the stage (the rest is in metrics/details/dedup.json)."""
+    docs_in = metrics["docs_in"]
+    return {"docs_in": docs_in, "docs_out": metrics["docs_out"],
+            "drop_rate": round(1 - metrics["docs_out"] / docs_in, 4) if docs_in else 0.0,
+            "seconds": metrics["seconds"], "docs_per_s": metrics["docs_per_s"]}
 
 
 def drop_seen_lines(text: str, seen: set[int]) -> tuple[str, int]:
@@ -422,3 +489,40 @@ def _decide(i: int, exact_of: list[int], roots: list[int], size: Counter, ids: l
     if roots[i] != i:
         return {"reason": "minhash_duplicate", "duplicate_of": ids[roots[i]], "minhash_cluster": ids[roots[i]]}
     return None
+
+
+# -- CLI ---------------------------------------------------------------------------------------------------------
+CONFIG_HELP = {"ngrams": "word n-gram shingle size", "num_hashes": "MinHash permutations (bands x rows)",
+               "num_bands": "LSH bands", "jaccard_threshold": "verified Jaccard similarity to call a pair duplicates",
+               "exact": "drop exact duplicates (normalized text) before MinHash",
+               "line_dedup": "'first': drop lines an earlier kept document had; 'none'", "seed": "hash seed",
+               "workers": "signature processes (outputs do not depend on it)"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = step_parser("python -m pipeline.dedup", "dedup",
+                    "Drop exact and near duplicates (pipeline/dedup.py) across every documents file.")
+    p.add_argument("inputs", nargs="*", type=Path, help="documents files or folders (default: %(default)s)")
+    p.add_argument("--out-dir", type=Path, help="kept documents, one file per input (default: %(default)s)")
+    p.add_argument("--rejected-dir", type=Path,
+                   help="dropped documents with reason and cluster (default: %(default)s)")
+    p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
+    add_config_flags(p, DedupConfig, CONFIG_HELP)
+    p.add_argument("--force", action="store_true", help="redo even if the outputs are complete")
+    return p
+
+
+def run_command(args: argparse.Namespace, section: dict) -> str:
+    need(args, "inputs", "out_dir", "rejected_dir", "metrics")
+    cfg = config_from_args(DedupConfig, args, "dedup")
+    m = run_dedup([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.metrics), cfg,
+                  rejected_dir=Path(args.rejected_dir), force=args.force)
+    return f"dedup: {m['docs_in']} -> {m['docs_out']} documents in {args.out_dir}; drops {m['drops']}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_step(build_parser(), "dedup", argv, run_command)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -5,11 +5,13 @@ a main-content extractor: trafilatura (Barbaresi, ACL 2021; the default, best pr
 Resiliparse (Bevendorff et al., 2018; ~13x faster, keeps more boilerplate). ``run_extract`` streams every input file,
 fans records out to a process pool, bounds each record in bytes and seconds, counts every drop
 with its reason, and writes one ``<input>.jsonl.gz`` per input atomically, so a rerun skips
-inputs that are already done.
+inputs that are already done. ``python -m pipeline.extract`` is the stage (defaults: the ``extract`` section of
+params.yaml).
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import multiprocessing as mp
 import signal
@@ -20,8 +22,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tqdm import tqdm
+
+from pipeline.cli import need, paths, run_step, step_parser
 from pipeline.warc import Payload, iter_payloads
-from workbench.files import read_json, write_json, write_jsonl
+from workbench.files import read_json, write_json, write_jsonl, write_metrics
 
 EXTRACTORS = ("trafilatura", "resiliparse")
 _MAX_REPLACEMENT_SHARE = 0.02  # more U+FFFD than this after decoding: the charset was wrong
@@ -188,10 +193,9 @@ def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path, cfg: Extr
     """Extract every input into ``out_dir``; skip inputs already done unless ``force``.
 
     With at least as many pending inputs as workers, each worker takes whole files; otherwise the
-    records of each file are spread over the workers.
+    records of each file are spread over the workers. The headline metrics go to ``metrics_path``, all of them
+    to ``details_path(metrics_path)``.
     """
-    from tqdm import tqdm
-
     inputs, out_dir = [Path(p) for p in inputs], Path(out_dir)
     missing = [p for p in inputs if not p.is_file()]
     if missing:
@@ -219,7 +223,7 @@ def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path, cfg: Extr
     wall = time.perf_counter() - start
     metrics["seconds"] = round(wall, 3)
     metrics["docs_per_s"] = round(sum(s["docs"] for s in fresh) / wall, 2) if fresh else None
-    write_json(metrics_path, metrics)
+    write_metrics(metrics_path, metrics, headline(metrics))
     return metrics
 
 
@@ -236,3 +240,48 @@ def summarize(per_file: list[dict], cfg: ExtractConfig) -> dict:
         "docs_out": sum(s["docs"] for s in per_file),
         "drops": dict(sorted(drops.items())),
     }
+
+
+def headline(metrics: dict) -> dict:
+    """The numbers ``dvc metrics show`` prints for the stage (the rest is in metrics/details/extract.json)."""
+    records = metrics["records_read"]
+    return {"records": records, "docs_out": metrics["docs_out"],
+            "drop_rate": round(1 - metrics["docs_out"] / records, 4) if records else 0.0,
+            "seconds": metrics["seconds"], "docs_per_s": metrics["docs_per_s"]}
+
+
+# -- CLI ---------------------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    defaults = ExtractConfig()
+    p = step_parser("python -m pipeline.extract", "extract",
+                    "Extract main text from WARC response / WET conversion records.")
+    p.add_argument("inputs", nargs="*", type=Path, help="WARC/WET files (default: %(default)s)")
+    p.add_argument("--out-dir", type=Path, help="folder for <input>.jsonl.gz documents (default: %(default)s)")
+    p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
+    p.add_argument("--extractor", choices=EXTRACTORS, default=defaults.extractor,
+                   help="main-text extractor (default: %(default)s)")
+    p.add_argument("--workers", type=int, default=defaults.workers, help="extraction processes (default: %(default)s)")
+    p.add_argument("--max-bytes", type=int, default=defaults.max_bytes,
+                   help="per-record byte cap, also after Content-Encoding (default: %(default)s)")
+    p.add_argument("--timeout-s", type=float, default=defaults.timeout_s,
+                   help="per-record extraction time limit in seconds (default: %(default)s)")
+    p.add_argument("--force", action="store_true", help="redo inputs whose output already exists")
+    return p
+
+
+def run_command(args: argparse.Namespace, section: dict) -> str:
+    need(args, "inputs", "out_dir", "metrics")
+    cfg = ExtractConfig(extractor=args.extractor, workers=int(args.workers), max_bytes=int(args.max_bytes),
+                        timeout_s=float(args.timeout_s))
+    m = run_extract([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.metrics), cfg,
+                    force=args.force)
+    return (f"extract: {m['records_read']} records -> {m['docs_out']} documents in {args.out_dir} "
+            f"({m['docs_per_s']} docs/s); drops {m['drops']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_step(build_parser(), "extract", argv, run_command)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

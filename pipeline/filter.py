@@ -1,4 +1,4 @@
-"""``python -m pipeline filter``: documents → kept documents + rejected-with-reason, one file per input file.
+"""``python -m pipeline.filter``: documents → kept documents + rejected-with-reason, one file per input file.
 
 The chain is a list of steps (pipeline/steps.py) in a fixed order, each switched on or off in ``params.yaml``:
 ``langid`` → ``gopher`` (quality rules) → ``gopher_rep`` (repetition rules) → ``c4`` (line filters) →
@@ -11,22 +11,26 @@ line is counted as ``bad_json`` and named file:line in a warning, never fatal), 
 documents to ``out_dir/<name>`` and the dropped ones, each with its ``reason``, to ``rejected_dir/<name>``, both
 atomically, then writes ``out_dir/_stats/<name>.json`` last as its completion marker, so a rerun skips finished
 files and a killed run never leaves half-written outputs. Stats carry no timings, so a rerun is byte-identical;
-seconds and docs/s go to the stage metrics (``metrics/filter.json``).
+seconds and docs/s go to the stage metrics: the headline in ``metrics/filter.json``, every count (per step, per
+reason) in ``metrics/details/filter.json``.
 """
 
 from __future__ import annotations
 
-import gzip
+import argparse
 import importlib
-import json
 import logging
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tqdm import tqdm
+
+from pipeline.cli import need, paths, run_step, step_parser
+from pipeline.documents import input_files, output_name, read_documents
+from pipeline.executor import EXECUTORS, LocalExecutor, make_executor
 from pipeline.steps import Step, StepStats, run_steps
-from workbench.files import read_json, write_json, write_jsonl
+from workbench.files import read_json, write_json, write_jsonl, write_metrics
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +40,9 @@ STEPS = {
     "gopher": ("pipeline.quality_rules", "GopherQualityFilter"),
     "gopher_rep": ("pipeline.quality_rules", "GopherRepetitionFilter"),
     "c4": ("pipeline.quality_rules", "C4LineFilter"),
-    "quality": ("pipeline.classify", "ClassifierFilter"),
-    "toxicity": ("pipeline.classify", "ClassifierFilter"),
-    "nsfw": ("pipeline.classify", "ClassifierFilter"),
+    "quality": ("pipeline.classifiers", "ClassifierFilter"),
+    "toxicity": ("pipeline.classifiers", "ClassifierFilter"),
+    "nsfw": ("pipeline.classifiers", "ClassifierFilter"),
     "pii": ("pipeline.pii", "PIIMasker"),
 }
 CLASSIFIER_STEPS = ("quality", "toxicity", "nsfw")
@@ -86,40 +90,8 @@ def build_steps(cfg: FilterConfig) -> list[Step]:
     return steps
 
 
-def read_documents(path: Path, bad: list[str]) -> Iterator[dict]:
-    """Documents of a gzip/plain JSONL file; a line that is not a JSON object with a string ``text`` is skipped
-    and recorded in ``bad`` as ``file:line: problem``. An unreadable (e.g. truncated gzip) tail ends the file.
-    Invalid UTF-8 bytes and lone surrogates (from ``\udcff`` escapes) become U+FFFD / "?" rather than errors."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    lineno = 0
-    try:
-        with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    doc = json.loads(line)
-                except json.JSONDecodeError as e:
-                    bad.append(f"{path}:{lineno}: invalid JSON ({e.msg})")
-                    continue
-                if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
-                    bad.append(f"{path}:{lineno}: not a document (needs a string 'text')")
-                    continue
-                try:
-                    doc["text"].encode("utf-8")
-                except UnicodeEncodeError:
-                    doc["text"] = doc["text"].encode("utf-8", "replace").decode("utf-8")
-                yield doc
-    except (OSError, EOFError, UnicodeError) as e:
-        bad.append(f"{path}:{lineno + 1}: unreadable ({type(e).__name__}: {e})")
-
-
 def stats_path(out_dir: Path, name: str) -> Path:
     return out_dir / "_stats" / f"{name}.json"
-
-
-def output_name(path: Path) -> str:
-    return path.name if path.name.endswith((".jsonl.gz", ".jsonl")) else f"{path.name}.jsonl.gz"
 
 
 def filter_file(task: tuple[Path, Path, Path, FilterConfig]) -> dict:
@@ -159,32 +131,9 @@ def filter_file(task: tuple[Path, Path, Path, FilterConfig]) -> dict:
     return result
 
 
-def input_files(inputs: list[Path]) -> list[Path]:
-    files = []
-    for p in inputs:
-        p = Path(p)
-        if p.is_dir():
-            files += sorted(p.glob("*.jsonl.gz")) + sorted(p.glob("*.jsonl"))
-        elif p.is_file():
-            files.append(p)
-        else:
-            raise FileNotFoundError(f"input not found: {p}")
-    if not files:
-        raise FileNotFoundError(f"no .jsonl/.jsonl.gz documents in {', '.join(map(str, inputs))}")
-    names = [output_name(f) for f in files]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ValueError(f"two inputs would write the same output name {dupes[0]!r}")
-    return files
-
-
 def run_filter(inputs: list[Path], out_dir: Path, rejected_dir: Path, metrics_path: Path, cfg: FilterConfig,
                executor=None, force: bool = False) -> dict:
     """Filter every input file (skipping finished ones unless ``force``); write and return the stage metrics."""
-    from tqdm import tqdm
-
-    from pipeline.executor import LocalExecutor
-
     files, out_dir, rejected_dir = input_files(inputs), Path(out_dir), Path(rejected_dir)
     build_steps(cfg)  # fail fast on bad settings or missing models, before any task starts
     done = {f: read_json(stats_path(out_dir, output_name(f))) for f in files
@@ -202,7 +151,7 @@ def run_filter(inputs: list[Path], out_dir: Path, rejected_dir: Path, metrics_pa
     for name, step in metrics["steps"].items():
         step["seconds"] = round(sum(r["step_seconds"].get(name, 0.0) for r in fresh), 3)
         step["docs_per_s"] = round(step["docs_in"] / step["seconds"], 1) if fresh and step["seconds"] > 0 else None
-    write_json(metrics_path, metrics)
+    write_metrics(metrics_path, metrics, headline(metrics))
     return metrics
 
 
@@ -222,3 +171,47 @@ def summarize(per_file: list[dict], order: list[str]) -> dict:
             "docs_out": sum(r["docs_out"] for r in per_file), "chars_in": sum(r["chars_in"] for r in per_file),
             "chars_out": sum(r["chars_out"] for r in per_file), "drops": dict(sorted(drops.items())),
             "step_order": list(steps), "steps": {k: v.to_dict() for k, v in steps.items()}}
+
+
+def headline(metrics: dict) -> dict:
+    """The numbers ``dvc metrics show`` prints for the stage (the rest is in metrics/details/filter.json)."""
+    docs_in = metrics["docs_in"]
+    return {"docs_in": docs_in, "docs_out": metrics["docs_out"],
+            "drop_rate": round(1 - metrics["docs_out"] / docs_in, 4) if docs_in else 0.0,
+            "seconds": metrics["seconds"], "docs_per_s": metrics["docs_per_s"]}
+
+
+# -- CLI ---------------------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = step_parser("python -m pipeline.filter", "filter",
+                    "Run the filter chain (pipeline/filter.py) over every documents file; the chain is the "
+                    "`steps` mapping of the params section.")
+    p.add_argument("inputs", nargs="*", type=Path, help="documents files or folders (default: %(default)s)")
+    p.add_argument("--out-dir", type=Path, help="kept documents, one file per input (default: %(default)s)")
+    p.add_argument("--rejected-dir", type=Path,
+                   help="dropped documents with their reason (default: %(default)s)")
+    p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
+    p.add_argument("--workers", type=int, default=FilterConfig.workers,
+                   help="processes; each input file is one task (default: %(default)s)")
+    p.add_argument("--executor", choices=EXECUTORS, default="local", help="where tasks run (default: %(default)s)")
+    p.add_argument("--address", help="ray/dask cluster address (default: start a local one)")
+    p.add_argument("--force", action="store_true", help="redo inputs whose output already exists")
+    return p
+
+
+def run_command(args: argparse.Namespace, section: dict) -> str:
+    need(args, "inputs", "out_dir", "rejected_dir", "metrics")
+    cfg = FilterConfig(steps=section.get("steps", FilterConfig().steps), workers=int(args.workers))
+    executor = make_executor(args.executor, cfg.workers, args.address)
+    m = run_filter([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.rejected_dir),
+                   Path(args.metrics), cfg, executor, force=args.force)
+    return (f"filter: {m['docs_in']} -> {m['docs_out']} documents in {args.out_dir} ({m['docs_per_s']} docs/s); "
+            f"drops {m['drops']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_step(build_parser(), "filter", argv, run_command, extra_keys=("steps",))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

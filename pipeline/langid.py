@@ -25,7 +25,7 @@ Empty or unidentifiable text gives ``("und", 0.0)``.
 
 Measured on 2 shared CPU cores: accuracy against the manifest on the generated crawl (600 pages, seed 7; the 519 docs
 with >= 50 words), and agreement with ``<html lang>`` (primary subtag) on the 897 real pages of
-../shared/data/web/*.warc.gz with >= 50 trafilatura words (``python -m pipeline.langid --bench``, which also gives
+../shared/data/web/*.warc.gz with >= 50 trafilatura words (``python -m bench.langid``, which also gives
 docs/s on those pages, models loaded):
 
     backend       generated   real pages        docs/s
@@ -49,10 +49,11 @@ import functools
 import importlib.util
 import math
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
+
+import numpy as np
 
 from pipeline.steps import Step
 
@@ -127,8 +128,6 @@ class LanguageIdentifier:
     def _langid(self, text: str) -> tuple[str, float]:
         # langid.py's classify(), with the naive Bayes dot product taken over the non-zero features only (a few
         # hundred of 7,480): the same float64 sums, ~3x faster.
-        import numpy as np
-
         model, ptc = _langid_model()
         fv = model.instance2fv(text)
         nz = np.flatnonzero(fv)
@@ -165,7 +164,6 @@ class LanguageIdentifier:
 # Models load once per process (langid.py's takes ~2 s to unpack), whichever identifier asks first.
 @functools.cache
 def _langid_model():
-    import numpy as np
     from langid.langid import LanguageIdentifier as _LangId
     from langid.langid import model
 
@@ -241,7 +239,7 @@ class LanguageFilter(Step):
         return None
 
 
-# -- benchmark: python -m pipeline.langid --bench ---------------------------------------------------------------
+# -- the declared language of a page (what bench/langid.py measures the identifiers against) -----------------
 _HTML_LANG = re.compile(rb"<html\b[^>]*?\blang\s*=\s*[\"']?\s*([A-Za-z]{2,3})(?=[-_\"'\s>])", re.I)
 
 
@@ -251,62 +249,14 @@ def declared_language(html: bytes) -> str | None:
     return normalize_code(m.group(1).decode("ascii")) if m else None
 
 
-def real_pages(paths, min_words: int = 50) -> list[tuple[str, str]]:
-    """(declared language, trafilatura text) for every page of ``paths`` with a declaration and >= ``min_words``."""
-    import logging
-    from collections import Counter
-
-    from pipeline.extract import extract_text
-    from pipeline.warc import iter_payloads
-
-    logging.getLogger("trafilatura").setLevel(logging.CRITICAL)
-    out = []
-    for path in paths:
-        for p in iter_payloads(path, Counter()):
-            declared = declared_language(p.body) if p.kind == "html" else None
-            if declared and declared != UNKNOWN:
-                text = extract_text(p.body, declared_charset=p.charset)
-                if text and len(text.split()) >= min_words:
-                    out.append((declared, text))
-    return out
-
-
-def agreement(pages: list[tuple[str, str]], backend: str, model_path=None) -> tuple[float, float]:
-    """(share of pages whose identified language equals the truth, docs/s) for one backend."""
-    ident = get_identifier(backend, model_path)
-    ident.predict("warm up: load the model before the clock starts")
-    start = time.perf_counter()
-    hits = sum(ident.predict(text)[0] == truth for truth, text in pages)
-    return hits / max(len(pages), 1), len(pages) / max(time.perf_counter() - start, 1e-9)
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipeline.langid", description=__doc__.split("\n\n")[0])
-    ap.add_argument("text", nargs="*", help="text to identify (joined with spaces)")
+    ap = argparse.ArgumentParser(prog="python -m pipeline.langid", description=__doc__.split("\n\n")[0],
+                                 epilog="The backends' agreement with <html lang> on real pages: "
+                                        "python -m bench.langid")
+    ap.add_argument("text", nargs="+", help="text to identify (joined with spaces)")
     ap.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS, help="identifier to use")
     ap.add_argument("--model-path", default=None, help="lid.176.bin/.ftz for --backend fasttext")
-    ap.add_argument("--bench", nargs="*", metavar="WARC", default=None,
-                    help="measure every available backend against <html lang> on these WARCs "
-                         "(default: ../shared/data/web/*.warc.gz)")
     args = ap.parse_args(argv)
-    if args.bench is not None:
-        paths = args.bench or sorted(Path("../shared/data/web").glob("*.warc.gz"))
-        if not paths:
-            ap.error("no WARC files to benchmark")
-        pages = real_pages(paths)
-        print(f"{len(pages)} pages with <html lang> and >= 50 words")
-        for backend in BACKENDS:
-            if backend == "fasttext" and not args.model_path:
-                continue
-            try:
-                acc, rate = agreement(pages, backend, args.model_path if backend == "fasttext" else None)
-            except ImportError as e:
-                print(f"{backend:12s} skipped: {e}")
-                continue
-            print(f"{backend:12s} agreement {acc:.4f}  {rate:8.0f} docs/s")
-        return 0
-    if not args.text:
-        ap.error("give some text, or --bench")
     lang, score = identify_language(" ".join(args.text), args.backend, args.model_path)
     print(f"{lang}\t{score:.4f}")
     return 0

@@ -90,36 +90,56 @@ class GopherQualityFilter(Step):
     def reject(self, doc: dict) -> str | None:
         text = _text(doc)
         toks = words(text)
-        n_words = len(toks)
+        return (self._length_reason(toks) or self._symbol_reason(text, len(toks)) or self._line_reason(text)
+                or self._word_reason(toks))
+
+    def _length_reason(self, toks: tuple[str, ...]) -> str | None:
+        """Too few or too many words, or a mean word length out of range (symbols are not words here)."""
         lengths = [len(w) for w in toks if not is_symbol(w)]
         n = len(lengths)
         if self.min_doc_words and n < self.min_doc_words:
             return "gopher_short_doc"
         if self.max_doc_words and n > self.max_doc_words:
             return "gopher_long_doc"
-        if n:  # datatrove divides by zero here; a doc without words has no mean length
-            mean = sum(lengths) / n
-            if self.min_avg_word_length and mean < self.min_avg_word_length:
-                return "gopher_below_avg_threshold"
-            if self.max_avg_word_length and mean > self.max_avg_word_length:
-                return "gopher_above_avg_threshold"
-        if n_words and self.max_symbol_word_ratio:
-            if text.count("#") / n_words > self.max_symbol_word_ratio:
-                return "gopher_too_many_hashes"
-            if (text.count("...") + text.count("…")) / n_words > self.max_symbol_word_ratio:
-                return "gopher_too_many_ellipsis"
+        if not n:  # datatrove divides by zero here; a doc without words has no mean length
+            return None
+        mean = sum(lengths) / n
+        if self.min_avg_word_length and mean < self.min_avg_word_length:
+            return "gopher_below_avg_threshold"
+        if self.max_avg_word_length and mean > self.max_avg_word_length:
+            return "gopher_above_avg_threshold"
+        return None
+
+    def _symbol_reason(self, text: str, n_words: int) -> str | None:
+        """Too many hashes or ellipses per word."""
+        if not (n_words and self.max_symbol_word_ratio):
+            return None
+        if text.count("#") / n_words > self.max_symbol_word_ratio:
+            return "gopher_too_many_hashes"
+        if (text.count("...") + text.count("…")) / n_words > self.max_symbol_word_ratio:
+            return "gopher_too_many_ellipsis"
+        return None
+
+    def _line_reason(self, text: str) -> str | None:
+        """Too many lines starting with a bullet or ending with an ellipsis."""
         lines = text.splitlines()
-        if lines and self.max_bullet_lines_ratio:
+        if not lines:
+            return None
+        if self.max_bullet_lines_ratio:
             bullets = sum(s.lstrip().startswith(("•", "-")) for s in lines)
             if bullets / len(lines) > self.max_bullet_lines_ratio:
                 return "gopher_too_many_bullets"
-        if lines and self.max_ellipsis_lines_ratio:
+        if self.max_ellipsis_lines_ratio:
             ellipsis = sum(s.rstrip().endswith(("...", "…")) for s in lines)
             if ellipsis / len(lines) > self.max_ellipsis_lines_ratio:
                 return "gopher_too_many_end_ellipsis"
-        if n_words and self.min_alpha_words_ratio:
+        return None
+
+    def _word_reason(self, toks: tuple[str, ...]) -> str | None:
+        """Too few words with a letter, or too few stop words."""
+        if toks and self.min_alpha_words_ratio:
             alpha = sum(w.isalpha() or _HAS_ALPHA.search(w) is not None for w in toks)
-            if alpha / n_words < self.min_alpha_words_ratio:
+            if alpha / len(toks) < self.min_alpha_words_ratio:
                 return "gopher_below_alpha_threshold"
         if self.min_stop_words and len(set(self.stop_words).intersection(toks)) < self.min_stop_words:
             return "gopher_enough_stop_words"
@@ -153,7 +173,8 @@ def _duplicates(items: list[str]) -> tuple[int, int]:
 
 def top_ngram_chars(toks: tuple[str, ...], n: int) -> int:
     """Characters covered by the most frequent n-gram (space-joined length x count; ties: the first seen)."""
-    counts = Counter(zip(*(toks[k:] for k in range(n)), strict=False))  # tokens hold no spaces: tuples stand for joined strings
+    # tokens hold no spaces: tuples stand for joined strings
+    counts = Counter(zip(*(toks[k:] for k in range(n)), strict=False))
     if not counts:
         return 0
     gram, count = max(counts.items(), key=lambda kv: kv[1])

@@ -1,8 +1,9 @@
 """The data funnel: how many records, documents, characters and tokens survive each data step.
 
-``python -m pipeline report`` reads the stage metrics (``metrics/{extract,filter,dedup,shards}.json``; a stage
-that did not run is left out) and writes ``data_funnel.csv`` (pandas-readable, one row per step) and
-``data_funnel.png`` (documents and estimated tokens kept after each step, as horizontal bars).
+``python -m pipeline.report`` reads the stages' detailed metrics (``metrics/details/{extract,filter,dedup,
+shards}.json``, beside each stage's headline metrics; a stage that did not run is left out) and writes
+``data_funnel.csv`` (pandas-readable, one row per step) and ``data_funnel.png`` (documents and estimated tokens
+kept after each step, as horizontal bars).
 
 Tokens are only counted by the tokenizer at the end; for the earlier steps ``tokens_est`` scales each step's
 characters by the final corpus's tokens per character (exact for the last row, an estimate before it, since
@@ -11,17 +12,20 @@ dropped text tokenizes a little differently).
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
-from workbench.files import atomic_path, read_json
+from pipeline.cli import need, run_step, step_parser
+from workbench.files import atomic_path, details_path, read_json
 
 COLUMNS = ["stage", "step", "docs", "dropped", "kept_share", "chars", "tokens", "tokens_est"]
 
 
 def funnel_rows(metrics_dir: Path) -> list[dict]:
-    """One row per step, in pipeline order, with the documents (and characters, tokens where known) after it."""
+    """One row per step, in pipeline order, with the documents (and characters, tokens where known) after it.
+    ``metrics_dir`` is the stages' metrics folder; the counts come from its ``details`` folder."""
     def load(name):
-        path = Path(metrics_dir) / f"{name}.json"
+        path = details_path(Path(metrics_dir) / f"{name}.json")
         return read_json(path) if path.exists() else None
 
     rows = []
@@ -57,7 +61,7 @@ def funnel_rows(metrics_dir: Path) -> list[dict]:
         else:
             add("tokenize", "tokenized", docs, tokens=tokens)
     if not rows:
-        raise FileNotFoundError(f"no stage metrics (extract/filter/dedup/shards .json) in {metrics_dir}")
+        raise FileNotFoundError(f"no stage metrics (extract/filter/dedup/shards .json) in {metrics_dir}/details")
     first = rows[0]["docs"] or 1
     last_chars = next((r["chars"] for r in reversed(rows) if r["chars"]), None)
     per_char = rows[-1]["tokens"] / last_chars if rows[-1]["tokens"] and last_chars else None
@@ -106,3 +110,27 @@ def plot_funnel(frame, path: Path) -> None:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
+
+
+# -- CLI ---------------------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = step_parser("python -m pipeline.report", "report",
+                    "How many records, documents, characters and tokens survive each data step.")
+    p.add_argument("--metrics-dir", type=Path, help="folder of stage metrics JSON, details in its details/ folder "
+                                                    "(default: %(default)s)")
+    p.add_argument("--out-dir", type=Path, help="writes data_funnel.csv and data_funnel.png (default: %(default)s)")
+    return p
+
+
+def run_command(args: argparse.Namespace, section: dict) -> str:
+    need(args, "metrics_dir", "out_dir")
+    frame, paths = write_funnel(Path(args.metrics_dir), Path(args.out_dir))
+    return f"report: {len(frame)} funnel rows -> {', '.join(map(str, paths))}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_step(build_parser(), "report", argv, run_command)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -4,11 +4,13 @@ Each document is encoded, followed by the end-of-text id, and appended to the sp
 seeded hash of its id, so the split does not depend on file order, worker count or chunking.
 Encoding fans out to a process pool over batches of documents; results come back in order, so the
 shards are byte-identical for any ``workers``. Read them with ``np.memmap(path, dtype=meta["dtype"])``
-(the layout nanoGPT's ``prepare.py`` uses).
+(the layout nanoGPT's ``prepare.py`` uses). ``python -m pipeline.shards`` is the tokenize stage (defaults: the
+``shards`` section of params.yaml).
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import multiprocessing as mp
 import time
@@ -16,50 +18,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
+from pipeline.cli import need, run_step, step_parser
+from pipeline.documents import EOT, iter_texts
 from pipeline.tokenizer import Tokenizer
-from workbench.files import atomic_path, read_jsonl, write_json
+from workbench.files import atomic_path, write_json, write_metrics
 
-EOT = "<|endoftext|>"
 _BATCH_DOCS = 64
-
-
-def document_paths(input_path: str | Path) -> list[Path]:
-    """A documents file (``.jsonl.gz``, or plain ``.txt`` with documents separated by
-    ``<|endoftext|>``), or every ``*.jsonl.gz`` in a folder (sorted)."""
-    path = Path(input_path)
-    if path.is_dir():
-        paths = sorted(path.glob("*.jsonl.gz"))
-    elif path.is_file():
-        paths = [path]
-    else:
-        raise FileNotFoundError(f"documents not found: {path}")
-    if not paths:
-        raise FileNotFoundError(f"no *.jsonl.gz documents in {path}")
-    return paths
-
-
-def iter_texts(input_path: str | Path) -> Iterator[tuple[str, str]]:
-    """(id, text) of every document, in file order."""
-    for path in document_paths(input_path):
-        if path.suffix == ".txt":
-            yield from _iter_txt(path)
-            continue
-        for lineno, doc in enumerate(read_jsonl(path), 1):
-            if not isinstance(doc.get("text"), str):
-                raise ValueError(f"{path}:{lineno}: document has no string 'text'")
-            yield str(doc.get("id", f"{path.name}:{lineno}")), doc["text"]
-
-
-def _iter_txt(path: Path) -> Iterator[tuple[str, str]]:
-    """Documents of a TinyStories-style text file: stories separated by ``<|endoftext|>``."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
-    for index, doc in enumerate(text.split(EOT)):
-        if doc.strip():
-            yield f"{path.name}:{index}", doc.strip()
 
 
 def is_val(doc_id: str, val_fraction: float, seed: int) -> bool:
@@ -114,8 +80,6 @@ def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, 
     Returns the meta plus this run's ``seconds`` and ``tokens_per_s`` (kept out of ``meta.json``,
     which must be byte-identical on a rerun).
     """
-    from tqdm import tqdm
-
     if not 0.0 <= val_fraction < 1.0:
         raise ValueError(f"shards.val_fraction must be in [0, 1), got {val_fraction}")
     tokenizer = load_tokenizer(tokenizer_dir)
@@ -160,3 +124,44 @@ def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, 
     write_json(out_dir / "meta.json", meta)
     tokens = counts["train"][1] + counts["val"][1]
     return {**meta, "seconds": round(seconds, 3), "tokens_per_s": round(tokens / max(seconds, 1e-9))}
+
+
+def headline(metrics: dict) -> dict:
+    """The numbers ``dvc metrics show`` prints for the stage (the rest is in metrics/details/shards.json)."""
+    return {"docs_in": metrics["train_docs"] + metrics["val_docs"],
+            "tokens": metrics["train_tokens"] + metrics["val_tokens"], "vocab_size": metrics["vocab_size"],
+            "seconds": metrics["seconds"], "tokens_per_s": metrics["tokens_per_s"]}
+
+
+# -- CLI ---------------------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = step_parser("python -m pipeline.shards", "shards",
+                    "Encode documents into uint16/uint32 token shards plus meta.json.")
+    p.add_argument("--input", type=Path, help="documents file or folder (default: %(default)s)")
+    p.add_argument("--tokenizer", type=Path, help="folder with vocab.json + merges.txt (default: %(default)s)")
+    p.add_argument("--out-dir", type=Path, help="writes train.bin, val.bin, meta.json (default: %(default)s)")
+    p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
+    p.add_argument("--val-fraction", type=float, default=0.05,
+                   help="share of documents in val.bin (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the train/val split (default: %(default)s)")
+    p.add_argument("--workers", type=int, default=1, help="encoding processes (default: %(default)s)")
+    return p
+
+
+def run_command(args: argparse.Namespace, section: dict) -> str:
+    need(args, "input", "tokenizer", "out_dir")
+    meta = write_shards(Path(args.input), Path(args.tokenizer), Path(args.out_dir), float(args.val_fraction),
+                        int(args.seed), int(args.workers))
+    if args.metrics:
+        stats = {"stage": "shards", **meta}
+        write_metrics(Path(args.metrics), stats, headline(stats))
+    return (f"tokenize: {meta['train_tokens']:,} train + {meta['val_tokens']:,} val tokens "
+            f"({meta['dtype']}) at {meta['tokens_per_s']:,} tokens/s -> {args.out_dir}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_step(build_parser(), "shards", argv, run_command)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

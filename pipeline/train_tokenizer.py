@@ -2,19 +2,22 @@
 
 The documents' texts are streamed into one temporary corpus file, separated by the end-of-text
 special token, so ``train_bpe`` can cut it into chunks at document boundaries and pre-tokenize
-them in parallel without holding the corpus in memory.
+them in parallel without holding the corpus in memory. ``python -m pipeline.train_tokenizer`` is the stage
+(defaults: the ``tokenizer`` section of params.yaml).
 """
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 import time
 from pathlib import Path
 
 from pipeline.bpe import train_bpe
-from pipeline.shards import iter_texts
+from pipeline.cli import need, run_step, step_parser
+from pipeline.documents import EOT, iter_texts
 from pipeline.tokenizer import Tokenizer
-from workbench.files import write_json
+from workbench.files import write_metrics
 
 
 def write_corpus(input_path: Path, corpus_path: Path, separator: str) -> tuple[int, int]:
@@ -31,7 +34,8 @@ def write_corpus(input_path: Path, corpus_path: Path, separator: str) -> tuple[i
 
 def train_tokenizer(input_path: Path, out_dir: Path, vocab_size: int, special_tokens: list[str],
                     workers: int = 1, metrics_path: Path | None = None) -> dict:
-    """Train on every document under ``input_path``; write the tokenizer files; return metrics."""
+    """Train on every document under ``input_path``; write the tokenizer files; return metrics (written, when
+    ``metrics_path`` is given, as the headline there and in full at ``details_path(metrics_path)``)."""
     if not special_tokens:
         raise ValueError("tokenizer.special_tokens must hold at least the end-of-text token")
     separator = special_tokens[0]
@@ -49,5 +53,40 @@ def train_tokenizer(input_path: Path, out_dir: Path, vocab_size: int, special_to
     metrics = {"stage": "tokenizer", "docs_in": docs, "bytes_in": n_bytes, "vocab_size": len(vocab),
                "merges": len(merges), "special_tokens": special_tokens, "seconds": round(seconds, 3)}
     if metrics_path:
-        write_json(metrics_path, metrics)
+        write_metrics(metrics_path, metrics, headline(metrics))
     return metrics
+
+
+def headline(metrics: dict) -> dict:
+    """The numbers ``dvc metrics show`` prints for the stage (the rest is in metrics/details/tokenizer.json)."""
+    return {"docs_in": metrics["docs_in"], "vocab_size": metrics["vocab_size"], "seconds": metrics["seconds"]}
+
+
+# -- CLI ---------------------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = step_parser("python -m pipeline.train_tokenizer", "tokenizer",
+                    "Train a byte-level BPE tokenizer (GPT-2 pre-tokenization) on documents.")
+    p.add_argument("--input", type=Path, help="documents file or folder (default: %(default)s)")
+    p.add_argument("--out-dir", type=Path, help="writes vocab.json, merges.txt, tokenizer.json (default: %(default)s)")
+    p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
+    p.add_argument("--vocab-size", type=int, help="final vocabulary size, bytes and specials included "
+                                                  "(default: %(default)s)")
+    p.add_argument("--special-tokens", nargs="*", default=[EOT], help="special tokens (default: %(default)s)")
+    p.add_argument("--workers", type=int, default=1, help="pre-tokenization processes (default: %(default)s)")
+    return p
+
+
+def run_command(args: argparse.Namespace, section: dict) -> str:
+    need(args, "input", "out_dir", "vocab_size")
+    m = train_tokenizer(Path(args.input), Path(args.out_dir), int(args.vocab_size), list(args.special_tokens or [EOT]),
+                        int(args.workers), metrics_path=Path(args.metrics) if args.metrics else None)
+    return (f"train-tokenizer: {m['vocab_size']} tokens ({m['merges']} merges) in {m['seconds']} s "
+            f"-> {args.out_dir}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_step(build_parser(), "tokenizer", argv, run_command)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

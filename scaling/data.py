@@ -8,7 +8,8 @@ Whichever of D and C is missing is filled in with the training-compute approxima
 (Kaplan et al. 2020, §2.1; Hoffmann et al. 2022, §3).
 
 The output side lives here too: the fit outputs (fit.json and predictions.csv, each written to a temporary file
-and renamed into place; the printed summary table), the grouping of runs into compute budgets and the stacking
+and renamed into place; the DVC metrics: the flat ``headline`` in metrics/fit.json, every prediction in
+metrics/details/fit.json; the printed summary table), the grouping of runs into compute budgets and the stacking
 of bootstrap samples, so that scaling/isoflop.py and scaling/parametric.py hold the math and scaling/fit.py the CLI.
 
 Every problem raises ``ValueError`` with one line naming the file, the column and the row. Rows count from 1
@@ -18,11 +19,12 @@ over the data rows (the CSV header is not a row; in JSON row k is the k-th objec
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from workbench.files import write_metrics, write_text
 
 CANONICAL = ("params", "tokens", "flops", "loss")
 # canonical name -> accepted spellings, in order of preference (the canonical name wins when several are present)
@@ -32,6 +34,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "flops": ("flops", "c", "compute_budget"),
     "loss": ("loss", "final_loss", "val_loss"),
 }
+# the fit whose prediction headlines metrics/fit.json (and the report's predicted_loss), in order of preference
+HEADLINE_METHODS = ("parametric", "isoflop", "isoflop_grid")
 
 
 def load_results(path: str | Path) -> pd.DataFrame:
@@ -153,25 +157,37 @@ def _jsonable(value: object) -> object:
     return value
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_outputs(report: dict, out_dir: Path) -> None:
     """fit.json and predictions.csv, each written to a temporary file and renamed into place."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out_dir / "fit.json", json.dumps(_jsonable(report), indent=2) + "\n")
-    _atomic_write(out_dir / "predictions.csv", pd.DataFrame(report["predictions"]).to_csv(index=False))
+    write_text(out_dir / "fit.json", json.dumps(_jsonable(report), indent=2) + "\n")
+    write_text(out_dir / "predictions.csv", pd.DataFrame(report["predictions"]).to_csv(index=False))
 
 
-def write_headline(report: dict, path: Path) -> None:
-    """A small metrics JSON for ``dvc metrics show``: the predictions at each target budget."""
-    headline = {f"{row['method']}@{row['target_flops']:.0e}": {k: float(row[k]) for k in ("n_opt", "d_opt", "loss")}
-                for row in report["predictions"]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, json.dumps(headline, indent=2) + "\n")
+def prediction_metrics(report: dict) -> dict:
+    """The detailed fit metrics: n_opt, d_opt and loss per ``{method}@{target C}`` (metrics/details/fit.json)."""
+    return {f"{row['method']}@{row['target_flops']:.0e}": {k: float(row[k]) for k in ("n_opt", "d_opt", "loss")}
+            for row in report["predictions"]}
+
+
+def headline(stats: dict) -> dict:
+    """The fit's flat DVC metrics, from ``prediction_metrics``: the compute-optimal params and tokens and the
+    predicted loss at the largest target budget C (``flops``), by the first method of HEADLINE_METHODS fitted."""
+    rows = []
+    for key, value in stats.items():
+        method, _, budget = key.partition("@")
+        rows.append((float(budget), method, value))
+    if not rows:
+        return {}
+    flops = max(budget for budget, _, _ in rows)
+    at_largest = {method: value for budget, method, value in rows if budget == flops}
+    best = at_largest[next((m for m in HEADLINE_METHODS if m in at_largest), next(iter(at_largest)))]
+    return {"flops": flops, "params": best["n_opt"], "tokens": best["d_opt"], "loss": best["loss"]}
+
+
+def write_fit_metrics(report: dict, path: Path) -> None:
+    """metrics/fit.json (``headline``) for ``dvc metrics show`` and metrics/details/fit.json (every prediction)."""
+    stats = prediction_metrics(report)
+    write_metrics(path, stats, headline(stats))
 
 
 def format_summary(report: dict) -> str:

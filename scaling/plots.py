@@ -3,22 +3,21 @@
 The figures mirror Hoffmann et al. 2022 (Chinchilla): fig. 3 left (IsoFLOP curves with fitted parabolas and
 their minima), fig. 3 centre/right (N_opt and D_opt against C, extrapolated to the target budgets) and fig. 4
 (parametric loss contours over (N, D) with the compute-optimal frontier and iso-FLOP lines). matplotlib is
-imported inside the functions and drawn through ``matplotlib.figure.Figure`` (Agg), never pyplot's global state.
+imported inside the functions (heavy, needed only for the PNGs) and drawn through ``matplotlib.figure.Figure``
+(Agg), never pyplot's global state; each PNG is written to a temporary file and renamed into place.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from scaling.data import budget_labels
-
-if TYPE_CHECKING:
-    from scaling.isoflop import IsoflopFit
-    from scaling.parametric import ParametricLaw
+from scaling.isoflop import IsoflopFit
+from scaling.parametric import ParametricLaw
+from workbench.files import atomic_path
 
 
 def _figure(ncols: int = 1, width: float = 6.4, height: float = 4.8):
@@ -26,6 +25,12 @@ def _figure(ncols: int = 1, width: float = 6.4, height: float = 4.8):
 
     fig = Figure(figsize=(width * ncols, height), layout="constrained")
     return fig, fig.subplots(1, ncols, squeeze=False)[0]
+
+
+def _save(fig, path: Path) -> Path:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    return path
 
 
 def _budget_colors(budgets: np.ndarray) -> list:
@@ -50,8 +55,7 @@ def plot_isoflop_curves(frame: pd.DataFrame, iso: IsoflopFit, path: Path) -> Pat
     ax.set(xscale="log", xlabel="parameters N", ylabel="loss",
            title="IsoFLOP curves (star: parabola minimum, ring: best run)")
     ax.legend(fontsize=7, ncols=2)
-    fig.savefig(path, dpi=120)
-    return path
+    return _save(fig, path)
 
 
 def plot_optimal_allocation(iso: IsoflopFit | None, law: ParametricLaw | None, targets: np.ndarray,
@@ -81,8 +85,7 @@ def plot_optimal_allocation(iso: IsoflopFit | None, law: ParametricLaw | None, t
                ylabel="parameters N_opt" if quantity == "n_opt" else "tokens D_opt",
                title=f"{'N_opt' if quantity == 'n_opt' else 'D_opt'} vs C (stars: targets)")
         ax.legend(fontsize=7)
-    fig.savefig(path, dpi=120)
-    return path
+    return _save(fig, path)
 
 
 def plot_parametric_contours(frame: pd.DataFrame, law: ParametricLaw, targets: np.ndarray, path: Path) -> Path:
@@ -114,8 +117,7 @@ def plot_parametric_contours(frame: pd.DataFrame, law: ParametricLaw, targets: n
            xlabel="parameters N", ylabel="tokens D",
            title=f"L = {law.E:.3g} + {law.A:.3g}/N^{law.alpha:.3f} + {law.B:.3g}/D^{law.beta:.3f}")
     ax.legend(fontsize=7, loc="lower left")
-    fig.savefig(path, dpi=120)
-    return path
+    return _save(fig, path)
 
 
 def plot_all(frame: pd.DataFrame, iso: IsoflopFit | None, law: ParametricLaw | None, targets: np.ndarray,

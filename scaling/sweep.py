@@ -19,8 +19,9 @@ had finished), and each new row is written by rewriting the CSV to a temporary f
 Changing ``train`` settings does not change run ids: point ``results``/``out_dir`` elsewhere for a new sweep.
 
 CLI: ``python -m scaling.sweep [--dry-run]``; defaults come from the built-in sweep below, then the ``sweep:``
-section of params.yaml (its ``train`` mapping merged over the built-in one), then flags. Exit 2 with one
-``error:`` line on bad input. Then: ``python -m scaling.fit <results>``.
+section of --params (params.yaml; an unknown key is an error; its ``train`` mapping is merged over the built-in
+one and checked against TrainConfig), then flags. Exit 2 with one ``error:`` line on bad input. Then:
+``python -m scaling.fit <results>``.
 """
 
 from __future__ import annotations
@@ -28,14 +29,20 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-import json
+import io
 import math
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tqdm import tqdm
+
 from model.config import check_fields
+from model.data import read_meta
+from model.train import TrainingDiverged, model_config, train
+from model.train_config import TrainConfig
+from workbench.files import read_json, write_bytes
+from workbench.params import add_params_flag, load_section, params_path
 
 FLOPS_MODES = ("6N", "exact")
 # TrainConfig fields the sweep sets per run; `train:` may set any other TrainConfig field
@@ -89,8 +96,6 @@ class SweepConfig:
             object.__setattr__(self, name, value)
         if not isinstance(self.train, dict):
             raise ValueError(f"SweepConfig.train must be a mapping of TrainConfig fields, got {self.train!r}")
-        from model.train_config import TrainConfig
-
         known = {f.name for f in dataclasses.fields(TrainConfig)}
         unknown, fixed = sorted(set(self.train) - known), sorted(set(self.train) & set(SET_BY_SWEEP))
         if unknown or fixed:
@@ -144,7 +149,7 @@ def budget_label(flops: float) -> str:
 class Run:
     run_id: str
     budget: float
-    train: object  # TrainConfig
+    train: TrainConfig
     params: int
     params_non_embedding: int
     flops_per_token: float
@@ -155,10 +160,6 @@ class Run:
 
 def plan_runs(cfg: SweepConfig) -> tuple[list[Run], list[str]]:
     """Every budget × shape as a Run, and one message per run skipped because its D is under one step."""
-    from model.data import read_meta
-    from model.train import model_config
-    from model.train_config import TrainConfig
-
     vocab_size = int(read_meta(cfg.data)["vocab_size"])
     runs, skipped = [], []
     for budget in cfg.budgets:
@@ -217,15 +218,12 @@ def read_results(path: str | Path) -> dict[str, dict]:
 
 def write_results(path: str | Path, rows: list[dict]) -> None:
     """The whole CSV, written to a temporary file and renamed into place (a crash leaves the old one)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     columns = list(COLUMNS) + [k for k in dict.fromkeys(k for r in rows for k in r) if k not in COLUMNS]
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_bytes(path, buffer.getvalue().encode("utf-8"))
 
 
 def result_row(run: Run, summary: dict) -> dict:
@@ -239,44 +237,45 @@ def result_row(run: Run, summary: dict) -> dict:
 
 def run_one(run: Run) -> dict:
     """Train (or resume) one run; a finished run whose row was lost is recovered from its summary.json."""
-    from model.train import train
-
     out_dir = Path(run.train.out_dir)
     summary_path = out_dir / "summary.json"
     if summary_path.is_file():
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        summary = read_json(summary_path)
         if summary.get("steps") == run.steps and summary.get("params") == run.params:
             return summary
     return train(run.train, resume=any(out_dir.glob("ckpt-*.pt")))
 
 
 # ---------------------------------------------------------------- CLI
+FLAGS = ("results", "out_dir", "total_flops")  # SweepConfig fields that are also flags
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m scaling.sweep", description=__doc__.split("\n\n")[0],
                                      epilog="Defaults: built-in sweep < `sweep:` section of --params < flags.")
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file (default params.yaml)")
-    parser.add_argument("--results", help="results CSV, one row per finished run (default data/sweep/results.csv)")
-    parser.add_argument("--out-dir", help="folder of run folders <out-dir>/<run_id> (default data/sweep/runs)")
-    parser.add_argument("--total-flops", type=float, help="hard cap on spent + planned FLOPs (default 3e12)")
+    add_params_flag(parser, "sweep")
+    parser.add_argument("--results", default=SweepConfig.results,
+                        help="results CSV, one row per finished run (default: %(default)s)")
+    parser.add_argument("--out-dir", default=SweepConfig.out_dir,
+                        help="folder of run folders <out-dir>/<run_id> (default: %(default)s)")
+    parser.add_argument("--total-flops", type=float, default=SweepConfig.total_flops,
+                        help="hard cap on spent + planned FLOPs (default: %(default)s)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and the budget check, run nothing")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    import yaml
+def load_config(argv: list[str] | None) -> tuple[SweepConfig, argparse.Namespace]:
+    """The built-in sweep < the ``sweep:`` section of --params (strict; its ``train`` merged over DEFAULT_TRAIN) <
+    flags; the section's values are the flags' defaults, so ``--help`` shows what a run would use."""
+    parser = build_parser()
+    section = load_section("sweep", params_path(argv), known=SweepConfig)
+    parser.set_defaults(**{k: v for k, v in section.items() if k in FLAGS})
+    args = parser.parse_args(argv)
+    return SweepConfig.from_dict(section | {k: getattr(args, k) for k in FLAGS}), args
 
-    from workbench.params import load_section
 
-    try:
-        flags = {"results": args.results, "out_dir": args.out_dir, "total_flops": args.total_flops}
-        section = load_section("sweep", args.params) | {k: v for k, v in flags.items() if v is not None}
-        cfg = SweepConfig.from_dict(section)
-        runs, skipped = plan_runs(cfg)
-        done = read_results(cfg.results)
-    except (ValueError, FileNotFoundError, yaml.YAMLError) as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+def print_plan(runs: list[Run], skipped: list[str], done: dict[str, dict], cfg: SweepConfig) -> tuple[float, float]:
+    """The plan table and the budget line; returns (FLOPs planned, FLOPs already spent)."""
     todo = [r for r in runs if r.run_id not in done]
     spent = sum(float(row["flops_actual"]) for row in done.values())
     planned = sum(r.flops for r in todo)
@@ -287,17 +286,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{planned:.3g} FLOPs planned + {spent:.3g} spent = {planned + spent:.3g} of total_flops "
           f"{cfg.total_flops:.3g}; est. {planned / cfg.est_flops_per_s / 60:.1f} min at {cfg.est_flops_per_s:.3g} "
           f"FLOP/s (plus per-run overhead)")
-    if planned + spent > cfg.total_flops:
-        print(f"error: planned {planned:.3g} + spent {spent:.3g} = {planned + spent:.3g} FLOPs exceeds "
-              f"total_flops={cfg.total_flops:.3g}", file=sys.stderr)
-        return 2
-    if args.dry_run:
-        return 0
+    return planned, spent
 
-    from tqdm import tqdm
 
-    from model.train import TrainingDiverged
-
+def run_all(todo: list[Run], done: dict[str, dict], spent: float, cfg: SweepConfig) -> tuple[int, float]:
+    """Train each run in turn, rewriting the results CSV after each; returns (exit code, FLOPs spent)."""
     bar = tqdm(todo, desc="sweep", unit="run", dynamic_ncols=True, file=sys.stderr)
     for run in bar:
         bar.set_postfix_str(run.run_id)
@@ -305,10 +298,10 @@ def main(argv: list[str] | None = None) -> int:
             row = result_row(run, run_one(run))
         except (ValueError, FileNotFoundError) as exc:
             print(f"error: {run.run_id}: {exc}", file=sys.stderr)
-            return 2
+            return 2, spent
         except TrainingDiverged as exc:
             print(f"error: {run.run_id}: training diverged: {exc}", file=sys.stderr)
-            return 1
+            return 1, spent
         done[run.run_id] = row
         write_results(cfg.results, list(done.values()))
         spent += row["flops_actual"]
@@ -316,12 +309,38 @@ def main(argv: list[str] | None = None) -> int:
                    f"{row['seconds']:.0f} s | spent {spent:.3g}, left {cfg.total_flops - spent:.3g} of total_flops",
                    file=sys.stdout)
     bar.close()
+    return 0, spent
+
+
+def print_results(runs: list[Run], done: dict[str, dict]) -> None:
     print(f"{'run_id':<24}{'params':>11}{'tokens':>11}{'FLOPs':>10}{'loss':>8}")
     for r in runs:
         row = done[r.run_id]
         print(f"{r.run_id:<24}{int(float(row['params'])):>11,}{int(float(row['tokens'])):>11,}"
               f"{float(row['flops_actual']):>10.3g}"
               f"{float(row['loss']):>8.4f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cfg, args = load_config(argv)
+        runs, skipped = plan_runs(cfg)
+        done = read_results(cfg.results)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    todo = [r for r in runs if r.run_id not in done]
+    planned, spent = print_plan(runs, skipped, done, cfg)
+    if planned + spent > cfg.total_flops:
+        print(f"error: planned {planned:.3g} + spent {spent:.3g} = {planned + spent:.3g} FLOPs exceeds "
+              f"total_flops={cfg.total_flops:.3g}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        return 0
+    code, spent = run_all(todo, done, spent, cfg)
+    if code:
+        return code
+    print_results(runs, done)
     print(f"sweep: {len(runs)} runs in {cfg.results} ({len(todo)} new), spent {spent:.3g} of "
           f"{cfg.total_flops:.3g} FLOPs; next: python -m scaling.fit {cfg.results}")
     return 0

@@ -113,6 +113,7 @@ def write(root: Path, dvc_yaml: Path) -> int:
     yaml = YAML()
     yaml.preserve_quotes = True
     yaml.width = 120
+    yaml.indent(mapping=2, sequence=4, offset=2)  # the layout dvc.yaml is written in
     doc = yaml.load(dvc_yaml.read_text(encoding="utf-8"))
     changed = 0
     for stage in doc["stages"].values():

@@ -25,11 +25,26 @@ from typing import Any
 
 DEFAULT_PARAMS = Path("params.yaml")
 NO_PARAMS = "none"
-_REQUIRED = object()
+
+
+class _Required:
+    """The default of a field without one: ``--help`` shows it as "required"."""
+
+    def __repr__(self) -> str:
+        return "required"
+
+
+_REQUIRED = _Required()
 
 
 class ParamsError(ValueError):
-    """A params file or section that cannot be used; the message names the file, section and key."""
+    """A params file or section that cannot be used; the message names the file, section and key.
+
+    ``unknown`` lists a section's unknown keys (empty for other problems), for callers that report them."""
+
+    def __init__(self, message: str, unknown: Iterable[str] = ()):
+        super().__init__(message)
+        self.unknown = list(unknown)
 
 
 def read_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
@@ -62,7 +77,7 @@ def load_section(section: str, path: str | Path = DEFAULT_PARAMS, known: Iterabl
         unknown = sorted(set(values) - names)
         if unknown:
             raise ParamsError(f"{path}: section {section!r} has unknown key(s) {', '.join(unknown)} "
-                              f"(known: {', '.join(sorted(names))})")
+                              f"(known: {', '.join(sorted(names))})", unknown)
     return dict(values)
 
 
@@ -99,9 +114,11 @@ def _flag_type(annotation) -> tuple[Any, str | None]:
     return str, None
 
 
-def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, helps: dict[str, str] | None = None) -> None:
+def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, helps: dict[str, str] | None = None,
+                     bool_switches: bool = False) -> None:
     """One ``--field-name`` flag per dataclass field, defaulting to the field's default; the help line shows the
-    default a run will use (after ``apply_section``)."""
+    default a run will use (after ``apply_section``). ``bool_switches``: a ``bool`` field is a value-less
+    ``--field / --no-field`` pair instead of ``--field true|false``."""
     helps = helps or {}
     hints = typing.get_type_hints(config_cls)
     for f in dataclasses.fields(config_cls):
@@ -113,8 +130,13 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, helps: d
         else:
             default = _REQUIRED
         text = helps.get(f.name) or f.metadata.get("help") or f.name.replace("_", " ")
-        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind, nargs=nargs, default=default,
-                            metavar=f.name.upper(), help=f"{text} (default: %(default)s)")
+        flag, help_text = "--" + f.name.replace("_", "-"), f"{text} (default: %(default)s)"
+        if bool_switches and hints[f.name] is bool:
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=default,
+                                help=help_text)
+        else:
+            parser.add_argument(flag, dest=f.name, type=kind, nargs=nargs, default=default,
+                                metavar=f.name.upper(), help=help_text)
 
 
 def params_path(argv: Sequence[str] | None) -> str:
@@ -134,7 +156,7 @@ def apply_section(parser: argparse.ArgumentParser, section: str, path: str | Pat
                   extra_keys: Iterable[str] = ()) -> dict[str, Any]:
     """Make the ``section`` of ``path`` the parser's defaults (so ``--help`` shows them); a key that is neither
     a flag destination nor in ``extra_keys`` is a ParamsError. Returns the section."""
-    dests = {a.dest for a in parser._actions if a.dest not in ("help", argparse.SUPPRESS)}
+    dests = {a.dest for a in parser._actions if a.dest not in ("help", "params", argparse.SUPPRESS)}
     values = load_section(section, path, known=dests | set(extra_keys))
     parser.set_defaults(**{k: v for k, v in values.items() if k in dests})
     return values

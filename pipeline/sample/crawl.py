@@ -33,6 +33,8 @@ from datetime import datetime, timedelta
 from html import escape
 from pathlib import Path
 
+from tqdm import tqdm
+
 from pipeline.sample.pages import (
     CHARSETS,
     FRAMES,
@@ -57,6 +59,7 @@ from pipeline.sample.pages import (
 )
 from pipeline.sample.text import FORUM_BITS, INSULTS, KEYWORD_MODS, LEXICON, SPAM, SWAPS, TOPICS, TOXIC, EnglishProse
 from workbench.files import atomic_path, write_jsonl
+from workbench.params import ParamsError, add_params_flag, apply_section, params_path
 
 LANGS = {"en": 0.70, "de": 0.06, "fr": 0.05, "es": 0.05, "ru": 0.04, "ja": 0.04, "zh": 0.04, "it": 0.02}
 LOCALES = {"en": "en_US", "de": "de_DE", "fr": "fr_FR", "es": "es_ES", "it": "it_IT", "ru": "ru_RU",
@@ -489,8 +492,6 @@ def generate_sample(warc_path, manifest_path, pages: int = 3000, seed: int = 0, 
     """Write the sample WARC and its manifest; return counts of what was planted."""
     if pages < 1:
         raise ValueError(f"pages must be >= 1, got {pages}")
-    from tqdm import tqdm
-
     w = World(seed)
     r = w.rng
     servers = {s.domain: s for sites in w.sites.values() for s in sites}
@@ -530,29 +531,25 @@ def summarize(manifest: list[dict], records: int, nbytes: int) -> dict:
             "broken": dict(count(m["broken"] for m in manifest if m["broken"]).most_common())}
 
 
-def _defaults() -> dict:
-    """Flag defaults, overridden by a ``sample:`` section of ./params.yaml when there is one."""
-    out = {"out": "data/raw/sample.warc.gz", "manifest": "data/raw/manifest.jsonl", "pages": 3000, "seed": 0}
-    try:
-        import yaml
-
-        section = (yaml.safe_load(Path("params.yaml").read_text()) or {}).get("sample") or {}
-        out.update({k: section[k] for k in out if k in section})
-    except (OSError, ImportError, AttributeError, ValueError):
-        pass
-    return out
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m pipeline.sample", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_params_flag(ap, "sample")
+    ap.add_argument("--out", default="data/raw/sample.warc.gz",
+                    help="where to write the gzip WARC (one gzip member per record)")
+    ap.add_argument("--manifest", default="data/raw/manifest.jsonl",
+                    help="where to write the JSONL manifest: one object per response record saying what it carries")
+    ap.add_argument("--pages", type=int, default=3000, help="number of pages (request+response pairs), >= 1")
+    ap.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same bytes")
+    return ap
 
 
 def main(argv: list[str] | None = None) -> int:
-    d = _defaults()
-    ap = argparse.ArgumentParser(prog="python -m pipeline.sample", description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                 epilog="Defaults are read from the `sample:` section of ./params.yaml when present.")
-    ap.add_argument("--out", default=d["out"], help="where to write the gzip WARC (one gzip member per record)")
-    ap.add_argument("--manifest", default=d["manifest"],
-                    help="where to write the JSONL manifest: one object per response record saying what it carries")
-    ap.add_argument("--pages", type=int, default=d["pages"], help="number of pages (request+response pairs), >= 1")
-    ap.add_argument("--seed", type=int, default=d["seed"], help="random seed; the same seed gives the same bytes")
+    ap = build_parser()
+    try:
+        apply_section(ap, "sample", params_path(argv))
+    except ParamsError as e:
+        ap.error(str(e))
     args = ap.parse_args(argv)
     if args.pages < 1:
         ap.error(f"--pages must be >= 1, got {args.pages}")

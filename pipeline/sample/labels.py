@@ -35,6 +35,12 @@ import random
 import re
 from pathlib import Path
 
+from pipeline.classifiers import PREFIX, clean_text
+from pipeline.sample.crawl import LANGS, World
+from pipeline.sample.pages import UI
+from pipeline.sample.text import FORUM_BITS, INSULTS, KEYWORD_MODS, LEXICON, SPAM, TOPICS, TOXIC
+from workbench.files import atomic_open
+
 TASK_LABELS = {"quality": ("wiki", "cc"), "toxicity": ("toxic", "non-toxic"), "nsfw": ("nsfw", "non-nsfw")}
 # Mild adult-site spam: vocabulary and ad phrasing only. {c} city, {n} number, {a} adjective.
 ADULT = ("Hot singles in {c} are waiting to chat with you tonight >>> http://hot-singles-{n}.xxx",
@@ -65,8 +71,6 @@ def label_seed(task: str, seed: int) -> int:
 @functools.lru_cache(maxsize=1)
 def _world():
     """The ``World`` all labelled data is drawn from (Faker pools for eight locales, sites: ~1 s to build)."""
-    from pipeline.sample.crawl import World  # Faker is heavy: import on use
-
     return World(label_seed("world", 0))
 
 
@@ -79,8 +83,6 @@ class LabelledText:
     """
 
     def __init__(self, task: str, seed: int):
-        from pipeline.sample.crawl import LANGS
-
         self.w, self.langs = _world(), LANGS
         stream = label_seed(task, seed)
         self.w.rng.seed(stream)
@@ -97,8 +99,6 @@ class LabelledText:
 
     # -- boilerplate (site chrome an extractor may leave behind) ---------------------------------------
     def chrome(self, lang: str, k: int | None = None) -> list[str]:
-        from pipeline.sample.pages import UI
-
         r, ui, site = self.r, UI[lang], self.w.site(lang)
         blocks = [[site.name], [ui[x] for x in ("home", "nav2", "nav3", "nav4", "nav5", "nav6")],
                   [ui["search"]], [ui["home"], "›", ui["nav2"]], [ui["cookie"], ui["accept"], ui["settings"]],
@@ -125,8 +125,6 @@ class LabelledText:
         return "\n".join(lines)
 
     def insult(self) -> str:
-        from pipeline.sample.text import INSULTS, TOXIC
-
         r, w = self.r, self.w
         return r.choice(TOXIC).format(i=r.choice(INSULTS), u=r.choice(w.users), n=w.prose.noun().sg,
                                       v=w.prose.verb().base)
@@ -134,8 +132,6 @@ class LabelledText:
     def forum(self, lang: str, toxic: bool = False, posts: int | None = None, rate: float = 0.6) -> str:
         """A thread as extracted: title, then posts (with date lines). A toxic one has insults in its second
         post (its only one, if single) and in a share ``rate`` of the later ones (the crawl's is 0.6)."""
-        from pipeline.sample.text import FORUM_BITS
-
         r, w = self.r, self.w
         title = w.title(lang)
         if lang == "en":
@@ -161,15 +157,11 @@ class LabelledText:
 
     # -- low-quality kinds (pipeline/sample/crawl.py LOW_QUALITY, text only) ------------------------------------
     def spam(self) -> str:
-        from pipeline.sample.text import SPAM
-
         r = self.r
         return "\n".join(["!!! BEST DEALS !!! CHEAP !!!"] + [r.choice(SPAM).format(n=r.randint(2, 999))
                                                              for _ in range(r.randint(5, 40))])
 
     def keyword_list(self, mods=None, nouns=None) -> str:
-        from pipeline.sample.text import KEYWORD_MODS, LEXICON, TOPICS
-
         r = self.r
         nouns = nouns or [n.pl for n in LEXICON[r.choice(tuple(TOPICS))][0] if not n.mass]
         terms = [r.choice(mods or KEYWORD_MODS).format(r.choice(nouns)) for _ in range(r.randint(15, 120))]
@@ -195,8 +187,6 @@ class LabelledText:
         return "\n".join(lines)
 
     def not_found(self, lang: str) -> str:
-        from pipeline.sample.pages import UI
-
         ui = UI[lang]
         return "\n".join(self.chrome(lang, self.r.randint(0, 4)) + [ui["notfound"], ui["notfound_text"]])
 
@@ -270,16 +260,12 @@ def labelled_examples(task: str, n: int, seed: int = 0) -> list[tuple[str, str]]
 
 def fasttext_line(label: str, text: str) -> str:
     """One training line: ``__label__<label> <text on one line>`` (the text cleaned as for prediction)."""
-    from pipeline.classify import clean_text
-
-    return f"__label__{label} {clean_text(text)}\n"
+    return f"{PREFIX}{label} {clean_text(text)}\n"
 
 
 def write_split(examples: list[tuple[str, str]], out_dir, stem: str, seed: int,
                  valid_fraction: float) -> tuple[Path, Path]:
     """Shuffle each class with ``seed``, hold out ``valid_fraction`` of it (stratified), write both files."""
-    from workbench.files import atomic_open
-
     if not 0.0 < valid_fraction < 1.0:
         raise ValueError(f"valid_fraction must be in (0, 1), got {valid_fraction}")
     rng, train, valid = random.Random(seed), [], []

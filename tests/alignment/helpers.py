@@ -1,5 +1,10 @@
 """Shared by the alignment tests: a byte-level tokenizer (no merges) for tiny models."""
 
+import torch
+
+from model.checkpoint import save_checkpoint
+from model.config import ModelConfig
+from model.transformer import TransformerLM
 from pipeline.tokenizer import Tokenizer
 
 EOT = "<|endoftext|>"
@@ -28,12 +33,6 @@ def byte_tokenizer() -> Tokenizer:
 
 def save_nano_run(tmp_path, context_length: int = 192, seed: int = 0):
     """A random nano TransformerLM (vocab 257) saved as ``tmp_path/base`` and a byte tokenizer in ``tmp_path/tok``."""
-    import torch
-
-    from model.checkpoint import save_checkpoint
-    from model.config import ModelConfig
-    from model.transformer import TransformerLM
-
     torch.manual_seed(seed)
     cfg = ModelConfig.from_preset("nano", vocab_size=257, context_length=context_length)
     save_checkpoint(tmp_path / "base", 0, {"model": TransformerLM(cfg).state_dict(), "model_config": cfg.to_dict()})

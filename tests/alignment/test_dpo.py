@@ -14,7 +14,8 @@ import pytest
 import torch
 
 import alignment.dpo as dpo
-from alignment.dpo import DPOConfig, load_pairs, main, train_dpo
+from alignment.data import load_pairs
+from alignment.dpo import DPOConfig, main, train_dpo
 from alignment.tasks import DataWarning
 from model.checkpoint import load_model, save_checkpoint
 from model.config import ModelConfig

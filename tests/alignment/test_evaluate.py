@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from alignment.evaluate import append_report_row, build_prompt, evaluate, main
+from alignment.evaluate import append_report_row, build_prompt, evaluate, load_items, main
 from alignment.tasks import make_arithmetic
 from model.checkpoint import save_checkpoint
 from model.config import ModelConfig
@@ -178,8 +178,6 @@ def test_cli_runs_a_local_hf_model_folder(tmp_path):
 
 
 def test_math_task_reads_boxed_answers_and_scores_with_r1_zero(tmp_path):
-    from alignment.evaluate import load_items
-
     data = tmp_path / "math.jsonl"
     data.write_text('{"problem": "What is $\\\\frac{1}{2}+\\\\frac{1}{4}$?", '
                     '"solution": "So $\\\\boxed{\\\\frac{3}{4}}$."}\n'

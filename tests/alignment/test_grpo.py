@@ -4,12 +4,16 @@ grpo_clip, the KL penalty, the checkpoint, the CLI and config validation."""
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 import alignment.grpo as grpo
+from alignment.data import load_task
+from alignment.evaluate import build_prompt
 from alignment.grpo import GRPOConfig, main, train_grpo
 from model.checkpoint import load_model
 from model.transformer import TransformerLM
@@ -36,11 +40,6 @@ def count_a(response: str, item: dict) -> dict:
 def independent_losses(cfg: GRPOConfig, responses: list[str], run) -> np.ndarray:
     """Per-response GRPO loss of one on-policy step, recomputed with numpy advantages and a plain log_softmax
     over the full sequence (the questions are the ones the loop samples: its rng replayed)."""
-    import random
-
-    from alignment.evaluate import build_prompt
-    from alignment.sft import load_task
-
     start = load_model(run).eval()
     train, _ = load_task(cfg)
     n_questions = cfg.rollout_batch_size // cfg.group_size

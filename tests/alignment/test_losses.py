@@ -19,9 +19,9 @@ from alignment.losses import (
     grpo_microbatch_train_step,
     masked_mean,
     masked_normalize,
-    per_instance_dpo_loss,
     sft_microbatch_train_step,
 )
+from alignment.preference import per_instance_dpo_loss
 from tests.alignment.helpers import byte_tokenizer
 
 

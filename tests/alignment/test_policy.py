@@ -19,6 +19,7 @@ from alignment.policy import (
     tokenize_prompt_and_output,
 )
 from model.config import ModelConfig
+from model.export import export_llama
 from model.transformer import TransformerLM
 from pipeline.bpe import train_bpe
 from pipeline.tokenizer import Tokenizer
@@ -139,8 +140,6 @@ def test_hf_llama_log_probs_match_torch(transformers):
 def test_same_weights_as_hf_llama_give_same_log_probs(transformers, tiny_bpe, tmp_path):
     """Our model exported to HF (model.export) through the same adapter, with a HF tokenizer
     built from our tokenizer.json (the `tokenizers` library as the independent encoder)."""
-    from model.export import export_llama
-
     ours = nano_model(tiny_bpe.vocab_size, seed=3)
     hf = transformers.LlamaForCausalLM.from_pretrained(export_llama(ours, ours.cfg, tmp_path / "hf"),
                                                        dtype=torch.float32).eval()

@@ -4,6 +4,7 @@ parsed naively, and a seeded fuzz of malformed model output that must never rais
 
 import json
 import random
+import threading
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from alignment.rewards import (
+    _time_limit,
+    _Timeout,
     answers_equal,
     extract_answer,
     extract_boxed,
@@ -297,10 +300,6 @@ def test_non_string_inputs(value):
 
 
 def test_time_limit_interrupts_a_runaway_computation():
-    import threading
-
-    from alignment.rewards import _time_limit, _Timeout
-
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("SIGALRM limits only work in the main thread")
     start = time.perf_counter()

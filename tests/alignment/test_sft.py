@@ -10,8 +10,11 @@ import pandas as pd
 import pytest
 import torch
 
-from alignment.sft import SFTConfig, load_task, main, train_sft
-from alignment.tasks import sft_example
+from alignment.data import demonstrations, load_task
+from alignment.loop import parse_stage_config
+from alignment.rewards import r1_zero_reward_fn
+from alignment.sft import SFTConfig, main, train_sft
+from alignment.tasks import carry_slip, sft_example
 from model.checkpoint import load_model
 from tests.alignment.helpers import save_nano_run
 
@@ -66,7 +69,7 @@ def test_sft_cli_and_report(base_run, tmp_path):
     assert main(argv) == 0
     assert pd.read_csv(report)["stage"].tolist() == ["sft"]
     assert load_model(tmp_path / "cli").cfg.vocab_size == 257
-    assert json.loads((tmp_path / "m" / "sft.json").read_text())["n"] == 2
+    assert json.loads((tmp_path / "m" / "details" / "sft.json").read_text())["n"] == 2
 
 
 def test_sft_cli_bad_input_exits_2(base_run, tmp_path, capsys):
@@ -89,37 +92,27 @@ def test_config_rejects_bad_values_naming_the_field(field, value):
 
 
 def test_params_section_gives_defaults_and_flags_win(base_run, tmp_path):
-    from alignment.loop import build_parser, config_from_sources
-
     run, tok = base_run
     params = tmp_path / "params.yaml"
     params.write_text(f"sft:\n  model: {run}\n  steps: 7\n  lr: 0.5\n")
-    args = build_parser(SFTConfig, "sft", "").parse_args(["--params", str(params), "--lr", "0.25"])
-    cfg = config_from_sources(SFTConfig, "sft", args)
+    cfg = parse_stage_config(SFTConfig, "sft", ["--params", str(params), "--lr", "0.25"])
     assert (cfg.model, cfg.steps, cfg.lr, cfg.batch_size) == (str(run), 7, 0.25, SFTConfig.batch_size)
     params.write_text("sft:\n  stepz: 7\n")
     with pytest.raises(ValueError, match="unknown key.*stepz"):
-        config_from_sources(SFTConfig, "sft", build_parser(SFTConfig, "sft", "").parse_args(["--params", str(params)]))
+        parse_stage_config(SFTConfig, "sft", ["--params", str(params)])
 
 
 def test_none_flag_overrides_a_params_value(tmp_path):
     """``--metrics none`` clears the params.yaml path (it used to write a file named 'none')."""
-    from alignment.loop import build_parser, config_from_sources
-
     params = tmp_path / "params.yaml"
     params.write_text("sft:\n  model: m\n  metrics: metrics/sft.json\n  report: reports/a.csv\n")
-    parser = build_parser(SFTConfig, "sft", "")
-    cfg = config_from_sources(SFTConfig, "sft", parser.parse_args(["--params", str(params), "--metrics", "none"]))
+    cfg = parse_stage_config(SFTConfig, "sft", ["--params", str(params), "--metrics", "none"])
     assert (cfg.metrics, cfg.report) == (None, "reports/a.csv")
-    cfg = config_from_sources(SFTConfig, "sft", parser.parse_args(["--params", str(params), "--metrics", "m.json"]))
+    cfg = parse_stage_config(SFTConfig, "sft", ["--params", str(params), "--metrics", "m.json"])
     assert cfg.metrics == "m.json"
 
 
 def test_demonstrations_follow_the_configured_teacher():
-    from alignment.rewards import r1_zero_reward_fn
-    from alignment.sft import demonstrations, load_task
-    from alignment.tasks import carry_slip
-
     cfg = SFTConfig(model="m", n_train=300, n_test=0, digits=1, held_out="wording", teacher_slip=1.0)
     train, _ = load_task(cfg)
     correct = [r1_zero_reward_fn(response, item["answer"])["reward"] == 1.0
@@ -128,3 +121,13 @@ def test_demonstrations_follow_the_configured_teacher():
     clean = SFTConfig(model="m", n_train=300, n_test=0, digits=1, held_out="wording")
     assert all(r1_zero_reward_fn(r, item["answer"])["reward"] == 1.0
                for (_, r), item in zip(demonstrations(clean, train), train, strict=False))
+
+
+def test_help_shows_params_values_and_required_fields(tmp_path, capsys):
+    params = tmp_path / "params.yaml"
+    params.write_text("sft:\n  steps: 7\n")
+    with pytest.raises(SystemExit) as done:
+        main(["--params", str(params), "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps help lines
+    assert done.value.code == 0
+    assert "steps (default: 7)" in text and "(default: required)" in text

@@ -15,13 +15,17 @@ import pytest
 from alignment.rewards import r1_zero_reward_fn
 from alignment.tasks import (
     DATA_DIR,
+    NAMES,
+    OBJECTS,
     PROMPTS,
     R1_ZERO_PROMPT,
     SHORT_PROMPT,
     DataWarning,
     arithmetic_capacity,
     arithmetic_splits,
+    carry_slip,
     format_prompt,
+    imperfect_teacher,
     load_alpaca_eval,
     load_gsm8k,
     load_mmlu,
@@ -31,6 +35,7 @@ from alignment.tasks import (
     preference_pair,
     sft_example,
     split_dialogue_pair,
+    task_splits,
 )
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "alignment"
@@ -299,8 +304,6 @@ def test_mmlu_and_csv_loaders_on_bad_rows(tmp_path):
 
 
 def test_wording_split_shares_facts_but_not_wording():
-    from alignment.tasks import NAMES, OBJECTS, task_splits
-
     train, test = task_splits(2000, 100, seed=3, digits=1, held_out="wording")
     assert len(train) == 2000 and len(test) == 100
     assert not {t["question"] for t in train} & {t["question"] for t in test}
@@ -321,8 +324,6 @@ def test_wording_split_shares_facts_but_not_wording():
 
 
 def test_carry_slip_drops_every_carry_digit():
-    from alignment.tasks import carry_slip
-
     def item(expr):
         return {"question": "q", "answer": str(eval(expr)), "expression": expr}  # noqa: S307 (test data)
 
@@ -336,8 +337,6 @@ def test_carry_slip_drops_every_carry_digit():
 
 
 def test_imperfect_teacher_slips_only_carry_problems_at_the_rate():
-    from alignment.tasks import carry_slip, imperfect_teacher, task_splits
-
     train, _ = task_splits(4000, 0, seed=0, digits=1, held_out="wording")
     assert imperfect_teacher(train, 0.0) == train
     carries = [i for i, item in enumerate(train) if carry_slip(item) is not None]

@@ -19,13 +19,15 @@ pytest.importorskip("trl")
 transformers = pytest.importorskip("transformers")
 
 from alignment import trl_engine  # noqa: E402
-from alignment.dpo import DPOConfig, load_pairs  # noqa: E402
+from alignment.data import load_pairs, load_task  # noqa: E402
+from alignment.dpo import DPOConfig, train_dpo  # noqa: E402
 from alignment.grpo import GRPOConfig, train_grpo  # noqa: E402
-from alignment.sft import SFTConfig, load_task, train_sft  # noqa: E402
+from alignment.sft import SFTConfig, train_sft  # noqa: E402
 from alignment.tasks import sft_example  # noqa: E402
 from model.checkpoint import save_checkpoint  # noqa: E402
 from model.config import ModelConfig  # noqa: E402
 from model.transformer import TransformerLM  # noqa: E402
+from tests.alignment.helpers import byte_tokenizer  # noqa: E402
 
 EOS = 256
 pytestmark = pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")  # TRL's
@@ -116,8 +118,6 @@ def test_dpo_trl_first_loss_is_log2_and_saves(hf_dir, tmp_path):
     cfg = DPOConfig(model=str(hf_dir), n_train=8, n_test=2, steps=3, batch_size=4, lr=1e-2, warmup_steps=0,
                     max_new_tokens=6, out_dir=str(out), beta=0.5)
     if any(f.name == "engine" for f in fields(DPOConfig)):  # the loop dispatches to TRL itself
-        from alignment.dpo import train_dpo
-
         summary = train_dpo(DPOConfig(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, "engine": "trl"}))
     else:
         summary = trl_engine.train_dpo_trl(cfg)
@@ -237,8 +237,6 @@ def test_our_checkpoint_with_engine_trl_is_rejected_naming_the_path(our_run, tmp
 
 
 def test_hf_model_with_a_non_hf_tokenizer_is_rejected(hf_dir, tmp_path):
-    from tests.alignment.helpers import byte_tokenizer
-
     with pytest.raises(ValueError, match="Hugging Face tokenizer"):
         trl_engine.train_sft_trl(SFTConfig(model=str(hf_dir), engine="trl", out_dir=str(tmp_path / "o")),
                                  _load(hf_dir), byte_tokenizer())

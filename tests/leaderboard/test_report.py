@@ -56,13 +56,13 @@ def tree(tmp_path, monkeypatch) -> Path:
     """A pipeline tree in the working directory, laid out as params.yaml's defaults expect."""
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "params.yaml", PARAMS)
-    write_json(tmp_path / "metrics/extract.json", {"seconds": 1.0, "docs_out": 10})
-    write_json(tmp_path / "metrics/shards.json", {"seconds": 0.5, "vocab_size": 512, "train_tokens": 1000,
-                                                  "val_tokens": 50, "tokenizer_sha256": "abcdef0123456789"})
-    write_json(tmp_path / "metrics/train.json", {"seconds": 10.0, "val_loss": 3.0})
-    write_json(tmp_path / "metrics/sft.json", {"seconds": 2.5, "accuracy": 0.25})
-    write_json(tmp_path / "metrics/fit.json", {"isoflop@1e+10": {"n_opt": 300.0, "d_opt": 5.0e6, "loss": 4.0},
-                                               "isoflop@1e+12": {"n_opt": 900.0, "d_opt": 2.0e8, "loss": 3.5}})
+    write_json(tmp_path / "metrics/details/extract.json", {"seconds": 1.0, "docs_out": 10})
+    write_json(tmp_path / "metrics/details/shards.json", {"seconds": 0.5, "vocab_size": 512, "train_tokens": 1000,
+                                                          "val_tokens": 50, "tokenizer_sha256": "abcdef0123456789"})
+    write_json(tmp_path / "metrics/details/train.json", {"seconds": 10.0, "val_loss": 3.0})
+    write_json(tmp_path / "metrics/details/sft.json", {"seconds": 2.5, "accuracy": 0.25})
+    write_json(tmp_path / "metrics/details/fit.json", {"isoflop@1e+10": {"n_opt": 300.0, "d_opt": 5.0e6, "loss": 4.0},
+                                                       "isoflop@1e+12": {"n_opt": 900.0, "d_opt": 2.0e8, "loss": 3.5}})
     run = tmp_path / "data/runs/default"
     write_json(run / "summary.json", {"params": 1000, "tokens": 2000, "val_loss": 3.0, "val_perplexity": 20.0855,
                                       "seconds": 10.0, "device": "cpu", "hardware": "cpu: 2 threads (Test CPU)"})
@@ -154,14 +154,26 @@ def test_pngs_are_valid_and_fit_pngs_are_linked_not_redrawn(tree):
 
 def test_headline_metrics(tree):
     assert main([]) == 0
-    head = json.loads((tree / "metrics/report.json").read_text())
+    head = json.loads((tree / "metrics/details/report.json").read_text())
     assert head == {"val_loss": 3.0, "val_perplexity": 20.0855, "best_sweep_loss": 5.0,
                     "predicted_loss": {"isoflop@1e+12": 3.5}, "accuracy": {"base": 0.0, "sft": 0.25},
                     "pipeline_seconds": 21.0}
 
 
+def test_dvc_metrics_are_the_flat_headline(tree):
+    # the headline files stages write beside their details are not read as stage statistics
+    write_json(tree / "metrics/fit.json", {"flops": 1e12, "params": 900.0, "tokens": 2.0e8, "loss": 3.5})
+    write_json(tree / "metrics/train.json", {"seconds": 99.0, "val_loss": 3.0})
+    assert main([]) == 0
+    head = json.loads((tree / "metrics/report.json").read_text())
+    # predicted loss of isoflop (the only method) at C = 1e12; the best aligned accuracy; 1 + 0.5 + 10 + 7 + 2.5 s
+    assert head == {"val_loss": 3.0, "best_sweep_loss": 5.0, "predicted_loss": 3.5, "accuracy": 0.25,
+                    "pipeline_seconds": 21.0}
+
+
 def test_missing_inputs_are_left_out_with_a_warning(tree, capsys):
-    for path in ("data/sweep/results.csv", "reports/alignment.csv", "metrics/fit.json", "reports/data_funnel.csv"):
+    for path in ("data/sweep/results.csv", "reports/alignment.csv", "metrics/details/fit.json",
+                 "reports/data_funnel.csv"):
         (tree / path).unlink()
     assert main([]) == 0
     err = capsys.readouterr().err.strip().splitlines()
@@ -174,7 +186,7 @@ def test_missing_inputs_are_left_out_with_a_warning(tree, capsys):
     assert not (tree / "reports/scaling.png").exists()
 
 
-@pytest.mark.parametrize("path", ["metrics/train.json", "data/runs/default/summary.json"])
+@pytest.mark.parametrize("path", ["metrics/details/train.json", "data/runs/default/summary.json"])
 def test_corrupt_json_is_one_error_line_and_exit_2(tree, capsys, path):
     write(tree / path, '{"seconds": 1.0,')
     assert main([]) == 2
@@ -213,3 +225,16 @@ def test_unreadable_alignment_csv_names_the_column(tree, capsys):
     assert main([]) == 2
     err = capsys.readouterr().err
     assert "alignment.csv" in err and "accuracy" in err and err.count("\n") == 1
+
+
+def test_predicted_loss_headline_prefers_the_parametric_fit(tree):
+    write(tree / "data/sweep/fit/predictions.csv", "method,target_flops,n_opt,d_opt,loss\n"
+                                                   "isoflop,1e+12,900,2e8,3.5\nparametric,1e+12,800,2.2e8,3.4\n")
+    assert main([]) == 0
+    assert json.loads((tree / "metrics/report.json").read_text())["predicted_loss"] == 3.4
+
+
+def test_help_shows_the_params_values(tree, capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "(default: 2)" in " ".join(capsys.readouterr().out.split())  # leaderboard.top from params.yaml

@@ -17,6 +17,7 @@ import torch
 import model.transformer as transformer_mod
 from model.checkpoint import read_latest
 from model.train import main
+from workbench.files import details_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,7 +78,7 @@ def test_training_learns_and_writes_contract_files(shards, tmp_path, capsys):
     run = tmp_path / "run"
     summary_path = tmp_path / "metrics" / "train.json"
     assert main(_args(shards, run, "--max-steps", "60", "--lr", "3e-3", "--metrics", str(summary_path))) == 0
-    summary = json.loads(summary_path.read_text())
+    summary = json.loads(details_path(summary_path).read_text())
     assert summary["val_loss"] < summary["unigram_entropy"] - 1.0  # the pattern is learnable
     assert json.loads((run / "config.json").read_text())["model"]["d_model"] == 64
     with open(run / "metrics.csv") as fh:
@@ -119,7 +120,7 @@ def test_skip_budget_tolerates_a_few_bad_steps(shards, tmp_path, monkeypatch):
     summary = tmp_path / "summary.json"
     assert main(_args(shards, tmp_path / "run", "--max-steps", "20", "--eval-interval", "100",
                       "--metrics", str(summary))) == 0
-    assert json.loads(summary.read_text())["bad_steps"] == 2
+    assert json.loads(details_path(summary).read_text())["bad_steps"] == 2
 
 
 @pytest.mark.parametrize("extra, field", [
@@ -146,3 +147,20 @@ def test_existing_run_needs_resume(shards, tmp_path, capsys):
     assert main(_args(shards, run, "--max-steps", "5")) == 2
     assert "--resume" in capsys.readouterr().err
     assert main(_args(shards, run, "--max-steps", "5", "--resume")) == 0  # nothing left to do
+
+
+def test_metrics_file_holds_the_flat_headline(shards, tmp_path):
+    metrics = tmp_path / "metrics" / "train.json"
+    assert main(_args(shards, tmp_path / "run", "--max-steps", "10", "--metrics", str(metrics))) == 0
+    headline = json.loads(metrics.read_text())
+    assert set(headline) == {"params", "tokens", "flops", "loss", "val_loss", "tokens_per_s", "seconds"}  # no mfu: CPU
+    details = json.loads(details_path(metrics).read_text())
+    assert details["val_loss"] == headline["val_loss"] and details["train_loss"] == headline["loss"]
+
+
+def test_unknown_train_key_in_params_file_is_an_error(shards, tmp_path, capsys):
+    params = tmp_path / "params.yaml"
+    params.write_text("train:\n  max_stepz: 3\n")
+    assert main(["--params", str(params), "--data", str(shards), "--out-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "max_stepz" in err and "'train'" in err and str(params) in err

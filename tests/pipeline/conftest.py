@@ -8,6 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.extract import ExtractConfig, output_name, run_extract
+from pipeline.sample.crawl import generate_sample
+from workbench.files import read_jsonl
+
 
 @dataclass(frozen=True)
 class SampleCrawl:
@@ -22,10 +26,6 @@ def sample_crawl(tmp_path_factory) -> SampleCrawl:
     """600 generated pages (seed 7), extracted with trafilatura: ~15 s once per session."""
     pytest.importorskip("faker")
     pytest.importorskip("trafilatura")
-    from pipeline.extract import ExtractConfig, output_name, run_extract
-    from pipeline.sample.crawl import generate_sample
-    from workbench.files import read_jsonl
-
     root = tmp_path_factory.mktemp("sample_crawl")
     warc, manifest_path = root / "sample.warc.gz", root / "manifest.jsonl"
     generate_sample(warc, manifest_path, pages=600, seed=7)

@@ -12,6 +12,7 @@ import regex
 
 from pipeline import bpe
 from pipeline.bpe import descending_key, find_chunk_boundaries, pretokenize, train_bpe
+from pipeline.tokenizer import unicode_to_token
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -183,8 +184,6 @@ def test_find_chunk_boundaries_start_at_special_tokens(tmp_path):
 def test_train_bpe_first_merges_match_hf_tokenizers():
     """HF breaks ties differently (by internal ids), so compare merges up to the first tie."""
     tokenizers = pytest.importorskip("tokenizers")
-    from pipeline.tokenizer import unicode_to_token
-
     path = shared_file("tokenizer", "corpus.en")
     text = path.read_text(encoding="utf-8")
     vocab_size = 256 + 40

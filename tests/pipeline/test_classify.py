@@ -1,6 +1,7 @@
 """fastText classifiers: metrics vs hand-computed values, reproducible training, held-out accuracy on generated
 labels, ranking of the sample crawl's ground truth, pretrained-label mapping, the filter step, the CLI, Davidson."""
 
+import json
 import math
 import pickle
 import time
@@ -11,18 +12,9 @@ import pytest
 
 pytest.importorskip("fasttext")
 
-import pipeline.classify as classify  # noqa: E402
-from pipeline.classify import (  # noqa: E402
-    TASKS,
-    ClassifierFilter,
-    FastTextClassifier,
-    TrainConfig,
-    classification_metrics,
-    clean_text,
-    evaluate,
-    main,
-    roc_auc,
-)
+import pipeline.classifiers as classify  # noqa: E402
+from pipeline.classifiers import TASKS, ClassifierFilter, FastTextClassifier, TrainConfig, clean_text  # noqa: E402
+from pipeline.classify import classification_metrics, evaluate, main, roc_auc  # noqa: E402
 from pipeline.sample.labels import (  # noqa: E402
     clean_tweet,
     davidson_examples,
@@ -31,6 +23,7 @@ from pipeline.sample.labels import (  # noqa: E402
     write_labelled_data,
 )
 from pipeline.steps import StepStats, run_steps  # noqa: E402
+from workbench.files import details_path  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 DAVIDSON = SHARED / "toxicity" / "davidson_labeled_data.csv"
@@ -293,7 +286,7 @@ def test_classifier_filter_annotates_scores_and_rejects_with_reasons(models):
 def test_bad_input_never_crashes(models, tmp_path):
     junk = [b"\x00\xff\xfe binary \x80\x81".decode("latin-1"), "", " \n\t ", "\ud800\udfff lone surrogates",
             "x" * 10_000_000, "word " * 2_000_000, None, b"\xff\xfe\x00bytes", "\x00" * 100, "__label__toxic"]
-    for task, (clf, _, path) in models.items():
+    for task, (clf, _, _path) in models.items():
         t0 = time.perf_counter()
         out = clf.predict_batch(junk)
         assert time.perf_counter() - t0 < 5
@@ -321,9 +314,7 @@ def test_cli_trains_reports_and_writes_atomically(tmp_path, capsys):
     assert rc == 0 and "held-out accuracy" in printed and "macro-F1" in printed
     assert out.is_file() and not list(out.parent.glob(".*.tmp"))
     assert (out.parent / "labelled" / "nsfw.train").is_file()
-    import json
-
-    m = json.loads(metrics.read_text())
+    m = json.loads(details_path(metrics).read_text())
     assert m["accuracy"] >= 0.8 and m["n"] == 80 and m["config"]["dim"] == 8
     # --train without --valid holds out a seeded 20% of it
     rc = main(["--task", "nsfw", "--train", str(out.parent / "labelled" / "nsfw.train"), "--out", str(out),
@@ -381,8 +372,6 @@ def test_davidson_recipe_on_the_real_tweets(tmp_path, capsys):
     rc = main(["--davidson", str(DAVIDSON), "--out", str(tmp_path / "davidson.bin"), "--metrics", str(metrics),
                "--params", str(tmp_path / "none.yaml")])
     print(capsys.readouterr().out)
-    import json
-
-    m = json.loads(metrics.read_text())
+    m = json.loads(details_path(metrics).read_text())
     assert rc == 0 and m["n"] == 4957
     assert m["accuracy"] >= 0.9 and m["macro_f1"] >= 0.8 and m["weighted_f1"] >= 0.9

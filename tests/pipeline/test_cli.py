@@ -51,7 +51,7 @@ def test_extract_train_tokenize_from_params(run_dir, capsys):
     first = np.asarray(train[: int(np.argmax(np.asarray(train) == meta["eot_id"]))]).tolist()
     assert tok.decode(first) in {d["text"] for d in docs}
 
-    metrics = json.loads((run_dir / "metrics" / "extract.json").read_text())
+    metrics = json.loads((run_dir / "metrics" / "details" / "extract.json").read_text())
     assert metrics["docs_out"] == len(docs) and metrics["records_read"] == len(manifest)
 
 

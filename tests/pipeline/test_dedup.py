@@ -316,7 +316,7 @@ def test_run_dedup_drops_exact_then_near_duplicates_across_files(tmp_path, caplo
     assert rej["a-copy"]["text"] == second[0]["text"]
     assert m["docs_in"] == 7 and m["docs_out"] == 3 and m["clusters"] == 2
     assert m["drops"] == {"bad_json": 1, "exact_duplicate": 2, "minhash_duplicate": 2}
-    assert json.loads((tmp_path / "m.json").read_text()) == m
+    assert json.loads((tmp_path / "details" / "m.json").read_text()) == m
 
 
 def test_run_dedup_is_idempotent_and_reruns_on_force_or_new_settings(tmp_path):

@@ -1,5 +1,6 @@
 """``dvc repro`` on a small copy of the default pipeline: runs end to end, then reruns only what changed."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -32,6 +33,8 @@ EDGES = [("sample", "extract"), ("extract", "filter"), ("train_classifiers", "fi
          ("dpo", "grpo"), ("grpo", "evaluate"), ("data_report", "report"), ("train", "report"), ("fit", "report"),
          ("evaluate", "report")]
 STAGES = {s for edge in EDGES for s in edge}
+PACKAGES = ("workbench", "kernels", "model", "pipeline", "scaling", "alignment", "leaderboard")
+MAX_METRIC_COLUMNS = 40  # `dvc metrics show` prints one column per distinct key: it must fit a terminal
 
 
 def _check_order(ran: list[str], expected: set[str]) -> None:
@@ -41,11 +44,11 @@ def _check_order(ran: list[str], expected: set[str]) -> None:
             assert ran.index(up) < ran.index(down), (up, down, ran)
 
 
-@pytest.mark.slow
-def test_dvc_repro_runs_once_then_only_changed_stages(tmp_path):
+def _tiny_repo(tmp_path: Path) -> dict:
+    """A git + DVC repo in tmp_path with the code, dvc.yaml and a params.yaml scaled down to seconds."""
     for name in ("dvc.yaml", "params.yaml", ".dvcignore"):
         shutil.copy(ROOT / name, tmp_path / name)
-    for package in ("pipeline", "model", "scaling", "alignment"):
+    for package in PACKAGES:
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     params = yaml.safe_load((tmp_path / "params.yaml").read_text())
     params["sample"]["pages"] = 80
@@ -66,6 +69,12 @@ def test_dvc_repro_runs_once_then_only_changed_stages(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     _run(["git", "init", "-q"], tmp_path)
     _run(["dvc", "init", "-q"], tmp_path)
+    return params
+
+
+@pytest.mark.slow
+def test_dvc_repro_runs_once_then_only_changed_stages(tmp_path):
+    params = _tiny_repo(tmp_path)
 
     _check_order(_ran(_run(["dvc", "repro"], tmp_path)), STAGES)
     for out in ("data/raw/sample.warc.gz", "data/documents/sample.jsonl.gz", "data/classifiers/quality.bin",
@@ -80,9 +89,39 @@ def test_dvc_repro_runs_once_then_only_changed_stages(tmp_path):
                 "reports/training_curves.png", "metrics/report.json"):
         assert (tmp_path / out).is_file(), out
     assert _ran(_run(["dvc", "repro"], tmp_path)) == []
+    _check_metrics_fit_a_terminal(tmp_path)
 
     params["tokenizer"]["vocab_size"] = 420
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     _check_order(_ran(_run(["dvc", "repro"], tmp_path)),
                  {"train_tokenizer", "tokenize", "data_report", "train", "sweep", "fit", "sft", "dpo", "grpo",
                   "evaluate", "report"})
+
+
+def _check_metrics_fit_a_terminal(root: Path) -> None:
+    """Every stage's metrics file is flat and the union of their keys is a readable table."""
+    shown = json.loads(_run(["dvc", "metrics", "show", "--json"], root))
+    files = next(iter(shown.values()))["data"]
+    keys = set()
+    for path, entry in files.items():
+        data = entry["data"]
+        assert all(not isinstance(v, (dict, list)) for v in data.values()), f"{path} is not flat: {data}"
+        keys |= set(data)
+    assert len(files) >= 14 and len(keys) <= MAX_METRIC_COLUMNS, sorted(keys)
+
+
+@pytest.mark.slow
+def test_dvc_exp_run_with_a_changed_param(tmp_path):
+    """`dvc exp run -S` runs an experiment on the tiny DAG and `dvc exp show` lists it with its params and metrics."""
+    _tiny_repo(tmp_path)
+    _run(["dvc", "repro", "data_report"], tmp_path)
+    _run(["git", "add", "-A"], tmp_path)
+    _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "baseline"], tmp_path)
+    out = _run(["dvc", "exp", "run", "data_report", "-n", "dedup-07", "-S", "dedup.jaccard_threshold=0.7"], tmp_path)
+    assert "dedup" in _ran(out) and "extract" not in _ran(out)
+    shown = _run(["dvc", "exp", "show", "--csv"], tmp_path)
+    header, *rows = [line.split(",") for line in shown.strip().splitlines()]
+    assert "dedup.jaccard_threshold" in header
+    assert any(h == "docs_out" or h.endswith(":docs_out") for h in header)  # file:key when files share a key
+    exp = next(r for r in rows if "dedup-07" in r)
+    assert exp[header.index("dedup.jaccard_threshold")] == "0.7"

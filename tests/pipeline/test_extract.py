@@ -10,7 +10,7 @@ import pipeline.extract as extract
 from pipeline.extract import ExtractConfig, decode_html, extract_text, run_extract
 from pipeline.warc import Payload
 from tests.pipeline.warcs import PROSE, page, response
-from workbench.files import read_jsonl
+from workbench.files import details_path, read_jsonl
 
 SHARED_WEB = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "web"
 RUSSIAN = "Старый смотритель маяка каждый вечер поднимался по винтовой лестнице и считал ступени."
@@ -84,7 +84,7 @@ def test_run_extract_writes_documents_metrics_and_is_idempotent(tmp_path):
     assert set(docs[0]) >= {"id", "url", "text"}
     assert metrics["records_read"] == 13 and metrics["docs_out"] == 12
     assert metrics["drops"] == {"extract_undecodable": 1}
-    assert json.loads(metrics_path.read_text()) == metrics
+    assert json.loads(details_path(metrics_path).read_text()) == metrics
     before = (out / "crawl.jsonl.gz").read_bytes()
     serial = run_extract([warc], tmp_path / "serial", tmp_path / "m.json", ExtractConfig(workers=1))
     assert (tmp_path / "serial" / "crawl.jsonl.gz").read_bytes() == before

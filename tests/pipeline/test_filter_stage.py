@@ -148,14 +148,15 @@ def test_local_executor_runs_every_task_once():
 
 
 def test_funnel_rows_follow_the_stage_metrics(tmp_path):
-    write_json(tmp_path / "extract.json", {"records_read": 100, "docs_out": 90})
-    write_json(tmp_path / "filter.json", {"docs_in": 90, "docs_out": 50, "chars_in": 9000, "chars_out": 6000,
-                                          "step_order": ["langid", "gopher"],
-                                          "steps": {"langid": {"docs_out": 70, "chars_out": 7500},
-                                                    "gopher": {"docs_out": 50, "chars_out": 6000}}})
-    write_json(tmp_path / "dedup.json", {"docs_in": 50, "docs_out": 40, "chars_out": 4000,
-                                         "drops": {"exact_duplicate": 5, "minhash_duplicate": 5}})
-    write_json(tmp_path / "shards.json", {"train_docs": 38, "val_docs": 2, "train_tokens": 900, "val_tokens": 100})
+    details = tmp_path / "details"  # the report reads each stage's detailed metrics
+    write_json(details / "extract.json", {"records_read": 100, "docs_out": 90})
+    write_json(details / "filter.json", {"docs_in": 90, "docs_out": 50, "chars_in": 9000, "chars_out": 6000,
+                                         "step_order": ["langid", "gopher"],
+                                         "steps": {"langid": {"docs_out": 70, "chars_out": 7500},
+                                                   "gopher": {"docs_out": 50, "chars_out": 6000}}})
+    write_json(details / "dedup.json", {"docs_in": 50, "docs_out": 40, "chars_out": 4000,
+                                        "drops": {"exact_duplicate": 5, "minhash_duplicate": 5}})
+    write_json(details / "shards.json", {"train_docs": 38, "val_docs": 2, "train_tokens": 900, "val_tokens": 100})
     rows = funnel_rows(tmp_path)
     assert [(r["step"], r["docs"], r["dropped"]) for r in rows] == [
         ("records", 100, 0), ("extracted", 90, 10), ("langid", 70, 20), ("gopher", 50, 20), ("exact", 45, 5),

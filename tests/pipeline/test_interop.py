@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from model.data import load_tokens
 from workbench.files import write_jsonl
 
 
@@ -27,8 +28,6 @@ def test_token_shards_read_from_meta_alone(tmp_path):
     tokens.tofile(tmp_path / "train.bin")
     (tmp_path / "meta.json").write_text(json.dumps({"dtype": "uint16", "vocab_size": 65536, "eot_id": 256}))
     meta = json.loads((tmp_path / "meta.json").read_text())
-    from model.data import load_tokens
-
     ours = np.asarray(load_tokens(tmp_path, "train"))
     plain = np.fromfile(tmp_path / "train.bin", dtype=np.dtype(meta["dtype"]).newbyteorder("<"))
     assert ours.tolist() == plain.tolist() == tokens.tolist()

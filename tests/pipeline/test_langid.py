@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.langid import real_pages
 from pipeline.langid import (
     BACKENDS,
     UNKNOWN,
@@ -16,9 +17,9 @@ from pipeline.langid import (
     declared_language,
     get_identifier,
     identify_language,
+    main,
     normalize_code,
     normalize_text,
-    real_pages,
 )
 from pipeline.steps import StepStats, run_steps
 
@@ -100,8 +101,6 @@ def test_backend_and_model_path_are_validated(tmp_path):
 
 
 def test_cli_prints_code_and_score(capsys):
-    from pipeline.langid import main
-
     assert main(["Der", "Ausschuss", "traf", "sich", "am", "Dienstag."]) == 0
     code, score = capsys.readouterr().out.split()
     assert code == "de" and 0.65 <= float(score) <= 1

@@ -2,10 +2,15 @@
 section the model, scaling and alignment CLIs read is accepted by their config classes."""
 
 import dataclasses
+import importlib
 from pathlib import Path
 
 import pytest
 import yaml
+
+from alignment.report import DEFAULTS
+from model.train_config import TrainConfig
+from scaling.sweep import SweepConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -23,8 +28,6 @@ def test_pipeline_sections_keep_every_key():
 
 
 def test_train_and_sweep_sections_are_valid_train_configs():
-    from model.train_config import TrainConfig
-
     train = TrainConfig.from_dict(GPU["train"])
     assert (train.device, train.attention, train.norm, train.ffn, train.loss) == ("cuda", "triton", "triton", "triton",
                                                                                    "fused")
@@ -32,8 +35,6 @@ def test_train_and_sweep_sections_are_valid_train_configs():
 
 
 def test_scaling_sections_are_valid():
-    from scaling.sweep import SweepConfig
-
     SweepConfig(**GPU["sweep"])
     assert set(GPU["scaling_fit"]) == set(CPU["scaling_fit"])
 
@@ -42,8 +43,6 @@ def test_scaling_sections_are_valid():
                                                 ("dpo", "alignment.dpo", "DPOConfig"),
                                                 ("grpo", "alignment.grpo", "GRPOConfig")])
 def test_alignment_sections_are_valid_configs(section, module, cls):
-    import importlib
-
     config_cls = getattr(importlib.import_module(module), cls)
     known = {f.name for f in dataclasses.fields(config_cls)}
     assert set(GPU[section]) <= known, sorted(set(GPU[section]) - known)
@@ -52,7 +51,5 @@ def test_alignment_sections_are_valid_configs(section, module, cls):
 
 
 def test_alignment_report_section_is_valid():
-    from alignment.report import DEFAULTS
-
     assert set(GPU["alignment_report"]) <= set(DEFAULTS)
     assert set(GPU["alignment_report"]["models"]) == set(CPU["alignment_report"]["models"])

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -294,10 +297,6 @@ def test_cli_writes_files_and_rejects_bad_usage(tmp_path, capsys):
 
 def test_bytes_do_not_depend_on_python_hash_seed(tmp_path):
     """Sets and str hashes vary per process; a fresh process with another PYTHONHASHSEED must agree."""
-    import os
-    import subprocess
-    import sys
-
     digests = []
     for hash_seed in ("1", "2"):
         out = tmp_path / hash_seed

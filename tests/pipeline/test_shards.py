@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.shards import EOT, is_val, write_shards
+from pipeline.shards import EOT, is_val, iter_texts, write_shards
 from pipeline.tokenizer import Tokenizer
 from workbench.files import write_jsonl
 
@@ -91,8 +91,6 @@ def test_rerun_gives_byte_identical_outputs(tmp_path):
 
 
 def test_plain_text_file_with_eot_separators_is_a_document_source(tmp_path):
-    from pipeline.shards import iter_texts
-
     txt = tmp_path / "stories.txt"
     txt.write_text(f"Once upon a time.\n{EOT}\nThe end.{EOT}  \n{EOT}Third story", encoding="utf-8")
     assert [text for _, text in iter_texts(txt)] == ["Once upon a time.", "The end.", "Third story"]

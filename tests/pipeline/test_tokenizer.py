@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.tokenizer import tiktoken_gpt2 as build_tiktoken_gpt2
 from pipeline import tokenizer
 from pipeline.bpe import train_bpe
 from pipeline.tokenizer import STREAM_CHARS, Tokenizer
@@ -52,9 +53,7 @@ def gpt2_plain(gpt2_files):
 @pytest.fixture(scope="module")
 def tiktoken_gpt2(gpt2_files):
     pytest.importorskip("tiktoken")
-    from bench.tokenizer import tiktoken_gpt2
-
-    return tiktoken_gpt2(gpt2_files[0])
+    return build_tiktoken_gpt2(gpt2_files[0])
 
 
 @pytest.fixture(scope="module")

@@ -143,3 +143,30 @@ def test_cli_bad_input_exits_2_with_one_error_line(tmp_path, capsys):
     assert main([str(results), "--no-plots"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "column 'loss' row 2" in err and "\n" not in err
+
+
+def test_cli_metrics_are_a_flat_headline_with_every_prediction_in_details(tmp_path):
+    results = tmp_path / "sweep.csv"
+    isoflop_grid(CHINCHILLA, np.geomspace(1e18, 1e21, 4), points=7, noise=1e-3).to_csv(results, index=False)
+    metrics = tmp_path / "metrics" / "fit.json"
+    assert main([str(results), "--target-flops", "1e23", "1e24", "--bootstrap", "0", "--no-plots",
+                 "--metrics", str(metrics), "--params", "none"]) == 0
+    details = json.loads((tmp_path / "metrics" / "details" / "fit.json").read_text())
+    assert set(details) == {f"{m}@1e+{e}" for m in ("isoflop", "isoflop_grid", "parametric") for e in (23, 24)}
+    best = details["parametric@1e+24"]
+    assert json.loads(metrics.read_text()) == {"flops": 1e24, "params": best["n_opt"], "tokens": best["d_opt"],
+                                               "loss": best["loss"]}
+
+
+def test_cli_params_section_is_strict_and_sets_the_defaults(tmp_path, capsys):
+    results = tmp_path / "sweep.csv"
+    isoflop_grid(CHINCHILLA, np.geomspace(1e18, 1e21, 4), points=7).to_csv(results, index=False)
+    params = tmp_path / "params.yaml"
+    params.write_text("scaling_fit:\n  method: parametric\n  bootstrapp: 3\n")
+    assert main([str(results), "--no-plots", "--params", str(params)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "bootstrapp" in err and "scaling_fit" in err and str(params) in err
+    params.write_text("scaling_fit:\n  method: parametric\n  bootstrap: 0\n  target_flops: [1.0e+22]\n")
+    assert main([str(results), "--no-plots", "--params", str(params)]) == 0
+    report = json.loads((tmp_path / "sweep_fit" / "fit.json").read_text())
+    assert "isoflop" not in report and report["bootstrap"] == 0 and report["target_flops"] == [1e22]

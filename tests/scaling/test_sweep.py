@@ -135,3 +135,16 @@ def test_config_reads_yaml_style_numbers_and_exact_flops():
     assert cfg.budgets == (1e12, 3e12) and cfg.total_flops == 1e13 and cfg.shapes == ((64, 2, 2),)
     assert cfg.train["lr"] == 1e-3 and cfg.train["context_length"] == 64  # merged over the built-in train settings
     assert [budget_label(c) for c in (1e12, 2.5e11, 1e5, 3e-4)] == ["1e12", "2.5e11", "1e5", "3e-4"]
+
+
+def test_unknown_sweep_key_names_key_section_and_file(tmp_path, shards, capsys):
+    params = params_file(tmp_path, shards, budget=[1e8])
+    assert main(["--params", str(params), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "budget" in err and "'sweep'" in err and str(params) in err
+
+
+def test_help_shows_the_params_values(tmp_path, shards, capsys):
+    with pytest.raises(SystemExit):
+        main(["--params", str(params_file(tmp_path, shards, total_flops=2.5e9)), "--help"])
+    assert "(default: 2500000000.0)" in " ".join(capsys.readouterr().out.split())

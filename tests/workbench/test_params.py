@@ -84,3 +84,24 @@ def test_apply_section_on_a_hand_written_parser(tmp_path):
     assert section["steps"] == {"a": 1}
     with pytest.raises(ParamsError, match="unknown key\\(s\\) num_band "):
         apply_section(parser, "dedup", _params(tmp_path, "dedup:\n  num_band: 7\n"))
+
+
+def test_unknown_keys_are_on_the_error(tmp_path):
+    with pytest.raises(ParamsError) as info:
+        load_section("toy", _params(tmp_path, "toy:\n  b: 1\n  a: 2\n  steps: 3\n"), known=Toy)
+    assert info.value.unknown == ["a", "b"]
+    with pytest.raises(ParamsError) as info:
+        load_section("toy", _params(tmp_path, "toy: 3\n"))
+    assert info.value.unknown == []
+
+
+def test_bool_switches_are_value_less_flag_pairs(tmp_path):
+    from workbench.params import add_config_flags, add_params_flag
+
+    parser = argparse.ArgumentParser()
+    add_params_flag(parser, "toy")
+    add_config_flags(parser, Toy, bool_switches=True)
+    p = _params(tmp_path, "toy:\n  shuffle: false\n")
+    assert parse_config(Toy, "toy", ["--params", p], parser=parser)[0].shuffle is False
+    assert parse_config(Toy, "toy", ["--params", p, "--shuffle"], parser=parser)[0].shuffle is True
+    assert parse_config(Toy, "toy", ["--params", "none", "--no-shuffle"], parser=parser)[0].shuffle is False
