@@ -4,6 +4,9 @@
 #   make repro PARAMS=params-gpu.yaml   the same with another profile (params.yaml is left as it was)
 #   make test                           what CI runs: lint (ruff, import contracts, DVC deps), then every test
 #   make test-fast                      the edit loop: lint, then the tests not marked slow, stopping at the first failure
+#   make compile-check                  every Triton kernel AOT-compiled for sm_90 and sm_80 on the CPU (CI runs --quick)
+#   make gpu-check                      on a CUDA machine: kernel tests, benchmarks, MFU, DDP/FSDP smoke, a short
+#                                       params-gpu.yaml run; needs only torch, triton, numpy and pytest (no venv)
 PYTHON ?= python3
 PARAMS ?= params.yaml
 VENV := .venv
@@ -11,7 +14,7 @@ BIN := $(abspath $(VENV))/bin
 STAMP := $(VENV)/.installed-stamp
 RUN := PATH="$(BIN):$$PATH"
 
-.PHONY: repro test test-fast lint
+.PHONY: repro test test-fast lint compile-check gpu-check
 
 repro: $(STAMP)
 	$(RUN) python -m workbench.repro --params $(PARAMS)
@@ -26,6 +29,13 @@ test: lint
 
 test-fast: lint
 	$(RUN) python -m pytest -m "not slow" -x -q $(PYTEST_ARGS)
+
+# ~7 min on 2 cores, seconds when cached; `make compile-check CC_ARGS=--quick` for ~1 min
+compile-check: $(STAMP)
+	$(RUN) python -m kernels.compile_check $(CC_ARGS)
+
+gpu-check:
+	$(PYTHON) -m bench.gpu_check $(GPU_CHECK_ARGS)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

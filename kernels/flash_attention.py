@@ -49,6 +49,18 @@ DKDV_CONFIGS = _configs([(32, 128, 4, 3), (32, 128, 8, 3), (64, 128, 8, 3), (32,
 KEY = ["N_Q_BUCKET", "N_K_BUCKET", "HEAD_DIM", "IS_CAUSAL"]
 
 
+def _prune_fp32_wide(configs: list[triton.Config], nargs: dict, **kwargs) -> list[triton.Config]:
+    """fp32 I/O at d_head > 64 (BLOCK_D 128) doubles the operand tiles in shared memory: keep the tiles of at
+    most 2048 (BLOCK_M·BLOCK_N) elements, which fit an A100's 163 KB per block (measured by
+    kernels.compile_check); fp16/bf16, and d_head <= 64, keep every config."""
+    if nargs["Q"].element_size() < 4 or kwargs["BLOCK_D"] <= 64:
+        return configs
+    return [c for c in configs if c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 2048] or configs
+
+
+PRUNE = {"early_config_prune": _prune_fp32_wide}
+
+
 @triton.jit
 def _load_tile(base, offs_rows, stride_row, n_rows, offs_d, HEAD_DIM: tl.constexpr):
     """(rows, BLOCK_D) tile of a (seq, d_head) slice; zeros past the sequence end and past d_head."""
@@ -79,7 +91,7 @@ def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, o
     return acc, l_i, m_i
 
 
-@triton.autotune(configs=FWD_CONFIGS, key=KEY)
+@triton.autotune(configs=FWD_CONFIGS, key=KEY, prune_configs_by=PRUNE)
 @triton.jit
 def _fwd_kernel(Q, K, V, OUT, LSE, sm_scale,
                 stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
@@ -160,7 +172,7 @@ def _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, 
     return dk, dv
 
 
-@triton.autotune(configs=DKDV_CONFIGS, key=KEY)
+@triton.autotune(configs=DKDV_CONFIGS, key=KEY, prune_configs_by=PRUNE)
 @triton.jit
 def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale,
                      stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
@@ -222,7 +234,7 @@ def _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_
     return dq
 
 
-@triton.autotune(configs=DQ_CONFIGS, key=KEY)
+@triton.autotune(configs=DQ_CONFIGS, key=KEY, prune_configs_by=PRUNE)
 @triton.jit
 def _bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
                    stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,

@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from model.checkpoint import load_model
 from model.config import ModelConfig
+from workbench.files import write_bytes, write_json
 
 # our per-layer suffix -> HF per-layer suffix (under "layers.{i}." and "model.layers.{i}." respectively)
 _LAYER_NAMES = {
@@ -243,15 +244,11 @@ def _add_tokenizer(tokenizer_dir: Path, out_dir: Path, eos_token: str) -> None:
     source = tokenizer_dir / "tokenizer.json"
     if not source.is_file():
         raise FileNotFoundError(f"{source}: missing (run `python -m pipeline train-tokenizer`)")
-    tmp = out_dir / ".tokenizer.json.tmp"
-    shutil.copyfile(source, tmp)
-    os.replace(tmp, out_dir / "tokenizer.json")
+    write_bytes(out_dir / "tokenizer.json", source.read_bytes())
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": eos_token, "bos_token": eos_token,
               "pad_token": eos_token, "model_max_length": json.loads((out_dir / "config.json").read_text())
               ["max_position_embeddings"], "clean_up_tokenization_spaces": False}
-    tmp = out_dir / ".tokenizer_config.json.tmp"
-    tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, out_dir / "tokenizer_config.json")
+    write_json(out_dir / "tokenizer_config.json", config, sort_keys=False)
 
 
 def main(argv: list[str] | None = None) -> int:

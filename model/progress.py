@@ -14,6 +14,7 @@ from pathlib import Path
 
 from model.profiling import StepProfiler
 from model.train_config import TrainConfig
+from workbench.files import atomic_open
 
 CSV_FIELDS = ("step", "tokens", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "mfu")
 MOE_FIELDS = ("aux_loss", "moe_dropped", "moe_load")  # appended for mixture-of-experts models
@@ -31,12 +32,10 @@ class MetricsLog:
                     with contextlib.suppress(TypeError, ValueError):
                         if None not in row.values() and int(row["step"]) <= resume_step:
                             rows.append(row)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", newline="", encoding="utf-8") as fh:
+        with atomic_open(path, "w") as fh:  # the rows up to the resume step, then appended to
             writer = csv.DictWriter(fh, fields, extrasaction="ignore")
             writer.writeheader()
             writer.writerows(rows)
-        tmp.replace(path)
         self.fh = open(path, "a", newline="", encoding="utf-8")
         self.writer = csv.DictWriter(self.fh, fields)
 
