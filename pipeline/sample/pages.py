@@ -401,7 +401,7 @@ def record_id(rng: random.Random) -> str:
 
 
 def warcinfo_record(rid: str, t: datetime, seed: int, pages: int) -> bytes:
-    info = (f"software: lm-workbench pipeline.sample.crawl\r\nisPartOf: CC-MAIN-2024-sample\r\n"
+    info = (f"software: lm-workbench pipeline.sample\r\nisPartOf: CC-MAIN-2024-sample\r\n"
             f"operator: LM Workbench\r\n"
             f"description: synthetic Common Crawl sample, seed={seed}, pages={pages}\r\npublisher: LM Workbench\r\n"
             f"format: WARC File Format 1.0\r\nconformsTo: https://iipc.github.io/warc-specifications/"

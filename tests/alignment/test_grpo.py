@@ -49,7 +49,7 @@ def independent_losses(cfg: GRPOConfig, responses: list[str], run) -> np.ndarray
     adv = ((rewards - rewards.mean(1, keepdims=True)) / (rewards.std(1, ddof=1, keepdims=True) + 1e-6)).reshape(-1)
     losses = []
     with torch.no_grad():
-        for prompt, response, a in zip(prompts, responses, adv, strict=False):
+        for prompt, response, a in zip(prompts, responses, adv):
             p, r = list(prompt.encode()), list(response.encode())
             ids = torch.tensor([p + r])
             logp = torch.log_softmax(start(ids[:, :-1]).double(), dim=-1)[0]

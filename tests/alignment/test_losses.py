@@ -55,11 +55,11 @@ def test_entropy_is_stable_for_huge_and_minus_inf_logits():
 def naive_masked_mean(t, m, dim):
     t, m = t.tolist(), m.tolist()
     if dim is None:
-        flat = [(x, k) for row in zip(t, m, strict=False) for x, k in zip(*row, strict=False)]
+        flat = [(x, k) for row in zip(t, m) for x, k in zip(*row)]
         n = sum(k for _, k in flat)
         return sum(x for x, k in flat if k) / n if n else float("nan")
     if dim in (-1, 1):
-        rows = [[x for x, k in zip(tr, mr, strict=False) if k] for tr, mr in zip(t, m, strict=False)]
+        rows = [[x for x, k in zip(tr, mr) if k] for tr, mr in zip(t, m)]
     else:
         rows = [[t[i][j] for i in range(len(t)) if m[i][j]] for j in range(len(t[0]))]
     return [sum(r) / len(r) if r else float("nan") for r in rows]
@@ -85,13 +85,13 @@ def test_masked_normalize_matches_loops(dim):
     got = masked_normalize(t, m, 7.0, dim)
     T, M = t.tolist(), m.tolist()
     if dim is None:
-        want = sum(x for r, k in zip(T, M, strict=False) for x, b in zip(r, k, strict=False) if b) / 7.0
+        want = sum(x for r, k in zip(T, M) for x, b in zip(r, k) if b) / 7.0
         assert got.item() == pytest.approx(want)
     elif dim == 0:
         want = [sum(T[i][j] for i in range(3) if M[i][j]) / 7.0 for j in range(5)]
         assert got.tolist() == pytest.approx(want)
     else:
-        want = [sum(x for x, b in zip(r, k, strict=False) if b) / 7.0 for r, k in zip(T, M, strict=False)]
+        want = [sum(x for x, b in zip(r, k) if b) / 7.0 for r, k in zip(T, M)]
         assert got.tolist() == pytest.approx(want)
 
 
@@ -154,7 +154,7 @@ TRUTHS = ["4"] * 4 + ["7"] * 4 + ["9"] * 4
 
 def test_group_normalized_rewards_match_statistics_module():
     adv, raw, meta = compute_group_normalized_rewards(fake_reward, RESPONSES, TRUTHS, 4, 1e-6, True)
-    rewards = [fake_reward(r, t)["reward"] for r, t in zip(RESPONSES, TRUTHS, strict=False)]
+    rewards = [fake_reward(r, t)["reward"] for r, t in zip(RESPONSES, TRUTHS)]
     assert raw.tolist() == pytest.approx(rewards)
     want = []
     for g in range(3):
@@ -263,8 +263,8 @@ def test_k3_kl_matches_schulman_formula_and_is_nonnegative():
 
 def naive_grpo_step_loss(per_token, mask, accum, constant=None):
     seqs = []
-    for row, m in zip(per_token.tolist(), mask.tolist(), strict=False):
-        total = sum(x for x, k in zip(row, m, strict=False) if k)
+    for row, m in zip(per_token.tolist(), mask.tolist()):
+        total = sum(x for x, k in zip(row, m) if k)
         seqs.append(total / (constant if constant else sum(m)))
     return sum(seqs) / len(seqs) / accum
 
@@ -280,7 +280,7 @@ def test_grpo_step_loss_matches_loops(loss_type):
     assert logp.grad is not None and (logp.grad[~mask] == 0).all()
     if loss_type == "grpo_clip":
         _, clipped = naive_clip(adv.squeeze(-1).tolist(), logp.tolist(), old.tolist(), 0.2, 0.2)
-        masked = [c for row, m in zip(clipped, mask.tolist(), strict=False) for c, k in zip(row, m, strict=False) if k]
+        masked = [c for row, m in zip(clipped, mask.tolist()) for c, k in zip(row, m) if k]
         assert meta["policy/clip_fraction"].item() == pytest.approx(sum(masked) / len(masked))
 
 

@@ -79,7 +79,7 @@ def test_tokenize_roundtrips_on_tiny_bpe(tiny_bpe):
     prompts, outputs = ["the cat", "a dog ate", "x"], [" sat on the mat.", " the hat", " the dog ate the cat"]
     batch = tokenize_prompt_and_output(prompts, outputs, tiny_bpe)
     n_prompt = [len(tiny_bpe.encode(p)) for p in prompts]
-    for i, (p, o) in enumerate(zip(prompts, outputs, strict=False)):
+    for i, (p, o) in enumerate(zip(prompts, outputs)):
         assert tiny_bpe.decode(batch["labels"][i][batch["response_mask"][i]].tolist()) == o
         assert tiny_bpe.decode(batch["input_ids"][i][: n_prompt[i]].tolist()) == p
         assert int(batch["response_mask"][i].sum()) == len(tiny_bpe.encode(o))

@@ -116,11 +116,11 @@ def test_demonstrations_follow_the_configured_teacher():
     cfg = SFTConfig(model="m", n_train=300, n_test=0, digits=1, held_out="wording", teacher_slip=1.0)
     train, _ = load_task(cfg)
     correct = [r1_zero_reward_fn(response, item["answer"])["reward"] == 1.0
-               for (_, response), item in zip(demonstrations(cfg, train), train, strict=False)]
+               for (_, response), item in zip(demonstrations(cfg, train), train)]
     assert correct == [carry_slip(item) is None for item in train] and 0 < sum(correct) < len(train)
     clean = SFTConfig(model="m", n_train=300, n_test=0, digits=1, held_out="wording")
     assert all(r1_zero_reward_fn(r, item["answer"])["reward"] == 1.0
-               for (_, r), item in zip(demonstrations(clean, train), train, strict=False))
+               for (_, r), item in zip(demonstrations(clean, train), train))
 
 
 def test_help_shows_params_values_and_required_fields(tmp_path, capsys):

@@ -198,7 +198,7 @@ def test_load_gsm8k_matches_naive_reading():
             items = load_gsm8k(path)
         raw = [json.loads(line) for line in path.open()]
         assert len(items) == len(raw) == n
-        for it, r in zip(items, raw, strict=False):
+        for it, r in zip(items, raw):
             assert it["question"] == r["question"] and it["solution"] == r["answer"]
             assert float(it["answer"]) == float(r["answer"].split("####")[-1].strip().replace(",", ""))
 
@@ -210,7 +210,7 @@ def test_load_mmlu_matches_naive_reading():
         rows = [(f.name, r) for f in sorted((root / split).glob("*.csv")) for r in csv.reader(f.open(newline=""))]
         assert len(items) == len(rows) == n
         assert len({it["subject"] for it in items}) == 57
-        for it, (fname, row) in zip(items, rows, strict=False):
+        for it, (fname, row) in zip(items, rows):
             assert fname == f"{it['subject']}_{split}.csv"
             assert [it["question"], *it["choices"], it["answer"]] == row
     assert load_mmlu(root, "dev")[0]["subject"] == "abstract_algebra"
@@ -223,7 +223,7 @@ def test_load_hh_rlhf_pairs():
     raw = [json.loads(line) for line in gzip.open(path, "rt", encoding="utf-8")]
     assert len(raw) == 2312 and len(pairs) == 2307
     kept = [r for i, r in enumerate(raw, 1) if i not in (1255, 1689, 1951, 1953, 2037)]
-    for pair, r in zip(pairs, kept, strict=False):
+    for pair, r in zip(pairs, kept):
         assert pair["prompt"] + pair["chosen"] == r["chosen"]
         assert pair["prompt"] + pair["rejected"] == r["rejected"]
         assert pair["prompt"].startswith("\n\nHuman:") and pair["prompt"].endswith("\n\nAssistant:")
@@ -343,7 +343,7 @@ def test_imperfect_teacher_slips_only_carry_problems_at_the_rate():
     assert 0.25 < len(carries) / len(train) < 0.45  # 1-digit + and -: about a third of problems carry
     for rate in (0.5, 1.0):
         taught = imperfect_teacher(train, rate, seed=3)
-        changed = [i for i, (a, b) in enumerate(zip(train, taught, strict=False)) if a != b]
+        changed = [i for i, (a, b) in enumerate(zip(train, taught)) if a != b]
         assert set(changed) <= set(carries)
         assert abs(len(changed) / len(carries) - rate) < 0.05
         for i in changed:  # the demonstration is wrong, and its reasoning agrees with its answer

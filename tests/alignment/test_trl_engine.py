@@ -43,7 +43,7 @@ def _bytes_to_unicode() -> dict[int, str]:
             bs.append(b)
             cs.append(256 + n)
             n += 1
-    return dict(zip(bs, map(chr, cs), strict=False))
+    return dict(zip(bs, map(chr, cs)))
 
 
 def _make_hf(folder, seed: int):

@@ -60,7 +60,7 @@ def _check(h, w, t, dtype, scale=1.0, **kw):
     got = _run(fused_linear_cross_entropy, h, w, t, scale, **kw)
     eager = _run(linear_cross_entropy_torch, h, w, t, scale)
     exact = _run(_ref64, h, w, t, scale)
-    for name, g, e, x in zip(("loss", "grad_hidden", "grad_weight"), got, eager, exact, strict=False):
+    for name, g, e, x in zip(("loss", "grad_hidden", "grad_weight"), got, eager, exact):
         assert g.dtype == e.dtype and g.shape == e.shape, name
         err, err_eager = _rel(g, x), _rel(e, x)
         assert err <= max(TOL[dtype], 2 * err_eager), f"{name}: fused {err:.2e}, eager {err_eager:.2e} vs fp64"
@@ -102,7 +102,7 @@ def test_chunking_int32_targets_and_custom_ignore_index(chunk_size):
     t[::4] = 7  # a pad id inside the vocab
     got = _run(fused_linear_cross_entropy, h, w, t.int(), chunk_size=chunk_size, ignore_index=7)  # int32 ok
     exact = _run(_ref64, h, w, t, ignore_index=7)
-    assert all(_rel(g, x) < TOL[torch.float32] for g, x in zip(got, exact, strict=False))
+    assert all(_rel(g, x) < TOL[torch.float32] for g, x in zip(got, exact))
 
 
 def test_leading_dims_noncontiguous_and_upstream_scale():
@@ -141,7 +141,7 @@ def test_autocast_casts_fp32_weight(dtype):
     for fn in (fused_linear_cross_entropy, linear_cross_entropy_torch):
         with torch.autocast(DEV, dtype=dtype):
             outs.append(_run(fn, h, w, t))
-    for g, e in zip(*outs, strict=False):
+    for g, e in zip(*outs):
         assert g.dtype == e.dtype == torch.float32
         assert _rel(g, e) < (2e-2 if dtype == torch.bfloat16 else 3e-3)
 
@@ -275,4 +275,4 @@ def test_torch_compile_cuda():
     h, w, t = _inputs(512, 64, 4099, torch.bfloat16, ignore_every=7)
     got = _run(torch.compile(fused_linear_cross_entropy), h, w, t)
     eager = _run(linear_cross_entropy_torch, h, w, t)
-    assert all(_rel(g, e) < 2 * TOL[torch.bfloat16] for g, e in zip(got, eager, strict=False))
+    assert all(_rel(g, e) < 2 * TOL[torch.bfloat16] for g, e in zip(got, eager))

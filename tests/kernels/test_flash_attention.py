@@ -36,7 +36,7 @@ def _reference(q, k, v, grad_out, is_causal):
 
 
 def _assert_close(got, want, tol, label):
-    for name, g, w in zip(("out", "dq", "dk", "dv"), got, want, strict=False):
+    for name, g, w in zip(("out", "dq", "dk", "dv"), got, want):
         err = (g.double() - w).abs().max().item()
         assert err <= tol, f"{label}: {name} max error {err:.2e} > {tol:.0e}"
 
@@ -127,5 +127,5 @@ def test_torch_compile_matches_eager():
     (q, k, v), grad_out = _inputs((2, 4, 256, 64), (2, 4, 256, 64), torch.bfloat16, seed=6)
     eager = _run(flash_attention, q, k, v, grad_out, True)
     compiled = _run(torch.compile(flash_attention, fullgraph=True), q, k, v, grad_out, True)
-    for a, b in zip(eager, compiled, strict=False):
+    for a, b in zip(eager, compiled):
         assert torch.equal(a, b)

@@ -46,7 +46,7 @@ def test_kernels_train_like_the_naive_model(switches):
     got_losses, got_grads = _train(_config(**switches))
     tol = 1e-5 if DEVICE == "cpu" else 2e-3  # CUDA fp32 matmuls inside the kernels run in TF32
     assert got_losses == pytest.approx(want_losses, rel=tol, abs=tol)
-    for step, (got, want) in enumerate(zip(got_grads, want_grads, strict=False)):
+    for step, (got, want) in enumerate(zip(got_grads, want_grads)):
         for name in want:
             scale = want[name].abs().max().item() + 1e-8
             err = (got[name] - want[name]).abs().max().item() / scale

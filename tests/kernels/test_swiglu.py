@@ -40,7 +40,7 @@ def _grads(fn, a, b, dc):
 
 def _check(name, got, want, tol):
     atol, rtol = tol
-    for what, g, w in zip(("c", "da", "db"), got, want, strict=False):
+    for what, g, w in zip(("c", "da", "db"), got, want):
         err = (g.double() - w.double()).abs().max().item() if g.numel() else 0.0
         assert torch.allclose(g.double(), w.double(), atol=atol, rtol=rtol), f"{name} {what}: max |diff| {err:.3g}"
 

@@ -47,7 +47,7 @@ def test_get_batch_windows_are_contiguous_slices(tmp_path, dtype):
     assert x.device.type == "cpu"
     assert torch.equal(x[:, 1:], y[:, :-1])  # y is x shifted by one
     windows = np.lib.stride_tricks.sliding_window_view(ref, T + 1)  # every possible (T+1)-window
-    for row_x, row_y in zip(x.numpy(), y.numpy(), strict=False):
+    for row_x, row_y in zip(x.numpy(), y.numpy()):
         full = np.concatenate([row_x, row_y[-1:]])
         matches = np.flatnonzero((windows == full).all(axis=1))
         assert matches.size >= 1, "batch row is not a contiguous slice of the shard"

@@ -98,7 +98,7 @@ def test_eos_stops_sequences_and_is_excluded():
     free = generate(model, PROMPTS, 12, temperature=0)
     eos = free[0][3]  # the first prompt's 4th new token
     stopped = generate(model, PROMPTS, 12, temperature=0, eos_id=eos)
-    for row_free, row in zip(free, stopped, strict=False):
+    for row_free, row in zip(free, stopped):
         assert row == (row_free[:row_free.index(eos)] if eos in row_free else row_free)
     assert len(stopped[0]) <= 3 and eos not in stopped[0]
     # every sequence ends at once: nothing generated

@@ -69,7 +69,7 @@ def test_moe_matches_naive_reference(capacity_factor):
     grads_ref = torch.autograd.grad((y_ref * probe).sum(), [x, *params])
 
     torch.testing.assert_close(y, y_ref, atol=1e-5, rtol=1e-5)
-    for name, g, g_ref in zip(["x", "router", "w1", "w2", "w3"], grads, grads_ref, strict=False):
+    for name, g, g_ref in zip(["x", "router", "w1", "w2", "w3"], grads, grads_ref):
         torch.testing.assert_close(g, g_ref, atol=1e-5, rtol=1e-5, msg=f"grad {name}")
     if capacity_factor is not None:
         assert dropped > 0  # the tight capacity really drops
@@ -220,5 +220,5 @@ def test_activation_checkpointing_recomputes_same_routing():
     for m in (model, ckpt):
         (m(tokens).pow(2).mean() + m.aux_loss()).backward()
         grads.append([p.grad for p in m.parameters()])
-    for g, g_ref in zip(grads[1], grads[0], strict=False):
+    for g, g_ref in zip(grads[1], grads[0]):
         torch.testing.assert_close(g, g_ref, atol=1e-6, rtol=1e-5)

@@ -47,7 +47,7 @@ def _train(models_and_opts, steps: int, seed: int = 1, after_step=None, dtype=to
 
 
 def _assert_params_close(a: torch.nn.Module, b: torch.nn.Module, **tol):
-    for (name, pa), (_, pb) in zip(a.named_parameters(), b.named_parameters(), strict=False):
+    for (name, pa), (_, pb) in zip(a.named_parameters(), b.named_parameters()):
         torch.testing.assert_close(pa, pb, msg=lambda m, name=name: f"{name}: {m}", **tol)
 
 
@@ -57,7 +57,7 @@ def test_adamw_matches_torch_without_decay(lr, betas):
     eps = 1e-16  # see module docstring: ε placement differs, so make ε irrelevant for the tight check
     _train([(ours, AdamW(ours.parameters(), lr=lr, betas=betas, eps=eps, weight_decay=0.0)),
             (ref, torch.optim.AdamW(ref.parameters(), lr=lr, betas=betas, eps=eps, weight_decay=0.0))], steps=20)
-    moved = max((p - q).abs().max().item() for p, q in zip(ours.parameters(), _model().parameters(), strict=False))
+    moved = max((p - q).abs().max().item() for p, q in zip(ours.parameters(), _model().parameters()))
     assert moved > 10 * lr  # the optimizer did move the parameters
     _assert_params_close(ours, ref, rtol=1e-6, atol=1e-9)
 
@@ -119,10 +119,10 @@ def test_adamw_matches_naive_folded_form_with_default_eps(weight_decay):
     params = [torch.nn.Parameter(p.clone()) for p in init]
     opt = AdamW(params, **kw)
     for step_grads in grads:
-        for p, gr in zip(params, step_grads, strict=False):
+        for p, gr in zip(params, step_grads):
             p.grad = gr.clone()
         opt.step()
-    for p, q in zip(params, _naive_adamw(init, grads, **kw), strict=False):
+    for p, q in zip(params, _naive_adamw(init, grads, **kw)):
         torch.testing.assert_close(p.detach(), q, rtol=1e-12, atol=1e-14)
 
 
@@ -152,7 +152,7 @@ def test_adamw_per_parameter_step_counts_match_torch():
             params[1].grad = grads[1].clone() if step % 3 else None  # second param skips every third step
             opt.step()
     assert int(opts[0].state[ours[1]]["step"]) == 8
-    for p, q in zip(ours, ref, strict=False):
+    for p, q in zip(ours, ref):
         torch.testing.assert_close(p, q, rtol=1e-9, atol=1e-12)
 
 
@@ -198,7 +198,7 @@ def test_state_dict_round_trip_resumes_exactly(tmp_path):
     resumed_opt = AdamW(resumed.parameters(), **kw)
     resumed_opt.load_state_dict(saved["optim"])
     run(resumed, resumed_opt, batches[10:])
-    for p, q in zip(resumed.parameters(), straight.parameters(), strict=False):
+    for p, q in zip(resumed.parameters(), straight.parameters()):
         assert torch.equal(p, q)
 
 
@@ -258,7 +258,7 @@ def test_wsd_schedule_shape():
         assert lr[t] == pytest.approx(max_lr + (t - 80) / 20 * (min_lr - max_lr))
     assert lr[90] == pytest.approx((max_lr + min_lr) / 2)
     assert all(x == min_lr for x in lr[100:])
-    assert all(a >= b for a, b in zip(lr[warmup:], lr[warmup + 1:], strict=False))  # never increases after warmup
+    assert all(a >= b for a, b in zip(lr[warmup:], lr[warmup + 1:]))  # never increases after warmup
 
 
 # --- gradient clipping ---------------------------------------------------------------------------
@@ -281,7 +281,7 @@ def test_clip_grad_norm_matches_torch(max_norm_factor):
     want = torch.nn.utils.clip_grad_norm_(ref, max_norm)
     torch.testing.assert_close(got.float(), want.float(), rtol=1e-6, atol=0)
     assert float(got) == pytest.approx(norm, rel=1e-6)  # the pre-clip norm
-    for p, q in zip(ours, ref, strict=False):
+    for p, q in zip(ours, ref):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-6, atol=1e-8)
     clipped = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in ours))
     if max_norm < norm:
@@ -297,7 +297,7 @@ def test_clip_grad_norm_ignores_params_without_grad():
     want = torch.nn.utils.clip_grad_norm_([*ref, extra_ref], 0.5)
     torch.testing.assert_close(got.float(), want.float(), rtol=1e-6, atol=0)
     assert extra_ours.grad is None
-    for p, q in zip(ours, ref, strict=False):
+    for p, q in zip(ours, ref):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-6, atol=1e-8)
 
 
@@ -306,7 +306,7 @@ def test_clip_grad_norm_accepts_a_generator():
     got = clip_grad_norm((p for p in ours), 0.3)
     want = torch.nn.utils.clip_grad_norm_(ref, 0.3)
     torch.testing.assert_close(got.float(), want.float(), rtol=1e-6, atol=0)
-    for p, q in zip(ours, ref, strict=False):
+    for p, q in zip(ours, ref):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-6, atol=1e-8)
 
 

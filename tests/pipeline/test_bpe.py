@@ -41,7 +41,7 @@ def naive_bpe(text: str, vocab_size: int, special_tokens: list[str]):
     while 256 + len(special_tokens) + len(merges) < vocab_size:
         counts = Counter()
         for word, n in words.items():
-            for pair in zip(word, word[1:], strict=False):
+            for pair in zip(word, word[1:]):
                 counts[pair] += n
         if not counts:
             break
@@ -231,8 +231,8 @@ def test_merge_word_matches_a_plain_rewrite_and_pair_recount():
                 i += 1
         merged, removed, added = bpe._merge_word(word, a, b, 9)
         assert merged == tuple(expected)
-        delta = Counter(zip(merged, merged[1:], strict=False))
-        delta.subtract(Counter(zip(word, word[1:], strict=False)))
+        delta = Counter(zip(merged, merged[1:]))
+        delta.subtract(Counter(zip(word, word[1:])))
         got = Counter(added)
         got.subtract(Counter(removed))
         assert +delta == +got and -delta == -got, (word, a, b)

@@ -204,7 +204,7 @@ def test_permutations_are_exact_modular_arithmetic():
     a, b = permutations(16, seed=3)
     x = np.array([0, 1, 2, MERSENNE - 1, MERSENNE - 2, *np.random.default_rng(0).integers(0, MERSENNE, 200)],
                  dtype=np.uint64)
-    expected = [[(int(ai) * int(xi) + int(bi)) % MERSENNE for xi in x] for ai, bi in zip(a, b, strict=False)]
+    expected = [[(int(ai) * int(xi) + int(bi)) % MERSENNE for xi in x] for ai, bi in zip(a, b)]
     assert _apply_perms(a, b, x).tolist() == expected
 
 
@@ -228,7 +228,7 @@ def test_signature_collision_rate_matches_jaccard_and_datasketch(words_each, sha
     sigma = math.sqrt(true_j * (1 - true_j) / h)
     assert abs(est - true_j) <= 4 * sigma + 1e-9
     ms = [datasketch.MinHash(num_perm=h, seed=5) for _ in range(2)]
-    for m, text in zip(ms, (a, b), strict=False):
+    for m, text in zip(ms, (a, b)):
         m.update_batch([s.encode() for s in shingle_set(text, 1)])
     assert abs(ms[0].jaccard(ms[1]) - true_j) <= 4 * sigma + 1e-9
     assert abs(est - ms[0].jaccard(ms[1])) <= 6 * sigma + 1e-9

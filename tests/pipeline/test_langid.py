@@ -229,10 +229,10 @@ def test_real_pages_agree_with_html_lang():
     assert 870 <= len(pages) <= 930  # the issue counted ~888
     truth = [lang for lang, _ in pages]
     preds = {b: [identify_language(t, b)[0] for _, t in pages] for b in ("langid", "resiliparse")}
-    agree = {b: sum(p == g for p, g in zip(ps, truth, strict=False)) / len(pages) for b, ps in preds.items()}
+    agree = {b: sum(p == g for p, g in zip(ps, truth)) / len(pages) for b, ps in preds.items()}
     print(f"real pages: {len(pages)}, agreement {agree}")
     assert agree["langid"] >= 0.955 and agree["resiliparse"] >= 0.945
-    misses = [i for i, (p, g) in enumerate(zip(preds["langid"], truth, strict=False)) if p != g]
+    misses = [i for i, (p, g) in enumerate(zip(preds["langid"], truth)) if p != g]
     label_noise = sum(preds["resiliparse"][i] == preds["langid"][i] for i in misses)
     assert label_noise >= 0.8 * len(misses)
     try:

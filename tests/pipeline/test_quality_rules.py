@@ -251,7 +251,7 @@ def _reference_docs(sample_crawl, full: bool) -> list[str]:
     tweets = SHARED / "toxicity" / "davidson_labeled_data.csv"
     if tweets.exists():
         with tweets.open(encoding="utf-8") as f:
-            texts += [row["tweet"] for _, row in zip(range(500), csv.DictReader(f), strict=False)]
+            texts += [row["tweet"] for _, row in zip(range(500), csv.DictReader(f))]
     return [t for t in texts if len(t) < 200_000]
 
 
