@@ -61,3 +61,11 @@ def run_step(parser: argparse.ArgumentParser, section: str, argv: Sequence[str] 
 def paths(value) -> list:
     """A setting that is one path or a list of them, as a list."""
     return [value] if isinstance(value, (str, Path)) else list(value)
+
+
+def funnel_headline(metrics: dict, docs_in_key: str = "docs_in", as_key: str = "docs_in") -> dict:
+    """The numbers ``dvc metrics show`` prints for a step that keeps some of its documents (the rest of
+    ``metrics`` goes to metrics/details/): in, out, drop rate, seconds and docs/s."""
+    docs_in, docs_out = metrics[docs_in_key], metrics["docs_out"]
+    return {as_key: docs_in, "docs_out": docs_out, "drop_rate": round(1 - docs_out / docs_in, 4) if docs_in else 0.0,
+            "seconds": metrics["seconds"], "docs_per_s": metrics["docs_per_s"]}

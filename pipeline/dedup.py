@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from pipeline.cli import need, paths, run_step, step_parser
+from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
 from pipeline.documents import input_files, output_name
 from pipeline.minhash import (
     EMPTY,
@@ -462,10 +462,7 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
 
 def headline(metrics: dict) -> dict:
     """The numbers ``dvc metrics show`` prints for the stage (the rest is in metrics/details/dedup.json)."""
-    docs_in = metrics["docs_in"]
-    return {"docs_in": docs_in, "docs_out": metrics["docs_out"],
-            "drop_rate": round(1 - metrics["docs_out"] / docs_in, 4) if docs_in else 0.0,
-            "seconds": metrics["seconds"], "docs_per_s": metrics["docs_per_s"]}
+    return funnel_headline(metrics)
 
 
 def drop_seen_lines(text: str, seen: set[int]) -> tuple[str, int]:

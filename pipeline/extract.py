@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from pipeline.cli import need, paths, run_step, step_parser
+from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
 from pipeline.warc import Payload, iter_payloads
 from workbench.files import read_json, write_json, write_jsonl, write_metrics
 
@@ -244,10 +244,7 @@ def summarize(per_file: list[dict], cfg: ExtractConfig) -> dict:
 
 def headline(metrics: dict) -> dict:
     """The numbers ``dvc metrics show`` prints for the stage (the rest is in metrics/details/extract.json)."""
-    records = metrics["records_read"]
-    return {"records": records, "docs_out": metrics["docs_out"],
-            "drop_rate": round(1 - metrics["docs_out"] / records, 4) if records else 0.0,
-            "seconds": metrics["seconds"], "docs_per_s": metrics["docs_per_s"]}
+    return funnel_headline(metrics, docs_in_key="records_read", as_key="records")
 
 
 # -- CLI ---------------------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from pipeline.cli import need, paths, run_step, step_parser
+from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
 from pipeline.documents import input_files, output_name, read_documents
 from pipeline.executor import EXECUTORS, LocalExecutor, make_executor
 from pipeline.steps import Step, StepStats, run_steps
@@ -175,10 +175,7 @@ def summarize(per_file: list[dict], order: list[str]) -> dict:
 
 def headline(metrics: dict) -> dict:
     """The numbers ``dvc metrics show`` prints for the stage (the rest is in metrics/details/filter.json)."""
-    docs_in = metrics["docs_in"]
-    return {"docs_in": docs_in, "docs_out": metrics["docs_out"],
-            "drop_rate": round(1 - metrics["docs_out"] / docs_in, 4) if docs_in else 0.0,
-            "seconds": metrics["seconds"], "docs_per_s": metrics["docs_per_s"]}
+    return funnel_headline(metrics)
 
 
 # -- CLI ---------------------------------------------------------------------------------------------------------
