@@ -1,6 +1,6 @@
 """Dedup speed and quality: our numpy MinHash vs datasketch, and the whole stage on N generated documents.
 
-Documents are 20-60 sentences drawn from a pool of grammar sentences (``sample_text.EnglishProse``), so two
+Documents are 20-60 sentences drawn from a pool of grammar sentences (``pipeline.sample.text.EnglishProse``), so two
 unrelated documents share almost no 5-gram. About 10% are planted near-duplicates of an earlier original
 (one word in a hundred swapped, one or two sentences added, sometimes one dropped, as ``sample.near_duplicate``
 does) and 3% exact copies (case and punctuation changed). Truth: an original with its copies is one cluster.

@@ -4,7 +4,7 @@
 some metadata records, one gzip member each, as Common Crawl does) and ``manifest.jsonl``, which
 says truthfully what every response carries, so each later stage can be tested against it:
 
-- languages: ~70% English (grammar prose, ``sample_text``), the rest de/fr/es/it/ru/ja/zh (Faker
+- languages: ~70% English (grammar prose, ``pipeline.sample.text``), the rest de/fr/es/it/ru/ja/zh (Faker
   locale words plus natural sentence frames), each in its usual charsets, declared in the HTTP
   header, a ``<meta>`` tag, or both;
 - low quality (~15%): spam, keyword lists, short pages, repeated lines, boilerplate only, teaser

@@ -1,9 +1,9 @@
 """Labelled fastText training data for the embedded classifiers: generated (quality, toxicity, NSFW) and Davidson.
 
 The generated sets come from the same text generators as the sample crawl (``pipeline.sample.crawl.World``:
-the English grammar prose of ``sample_text`` plus Faker text in seven other languages, the crawl's
+the English grammar prose of ``pipeline.sample.text`` plus Faker text in seven other languages, the crawl's
 spam lines, keyword modifiers, insults and forum bits, planted PII sentences, the site boilerplate
-strings of ``sample_html``), drawn from seed streams of their own (hashes of ``sample_labels:<task>:<seed>``),
+strings of ``pipeline.sample.pages``), drawn from seed streams of their own (hashes of ``sample_labels:<task>:<seed>``),
 so no example is a page of a crawl generated with a small seed. Each example is the *extracted text* a
 page would give, one line per block, as trafilatura or resiliparse would print it:
 
