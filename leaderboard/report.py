@@ -3,15 +3,19 @@
 ``python -m leaderboard.report`` reads what the stages already wrote — their detailed metrics
 ``metrics/details/*.json`` (the flat ``metrics/*.json`` beside them are only for ``dvc metrics show``), the default
 training run (``summary.json``, ``config.json``, ``metrics.csv``), the sweep's ``results.csv``, the fit's
-``predictions.csv`` (or ``metrics/details/fit.json``), ``reports/alignment.csv`` and ``reports/data_funnel.csv`` —
-and writes:
+``predictions.csv`` and ``holdout.csv`` (or ``metrics/details/fit.json``), ``reports/alignment.csv`` and
+``reports/data_funnel.csv`` — and writes:
 
 - ``leaderboard.csv``: one row per run (the default pretraining run, every sweep run, every aligned model) plus
-  one per scaling-law prediction, with the columns of the CS336 leaderboards (data recipe, tokenizer, model
-  shape, params, tokens, FLOPs (C = 6·N·D for every run, the accounting of the sweep and the fits, so runs and
-  predictions compare), wall-clock, hardware, validation loss; accuracy for aligned models);
-- ``summary.md``: per-stage seconds, the data funnel, the training result, the scaling predictions, alignment
-  accuracy, the top of the leaderboard, and links to every plot (relative paths);
+  one per scaling-law prediction of a valid fit (scaling/validate.py; an invalid fit's rows are left out) and one
+  ``holdout_check`` per held-out run the fit predicted (the fit's selected method's ``predicted_loss`` beside the
+  run's measured ``val_loss``, its ``rel_error``, and N, D, C as the fit counted them), with the columns of the
+  CS336 leaderboards (data recipe, tokenizer, model shape, params, tokens, FLOPs (C = 6·N·D for every run, the
+  accounting of the sweep and the fits, so runs and predictions compare), wall-clock, hardware, validation loss;
+  accuracy for aligned models);
+- ``summary.md``: per-stage seconds, the data funnel, the training result, the scaling predictions, predicted vs
+  actual loss of the held-out runs (every method), alignment accuracy, the top of the leaderboard, and links to
+  every plot (relative paths);
 - ``training_curves.png`` (leaderboard/plots.py), and ``scaling.png`` only when the fit's PNGs are missing;
 - ``--metrics`` (``metrics/report.json``): the flat ``headline`` for ``dvc metrics show``; the full numbers
   (``report_stats``: every method's prediction, every aligned model's accuracy) go to ``metrics/details/report.json``.
@@ -42,7 +46,7 @@ from workbench.params import ParamsError, params_path, parse_config, read_params
 
 COLUMNS = ["run_id", "kind", "data_recipe", "tokenizer", "preset", "d_model", "n_layers", "n_heads", "params",
            "tokens", "flops", "wall_clock_s", "hardware", "val_loss", "val_perplexity", "task", "accuracy",
-           "target_flops", "n_opt", "d_opt", "predicted_loss"]
+           "target_flops", "n_opt", "d_opt", "predicted_loss", "rel_error"]
 INTEGER_COLUMNS = ("d_model", "n_layers", "n_heads", "params", "tokens", "flops")
 FIT_PNGS = ("isoflop_curves.png", "optimal_allocation.png", "parametric_contours.png")
 STAGE_ORDER = ("extract", "filter", "dedup", "tokenizer", "shards", "train", "sweep", "fit", "sft", "dpo", "grpo",
@@ -213,19 +217,68 @@ def aligned_rows(alignment: Path, metrics: dict, tokenizer: str | None) -> list[
 
 
 def predictions(fit_dir: Path, metrics: dict) -> pd.DataFrame | None:
-    """method, target_flops, n_opt, d_opt, loss: the fit's predictions.csv, else metrics/fit.json's {method}@{C}."""
+    """method, target_flops, n_opt, d_opt, loss, selected of the valid fits: the fit's predictions.csv, else
+    metrics/fit.json's {method}@{C} entries. A row marked ``valid`` false (scaling/validate.py) is left out."""
     frame = read_csv(fit_dir / "predictions.csv", ("method", "target_flops", "n_opt", "d_opt", "loss"))
     if frame is not None:
-        return frame[["method", "target_flops", "n_opt", "d_opt", "loss"]]
+        frame = frame.assign(valid=_flags(frame, "valid", True), selected=_flags(frame, "selected", False))
+        return frame[frame["valid"]][["method", "target_flops", "n_opt", "d_opt", "loss", "selected"]]
     fit = metrics.get("fit")
     if not fit:
         return None
     rows = []
     for key, value in fit.items():
-        method, _, budget = key.partition("@")
+        method, at, budget = key.partition("@")
+        if not at or not isinstance(value, dict) or value.get("valid") is False:
+            continue  # the holdout section, or an invalid fit
         rows.append({"method": method, "target_flops": _num(budget)} | {k: value.get(k) for k in
-                                                                       ("n_opt", "d_opt", "loss")})
-    return pd.DataFrame(rows)
+                                                                       ("n_opt", "d_opt", "loss")}
+                    | {"selected": bool(value.get("selected", False))})
+    return pd.DataFrame(rows, columns=["method", "target_flops", "n_opt", "d_opt", "loss", "selected"])
+
+
+def _flags(frame: pd.DataFrame, column: str, default: bool) -> pd.Series:
+    """A true/false column of predictions.csv as booleans (``default`` when the column is absent)."""
+    if column not in frame:
+        return pd.Series(default, index=frame.index)
+    return frame[column].map(lambda v: str(v).strip().lower() in ("true", "1", "1.0"))
+
+
+def holdout(fit_dir: Path, metrics: dict) -> tuple[pd.DataFrame | None, str | None]:
+    """The held-out runs the fit predicted (scaling.fit --holdout / --holdout-summary), one row per run and method
+    (run_id, N, D, C, loss, method, predicted_loss, rel_error), and the fit's selected method: the fit's holdout.csv
+    and fit.json, else the ``holdout`` section of metrics/fit.json; (None, None) when the fit had none."""
+    columns = ["run_id", "N", "D", "C", "loss", "method", "predicted_loss", "rel_error"]
+    frame = read_csv(fit_dir / "holdout.csv", tuple(columns))
+    fit_json = (read_json(fit_dir / "fit.json") or {}) if frame is not None else {}
+    details = metrics.get("fit") or {}
+    section = fit_json.get("holdout") or details.get("holdout")
+    if frame is None and isinstance(section, dict):
+        frame = pd.DataFrame([{"run_id": run["run_id"], "N": run["n"], "D": run["d"], "C": run["flops"],
+                               "loss": run["actual_loss"], "method": method, "predicted_loss": value,
+                               "rel_error": run["rel_error"].get(method)}
+                              for run in section.get("runs", []) for method, value in run["predicted_loss"].items()],
+                             columns=columns)
+    if frame is None:
+        return None, None
+    selected = section.get("selected_method") if isinstance(section, dict) else None
+    if selected not in set(frame["method"]):
+        selected = next((m for m in HEADLINE_METHODS if m in set(frame["method"])), None)
+    # each method's validity: fit.json's ``validity``, else the ``valid`` flags of the metrics' predictions
+    valid = {m: bool(v.get("valid")) for m, v in (fit_json.get("validity") or {}).items() if isinstance(v, dict)}
+    for key, value in details.items():
+        if "@" in key and isinstance(value, dict) and "valid" in value:
+            valid.setdefault(key.partition("@")[0], bool(value["valid"]))
+    return frame[columns].assign(valid=[valid.get(m) for m in frame["method"]]), selected
+
+
+def holdout_rows(frame: pd.DataFrame | None, selected: str | None) -> list[dict]:
+    """One ``holdout_check`` row per held-out run: its measured loss beside the selected method's prediction."""
+    if frame is None or selected is None:
+        return []
+    return [{"run_id": f"{selected}@{r['run_id']}", "kind": "holdout_check", "params": r["N"], "tokens": r["D"],
+             "flops": r["C"], "val_loss": r["loss"], "predicted_loss": r["predicted_loss"],
+             "rel_error": r["rel_error"]} for r in frame[frame["method"] == selected].to_dict("records")]
 
 
 def _integer_columns(board: pd.DataFrame) -> pd.DataFrame:
@@ -244,6 +297,18 @@ def prediction_rows(frame: pd.DataFrame | None, fit_dir: Path) -> list[dict]:
     return [{"run_id": f"{r['method']}@{r['target_flops']:.3g}", "kind": "scaling_prediction",
              "target_flops": r["target_flops"], "n_opt": r["n_opt"], "d_opt": r["d_opt"],
              "predicted_loss": r["loss"]} for r in frame.to_dict("records")]
+
+
+def holdout_markdown(frame: pd.DataFrame | None, selected: str | None) -> str | None:
+    """Predicted against measured loss for each held-out run, every method (the selected one marked)."""
+    if frame is None or not len(frame):
+        return None
+    table = frame.assign(method=[f"**{m}** (selected)" if m == selected else m for m in frame["method"]])
+    table = table.rename(columns={"loss": "actual_loss"})
+    table["rel_error"] = [f"{v:+.2%}" if _num(v) is not None else "" for v in table["rel_error"]]
+    table["valid fit"] = [{True: "yes", False: "no"}.get(v, "") for v in table["valid"]]
+    return md_table(table[["run_id", "N", "D", "C", "method", "actual_loss", "predicted_loss", "rel_error",
+                           "valid fit"]])
 
 
 # ---------------------------------------------------------------- summary.md
@@ -274,7 +339,7 @@ def stage_seconds(metrics: dict, sweep: Path) -> pd.DataFrame:
 
 
 def summary_markdown(board: pd.DataFrame, seconds: pd.DataFrame, funnel: pd.DataFrame | None,
-                     images: list[Path], out_dir: Path, top: int) -> str:
+                     images: list[Path], out_dir: Path, top: int, held_out: str | None = None) -> str:
     out = ["# Pipeline report", ""]
 
     def section(title: str, body: str | None, missing: str) -> None:
@@ -292,7 +357,9 @@ def summary_markdown(board: pd.DataFrame, seconds: pd.DataFrame, funnel: pd.Data
     if len(preds):
         preds.insert(0, "method", preds["run_id"].str.partition("@")[0])
     section("Scaling-law predictions", md_table(preds[["method", "target_flops", "n_opt", "d_opt", "predicted_loss"]])
-            if len(preds) else None, "no fit predictions")
+            if len(preds) else None, "no valid fit predictions")
+    section("Held-out run: predicted vs actual loss", held_out,
+            "no held-out run (python -m scaling.fit --holdout / --holdout-summary)")
     aligned = board[board["kind"] == "aligned"].rename(columns={"run_id": "stage"})
     section("Alignment accuracy", md_table(aligned[["stage", "task", "accuracy", "wall_clock_s"]])
             if len(aligned) else None, "no alignment results")
@@ -319,6 +386,11 @@ def report_stats(board: pd.DataFrame, seconds: pd.DataFrame) -> dict:
     if len(preds):
         last = preds[preds["target_flops"] == preds["target_flops"].max()]
         out["predicted_loss"] = {r: _num(v) for r, v in zip(last["run_id"], last["predicted_loss"], strict=False)}
+    checks = board[board["kind"] == "holdout_check"]
+    if len(checks):
+        out["holdout"] = {r["run_id"]: {"flops": _num(r["flops"]), "actual_loss": _num(r["val_loss"]),
+                                        "predicted_loss": _num(r["predicted_loss"]), "rel_error": _num(r["rel_error"])}
+                          for r in checks.to_dict("records")}
     aligned = board[board["kind"] == "aligned"]
     if len(aligned):
         out["accuracy"] = {r: _num(v) for r, v in zip(aligned["run_id"], aligned["accuracy"], strict=False)}
@@ -327,16 +399,23 @@ def report_stats(board: pd.DataFrame, seconds: pd.DataFrame) -> dict:
     return out
 
 
-def headline(stats: dict) -> dict:
+def headline(stats: dict, selected: str | None = None) -> dict:
     """metrics/report.json for ``dvc metrics show``, flat: the default run's val_loss, the best aligned accuracy,
-    the best sweep loss, the predicted loss at the largest budget (by the first of scaling's HEADLINE_METHODS
-    fitted) and the summed stage seconds."""
+    the best sweep loss, the predicted loss at the largest budget (by the fit's selected method, else the first of
+    scaling's HEADLINE_METHODS fitted), the held-out run's relative error (``holdout_rel_error``, the largest
+    held-out run by C) and the summed stage seconds."""
     out = {k: stats[k] for k in ("val_loss", "best_sweep_loss") if k in stats}
     predicted = stats.get("predicted_loss") or {}
     by_method = {run_id.partition("@")[0]: loss for run_id, loss in predicted.items()}
-    method = next((m for m in HEADLINE_METHODS if m in by_method), next(iter(by_method), None))
+    method = selected if selected in by_method else \
+        next((m for m in HEADLINE_METHODS if m in by_method), next(iter(by_method), None))
     if method is not None:
         out["predicted_loss"] = by_method[method]
+    checks = list((stats.get("holdout") or {}).values())
+    if checks:
+        largest = max(checks, key=lambda c: c["flops"] or 0.0)
+        if largest["rel_error"] is not None:
+            out["holdout_rel_error"] = largest["rel_error"]
     accuracies = [v for v in (stats.get("accuracy") or {}).values() if v is not None]
     if accuracies:
         out["accuracy"] = max(accuracies)
@@ -364,8 +443,10 @@ def build_report(cfg: LeaderboardConfig, params: dict) -> tuple[pd.DataFrame, di
     common = {"data_recipe": data_recipe(params, metrics), "tokenizer": tokenizer_label(params, metrics)}
     train_run, results, fit_dir = Path(cfg.train_run), Path(cfg.sweep_results), Path(cfg.fit_dir)
     preds = predictions(fit_dir, metrics)
+    held_out, selected = holdout(fit_dir, metrics)
     rows = (pretrain_rows(train_run, common) + sweep_rows(results, Path(cfg.sweep_runs), common)
-            + aligned_rows(Path(cfg.alignment), metrics, common["tokenizer"]) + prediction_rows(preds, fit_dir))
+            + aligned_rows(Path(cfg.alignment), metrics, common["tokenizer"]) + prediction_rows(preds, fit_dir)
+            + holdout_rows(held_out, selected))
     if not rows:
         raise ReportError("nothing to report: no training run, sweep results, alignment results or fit predictions")
     board = _integer_columns(pd.DataFrame(rows, columns=COLUMNS))
@@ -378,10 +459,11 @@ def build_report(cfg: LeaderboardConfig, params: dict) -> tuple[pd.DataFrame, di
     if funnel is None:
         warn(f"no {funnel_path}: data funnel table left out")
     seconds = stage_seconds(metrics, results)
-    text = summary_markdown(board, seconds, funnel, images, out_dir, cfg.top)
+    text = summary_markdown(board, seconds, funnel, images, out_dir, cfg.top, holdout_markdown(held_out, selected))
     written.append(write_bytes(out_dir / "summary.md", text.encode()))
     stats = report_stats(board, seconds)
-    written.append(write_metrics(metrics_out, stats, headline(stats)))
+    chosen = preds[preds["selected"]]["method"] if preds is not None and len(preds) else []
+    written.append(write_metrics(metrics_out, stats, headline(stats, next(iter(chosen), None))))
     return board, stats, written + drawn
 
 
@@ -392,7 +474,7 @@ def draw_plots(cfg: LeaderboardConfig, preds: pd.DataFrame | None) -> list[Path]
     curves = read_csv(train_run / "metrics.csv", ("tokens", "loss"))
     sweep = read_csv(results) if results.is_file() else None
     drawn = [plots.training_curves(curves, sweep, out_dir / "training_curves.png")]
-    if not any((fit_dir / name).is_file() for name in FIT_PNGS) and preds is not None:
+    if not any((fit_dir / name).is_file() for name in FIT_PNGS) and preds is not None and len(preds):
         drawn.append(plots.scaling_plot(preds, sweep, out_dir / "scaling.png"))
     return [p for p in drawn if p is not None]
 
@@ -419,7 +501,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     counts = board["kind"].value_counts()
-    print(", ".join(f"{counts.get(k, 0)} {k}" for k in ("pretrain", "sweep", "aligned", "scaling_prediction")))
+    print(", ".join(f"{counts.get(k, 0)} {k}" for k in ("pretrain", "sweep", "aligned", "scaling_prediction",
+                                                         "holdout_check")))
     print(json.dumps(stats, sort_keys=True))
     print(f"report: {len(board)} leaderboard rows -> {', '.join(map(str, written))}")
     return 0

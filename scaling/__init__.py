@@ -1,4 +1,5 @@
-"""scaling package: budgeted sweeps (sweep), IsoFLOP and parametric fits (isoflop, parametric, fit), plots."""
+"""scaling package: budgeted sweeps (sweep), IsoFLOP, parametric and Gadre et al. fits (isoflop, parametric,
+gadre), their validation and held-out predictions (validate), the CLI (fit), its files (data), plots."""
 
 import os
 

@@ -7,10 +7,15 @@ The contract is DESIGN.md "Scaling results": a CSV (or a JSON list of objects, a
 Whichever of D and C is missing is filled in with the training-compute approximation C = 6·N·D
 (Kaplan et al. 2020, §2.1; Hoffmann et al. 2022, §3).
 
-The output side lives here too: the fit outputs (fit.json and predictions.csv, each written to a temporary file
-and renamed into place; the DVC metrics: the flat ``headline`` in metrics/fit.json, every prediction in
-metrics/details/fit.json; the printed summary table), the grouping of runs into compute budgets and the stacking
-of bootstrap samples, so that scaling/isoflop.py and scaling/parametric.py hold the math and scaling/fit.py the CLI.
+Held-out runs come in the same way (``load_holdout``: the same aliases and checks, plus ``run_id``) or from a
+``python -m model.train`` summary.json, counted as the sweep counted its runs (``sweep_counting``,
+``load_summary_holdout``).
+
+The output side lives here too: the fit outputs (fit.json, predictions.csv and holdout.csv, each written to a
+temporary file and renamed into place; the DVC metrics: the flat ``headline`` in metrics/fit.json, every prediction
+and the held-out runs in metrics/details/fit.json; the printed summary), the grouping of runs into compute budgets
+and the stacking of bootstrap samples, so that scaling/isoflop.py, parametric.py and gadre.py hold the math,
+scaling/validate.py the checks and scaling/fit.py the CLI.
 
 Every problem raises ``ValueError`` with one line naming the file, the column and the row. Rows count from 1
 over the data rows (the CSV header is not a row; in JSON row k is the k-th object).
@@ -35,7 +40,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "loss": ("loss", "final_loss", "val_loss"),
 }
 # the fit whose prediction headlines metrics/fit.json (and the report's predicted_loss), in order of preference
-HEADLINE_METHODS = ("parametric", "isoflop", "isoflop_grid")
+HEADLINE_METHODS = ("parametric", "isoflop", "isoflop_grid", "gadre")
 
 
 def load_results(path: str | Path) -> pd.DataFrame:
@@ -126,6 +131,61 @@ def canonicalize(frame: pd.DataFrame, source: str = "<results>") -> pd.DataFrame
     return pd.concat([out, extras.reset_index(drop=True)], axis=1)
 
 
+def load_holdout(path: str | Path) -> pd.DataFrame:
+    """Held-out runs (``--holdout``): a table read as the results are (same aliases and checks), with ``run_id``
+    (``<stem>:<row>`` when it has none); columns run_id, params, tokens, flops, loss."""
+    path = Path(path)
+    frame = load_results(path)
+    col = next((c for c in frame.columns if str(c).strip().lower() == "run_id"), None)
+    ids = frame[col].astype(str).tolist() if col is not None else [f"{path.stem}:{i}" for i in
+                                                                      range(1, len(frame) + 1)]
+    return pd.DataFrame({"run_id": ids} | {k: frame[k].to_numpy() for k in CANONICAL})
+
+
+def sweep_counting(frame: pd.DataFrame) -> dict[str, str]:
+    """How a scaling.sweep results table counted N and C, read off its own columns (scaling/sweep.py result_row):
+    ``params`` is the summary's ``params`` unless it equals ``params_non_embedding`` in every row; C per token is
+    ``6N`` when ``flops_actual`` = 6·N·tokens in every row (or there is no ``flops_actual``), else ``exact``."""
+    n, tokens = frame["params"].to_numpy(dtype=float), frame["tokens"].to_numpy(dtype=float)
+    counting = {"params": "params", "flops": "6N"}
+    if "params_non_embedding" in frame:
+        non_embedding = pd.to_numeric(frame["params_non_embedding"], errors="coerce").to_numpy(dtype=float)
+        if np.allclose(non_embedding, n, rtol=1e-9, atol=0):
+            counting["params"] = "params_non_embedding"
+    if "flops_actual" in frame:
+        actual = pd.to_numeric(frame["flops_actual"], errors="coerce").to_numpy(dtype=float)
+        if not np.allclose(actual / tokens, 6.0 * n, rtol=1e-6, atol=0):
+            counting["flops"] = "exact"
+    return counting
+
+
+def load_summary_holdout(path: str | Path, counting: dict[str, str]) -> pd.DataFrame:
+    """The held-out row of a ``python -m model.train`` summary.json, counted as the sweep counts its runs
+    (``sweep_counting``): N = summary[counting["params"]], D = summary["tokens"], loss = summary["val_loss"] (the
+    sweep's ``loss`` column), C = 6·N·D (``6N``) or summary["flops"] (``exact``: model/train.py's per-token count,
+    6·N_matmul + 12·L·d·T, the sweep's exact mode). ``run_id``: the run folder's name."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    keys = (counting["params"], "tokens", "val_loss") + (("flops",) if counting["flops"] == "exact" else ())
+    if not isinstance(summary, dict) or any(k not in summary for k in keys):
+        raise ValueError(f"{path}: expected a python -m model.train summary.json with keys {', '.join(keys)}")
+    n, d = summary[counting["params"]], summary["tokens"]
+    row = {"run_id": path.parent.name or path.stem, "params": n, "tokens": d, "loss": summary["val_loss"],
+           "flops": summary["flops"] if counting["flops"] == "exact" else None}
+    try:
+        if counting["flops"] == "6N":
+            row["flops"] = 6.0 * float(n) * float(d)
+    except (TypeError, ValueError):
+        pass  # canonicalize names the bad value
+    frame = canonicalize(pd.DataFrame([row]), source=str(path))
+    return frame[["run_id", *CANONICAL]]
+
+
 def budget_labels(flops: np.ndarray, rtol: float = 1e-2) -> np.ndarray:
     """Each run's compute budget: runs whose C are within ``rtol`` of a neighbour share one (their median)."""
     flops = np.asarray(flops, dtype=float)
@@ -158,59 +218,153 @@ def _jsonable(value: object) -> object:
 
 
 def write_outputs(report: dict, out_dir: Path) -> None:
-    """fit.json and predictions.csv, each written to a temporary file and renamed into place."""
+    """fit.json, predictions.csv and (with held-out runs) holdout.csv, each written to a temporary file and renamed
+    into place."""
     write_text(out_dir / "fit.json", json.dumps(_jsonable(report), indent=2) + "\n")
-    write_text(out_dir / "predictions.csv", pd.DataFrame(report["predictions"]).to_csv(index=False))
+    write_text(out_dir / "predictions.csv", pd.DataFrame(_jsonable(report["predictions"])).to_csv(index=False))
+    if "holdout" in report:
+        write_text(out_dir / "holdout.csv", holdout_table(report["holdout"]).to_csv(index=False))
+
+
+def holdout_report(holdout: pd.DataFrame, predictions: dict[str, dict], selected: str | None,
+                   counting: dict[str, str] | None = None) -> dict:
+    """fit.json's ``holdout`` section: each held-out run's measured loss against every method's prediction.
+
+    ``predictions`` ({method: {"value": one per run, "ci95": (lo, hi) or None}}) were made from N, D and C alone;
+    this is the first place the held-out losses are read. The largest run (by C) is also spelt out at the top level
+    (run_id, n, d, flops, actual_loss, predicted_loss, rel_error, ci95 by method); ``runs`` lists every run."""
+    runs = []
+    for i, rec in enumerate(holdout.to_dict("records")):
+        predicted = {m: float(p["value"][i]) for m, p in predictions.items()}
+        ci = {m: [float(p["ci95"][0][i]), float(p["ci95"][1][i])] for m, p in predictions.items()
+              if p["ci95"] is not None}
+        runs.append({"run_id": str(rec["run_id"]), "n": float(rec["params"]), "d": float(rec["tokens"]),
+                     "flops": float(rec["flops"]), "actual_loss": float(rec["loss"]), "predicted_loss": predicted,
+                     "rel_error": {m: v / float(rec["loss"]) - 1 for m, v in predicted.items()}, "ci95": ci})
+    top = max(runs, key=lambda r: r["flops"])
+    return top | {"selected_method": selected, "runs": runs} | ({"counting": counting} if counting else {})
+
+
+def holdout_table(section: dict) -> pd.DataFrame:
+    """holdout.csv: one row per held-out run and method."""
+    rows = [{"run_id": r["run_id"], "N": r["n"], "D": r["d"], "C": r["flops"], "loss": r["actual_loss"],
+             "method": m, "predicted_loss": v, "rel_error": r["rel_error"][m]}
+            for r in section["runs"] for m, v in r["predicted_loss"].items()]
+    return pd.DataFrame(rows, columns=["run_id", "N", "D", "C", "loss", "method", "predicted_loss", "rel_error"])
 
 
 def prediction_metrics(report: dict) -> dict:
-    """The detailed fit metrics: n_opt, d_opt and loss per ``{method}@{target C}`` (metrics/details/fit.json)."""
-    return {f"{row['method']}@{row['target_flops']:.0e}": {k: float(row[k]) for k in ("n_opt", "d_opt", "loss")}
-            for row in report["predictions"]}
+    """The detailed fit metrics (metrics/details/fit.json): n_opt, d_opt, loss, valid and selected per
+    ``{method}@{target C}``, and the ``holdout`` section when there is one."""
+    stats: dict = {f"{row['method']}@{row['target_flops']:.0e}": {k: float(row[k]) for k in ("n_opt", "d_opt", "loss")}
+                   | {"valid": bool(row.get("valid", True)), "selected": bool(row.get("selected", False))}
+                   for row in report["predictions"]}
+    if "holdout" in report:
+        stats["holdout"] = _jsonable(report["holdout"])
+    return stats
 
 
-def headline(stats: dict) -> dict:
-    """The fit's flat DVC metrics, from ``prediction_metrics``: the compute-optimal params and tokens and the
-    predicted loss at the largest target budget C (``flops``), by the first method of HEADLINE_METHODS fitted."""
-    rows = []
-    for key, value in stats.items():
-        method, _, budget = key.partition("@")
-        rows.append((float(budget), method, value))
-    if not rows:
-        return {}
-    flops = max(budget for budget, _, _ in rows)
-    at_largest = {method: value for budget, method, value in rows if budget == flops}
-    best = at_largest[next((m for m in HEADLINE_METHODS if m in at_largest), next(iter(at_largest)))]
-    return {"flops": flops, "params": best["n_opt"], "tokens": best["d_opt"], "loss": best["loss"]}
+def headline(report: dict) -> dict:
+    """The fit's flat DVC metrics: the selected method's compute-optimal params and tokens and predicted loss at
+    the largest target budget C (``flops``), when that fit is valid; with a held-out run, its measured loss
+    (``holdout_loss``) and the selected method's relative error on it (``holdout_rel_error``)."""
+    method = (report.get("selection") or {}).get("method")
+    rows = [r for r in report["predictions"] if r["method"] == method and r.get("valid", True)]
+    out: dict = {}
+    if rows:
+        row = max(rows, key=lambda r: r["target_flops"])
+        out = {"flops": float(row["target_flops"]), "params": float(row["n_opt"]), "tokens": float(row["d_opt"]),
+               "loss": float(row["loss"])}
+    holdout = report.get("holdout")
+    if holdout:
+        out["holdout_loss"] = holdout["actual_loss"]
+        if method in holdout["rel_error"]:
+            out["holdout_rel_error"] = holdout["rel_error"][method]
+    return out
 
 
 def write_fit_metrics(report: dict, path: Path) -> None:
     """metrics/fit.json (``headline``) for ``dvc metrics show`` and metrics/details/fit.json (every prediction)."""
-    stats = prediction_metrics(report)
-    write_metrics(path, stats, headline(stats))
+    write_metrics(path, prediction_metrics(report), _jsonable(headline(report)))
 
 
-def format_summary(report: dict) -> str:
-    """One line per fitted law (exponent 95% CIs), then one table row per (method, target budget)."""
+# ---------------------------------------------------------------- the printed summary
+def _ci(ci: list, fmt: str) -> str:
+    """" [lo, hi]", or "" without a bootstrap (no CI, never "[nan, nan]")."""
+    lo, hi = (float(np.asarray(v)) if v is not None else np.nan for v in ci)
+    return f" [{lo:{fmt}}, {hi:{fmt}}]" if np.isfinite(lo) and np.isfinite(hi) else ""
+
+
+def _law_lines(report: dict) -> list[str]:
+    """One line per fitted law: N_opt(C), D_opt(C) with exponent CIs, the loss law and its parameters."""
     def law(sec: dict, name: str) -> str:
-        coef, exponent, (lo, hi) = sec[name]["coef"]["value"], *(sec[name]["exponent"][k] for k in ("value", "ci95"))
-        return f"{name[0].upper()}{name[1:]} = {coef:.4g}*C^{exponent:.4f} [{lo:.4f}, {hi:.4f}]"
+        coef, exponent = sec[name]["coef"]["value"], sec[name]["exponent"]
+        return f"{name[0].upper()}{name[1:]} = {float(coef):.4g}*C^{float(exponent['value']):.4f}" \
+               f"{_ci(exponent['ci95'], '.4f')}"
+
+    def values(sec: dict, names: tuple[str, ...]) -> str:
+        return " ".join(f"{k}={float(sec[k]['value']):.4g}{_ci(sec[k]['ci95'], '.4g')}" for k in names)
 
     lines = []
     for variant in ("parabola", "grid_minimum") if "isoflop" in report else ():
         sec = report["isoflop"][variant]
-        loss = {k: sec["loss"][k]["value"] for k in ("E", "A", "gamma")}
+        loss = {k: float(sec["loss"][k]["value"]) for k in ("E", "A", "gamma")}
         lines.append(f"isoflop/{variant:<13} {law(sec, 'n_opt')}   {law(sec, 'd_opt')}   "
                      f"L_opt = {loss['E']:.4g} + {loss['A']:.4g}*C^-{loss['gamma']:.4f}")
-    if "parametric" in report:
-        sec = report["parametric"]
-        params = " ".join(f"{k}={sec[k]['value']:.4g} [{sec[k]['ci95'][0]:.4g}, {sec[k]['ci95'][1]:.4g}]"
-                          for k in ("E", "A", "B", "alpha", "beta"))
-        lines.append(f"{'parametric':<21} {law(sec, 'n_opt')}   {law(sec, 'd_opt')}   "
-                     f"max rel loss error {sec['max_rel_loss_error']:.2g}\n{'':<21} {params}")
+    for name, params in (("parametric", ("E", "A", "B", "alpha", "beta")), ("gadre", ("E", "a", "b", "eta"))):
+        if name in report:
+            sec = report[name]
+            lines.append(f"{name:<21} {law(sec, 'n_opt')}   {law(sec, 'd_opt')}   "
+                         f"max rel loss error {sec['max_rel_loss_error']:.2g}\n{'':<21} {values(sec, params)}")
+    return lines
+
+
+def _validation_lines(report: dict) -> list[str]:
+    """Leave-the-largest-budget-out errors, the selected method and why, the invalid fits."""
+    lines = []
+    lobo = {m: v for m, v in (report.get("leave_largest_budget_out") or {}).items() if "rel_error" in v}
+    if lobo:
+        first = next(iter(lobo.values()))
+        lines.append(f"leave-the-largest-budget-out (the best run of C={first['budget']:.3g}, loss "
+                     f"{first['run']['loss']:.4g}, predicted from the smaller budgets): " + ", ".join(
+                         f"{m} {v['predicted_loss']:.4g}{_ci(v['ci95'] or [None, None], '.4g')} ({v['rel_error']:+.2%})"
+                         for m, v in lobo.items()))
+    invalid = [m for m, v in (report.get("validity") or {}).items() if not v["valid"]]
+    if invalid:
+        lines.append(f"invalid fits, left out of the table below (reasons: the warnings; fit.json and predictions.csv "
+                     f"keep them with valid=false): {', '.join(invalid)}")
+    selection = report.get("selection") or {}
+    if selection.get("method"):
+        lines.append(f"selected: {selection['method']}{'' if selection['valid'] else ' (INVALID)'}: "
+                     f"{selection['why']}")
+    return lines
+
+
+def _holdout_lines(report: dict) -> list[str]:
+    holdout = report.get("holdout")
+    if not holdout:
+        return []
+    selected = holdout.get("selected_method")
+    lines = []
+    for run in holdout["runs"]:
+        lines.append(f"held-out run {run['run_id']}: N={run['n']:.4g} D={run['d']:.4g} C={run['flops']:.4g}, "
+                     f"measured loss {run['actual_loss']:.4f}")
+        for m, value in run["predicted_loss"].items():
+            lines.append(f"  {m:<13} predicted {value:.4f}{_ci(run['ci95'].get(m, [None, None]), '.4f')}  "
+                         f"error {run['rel_error'][m]:+.2%}{'  (selected)' if m == selected else ''}")
+    return lines
+
+
+def format_summary(report: dict) -> str:
+    """The fitted laws (exponent 95% CIs), one table row per valid (method, target budget), the validation, the
+    selected method and the held-out runs."""
+    lines = _law_lines(report) + _validation_lines(report)
     lines.append(f"{'method':<13}{'C':>9}  {'N_opt [95% CI]':<30}{'D_opt [95% CI]':<30}{'D/N':>7}  loss [95% CI]")
-    for r in report["predictions"]:
-        cell = {q: f"{r[q]:.3g} [{r[q + '_lo']:.3g}, {r[q + '_hi']:.3g}]" for q in ("n_opt", "d_opt", "loss")}
+    shown = [r for r in report["predictions"] if r.get("valid", True)]
+    for r in shown:
+        cell = {q: f"{r[q]:.3g}{_ci([r[q + '_lo'], r[q + '_hi']], '.3g')}" for q in ("n_opt", "d_opt", "loss")}
         lines.append(f"{r['method']:<13}{r['target_flops']:>9.3g}  {cell['n_opt']:<30}{cell['d_opt']:<30}"
                      f"{r['tokens_per_param']:>7.1f}  {cell['loss']}")
-    return "\n".join(lines)
+    if not shown:
+        lines.append("(no valid fit: no predictions)")
+    return "\n".join(lines + _holdout_lines(report))

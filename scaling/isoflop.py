@@ -21,6 +21,7 @@ from scipy.optimize import minimize_scalar
 
 from scaling.data import budget_labels, stack_samples
 
+GAMMA_BOUNDS = (1e-3, 3.0)  # the exponent of L_opt(C): searched on a grid over this range, then refined inside it
 
 # ---------------------------------------------------------------- power laws
 @dataclass(frozen=True)
@@ -70,11 +71,11 @@ def fit_loss_law(flops: np.ndarray, loss: np.ndarray) -> LossLaw:
         slope, e = np.where(e < 0, through_origin, slope), np.maximum(e, 0.0)
         return e, slope, ((e[:, None] + slope[:, None] * z - loss) ** 2).sum(1)
 
-    grid = np.linspace(1e-3, 3.0, 120)
+    grid = np.linspace(*GAMMA_BOUNDS, 120)
     best = grid[np.argmin(solve(grid)[2])]
     step = grid[1] - grid[0]
-    res = minimize_scalar(lambda g: float(solve(np.array([g]))[2][0]), bounds=(max(best - step, 1e-6), best + step),
-                          method="bounded", options={"xatol": 1e-10})
+    res = minimize_scalar(lambda g: float(solve(np.array([g]))[2][0]), method="bounded", options={"xatol": 1e-10},
+                          bounds=(max(best - step, GAMMA_BOUNDS[0]), min(best + step, GAMMA_BOUNDS[1])))
     gamma = float(res.x)
     e, slope, _ = solve(np.array([gamma]))
     return LossLaw(float(e[0]), float(slope[0] * np.exp(gamma * shift)), gamma)
@@ -147,8 +148,11 @@ def fit_isoflop(params: np.ndarray, flops: np.ndarray, loss: np.ndarray) -> Isof
                       fit_power_law(c, column("grid_d_opt")), fit_loss_law(c, column("grid_loss")))
 
 
-def isoflop_stats(fit: IsoflopFit, targets: np.ndarray) -> dict[str, np.ndarray]:
-    """Flat ``variant.quantity`` → value(s); the same keys for the fit and for each bootstrap refit."""
+def isoflop_stats(fit: IsoflopFit, targets: np.ndarray,
+                  runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Flat ``variant.quantity`` → value(s); the same keys for the fit and for each bootstrap refit. ``runs``
+    (N, D, C): ``variant.pred.run_loss`` = L_opt(C), what the IsoFLOP fit predicts for a run of C FLOPs (it assumes
+    the run's N and D are the compute-optimal ones; N and D themselves are not used)."""
     stats: dict[str, np.ndarray] = {}
     for variant in ("parabola", "grid_minimum"):
         n_law, d_law, loss_law = fit.variant(variant)
@@ -157,11 +161,14 @@ def isoflop_stats(fit: IsoflopFit, targets: np.ndarray) -> dict[str, np.ndarray]
                   f"{variant}.loss.E": loss_law.E, f"{variant}.loss.A": loss_law.A,
                   f"{variant}.loss.gamma": loss_law.gamma, f"{variant}.pred.n_opt": n_law(targets),
                   f"{variant}.pred.d_opt": d_law(targets), f"{variant}.pred.loss": loss_law(targets)}
+        if runs is not None:
+            stats[f"{variant}.pred.run_loss"] = loss_law(runs[2])
     return {k: np.asarray(v, dtype=float) for k, v in stats.items()}
 
 
 def bootstrap_isoflop(params: np.ndarray, flops: np.ndarray, loss: np.ndarray, targets: np.ndarray, n_boot: int,
-                      rng: np.random.Generator) -> tuple[dict[str, np.ndarray], int]:
+                      rng: np.random.Generator, runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                      ) -> tuple[dict[str, np.ndarray], int]:
     """Refit on runs resampled with replacement within each budget; returns (stacked stats, skipped count)."""
     labels = budget_labels(flops)
     groups = [np.flatnonzero(labels == c) for c in np.unique(labels)]
@@ -170,7 +177,7 @@ def bootstrap_isoflop(params: np.ndarray, flops: np.ndarray, loss: np.ndarray, t
         idx = np.concatenate([rng.choice(g, size=len(g), replace=True) for g in groups])
         try:
             with np.errstate(all="ignore"):  # a degenerate resample is counted as skipped
-                samples.append(isoflop_stats(fit_isoflop(params[idx], flops[idx], loss[idx]), targets))
+                samples.append(isoflop_stats(fit_isoflop(params[idx], flops[idx], loss[idx]), targets, runs))
         except (ValueError, np.linalg.LinAlgError):
             skipped += 1
     return stack_samples(samples), skipped

@@ -3,10 +3,10 @@ Besiroglu et al. 2024, "Chinchilla Scaling: A replication attempt".
 
 Minimises Σ Huber_δ(LSE(a − α ln N, b − β ln D, e) − ln L) with δ = 1e-3, A = e^a, B = e^b, E = e^e. The
 objective is scored on the grid α, β ∈ {0, .5, …, 2}, e ∈ {−1, −.5, …, 1}, a, b ∈ {0, 5, …, 25}; L-BFGS-B
-(analytic gradient) runs from the 16 best starts and the winner is polished with ftol = 0, gtol = 1e-14
-(default ftol stops at ~1e-7 relative loss error on an exact law; this reaches ~1e-9). Bootstrap: rows resampled
-with replacement, each refit warm-started at the full-data optimum. With C = 6ND the compute-optimal allocation
-is N_opt = G·(C/6)^(β/(α+β)), D_opt = G⁻¹·(C/6)^(α/(α+β)), G = (αA/(βB))^(1/(α+β)).
+(analytic gradient, inside THETA_BOUNDS) runs from the 16 best starts and the winner is polished with ftol = 0,
+gtol = 1e-14 (default ftol stops at ~1e-7 relative loss error on an exact law; this reaches ~1e-9). Bootstrap:
+rows resampled with replacement, each refit warm-started at the full-data optimum. With C = 6ND the compute-optimal
+allocation is N_opt = G·(C/6)^(β/(α+β)), D_opt = G⁻¹·(C/6)^(α/(α+β)), G = (αA/(βB))^(1/(α+β)).
 
 Pure functions of arrays (N, D, loss); scaling/fit.py turns them into the report and the CLI.
 """
@@ -23,6 +23,10 @@ from scipy.special import logsumexp
 from scaling.data import stack_samples
 
 HUBER_DELTA = 1e-3
+# the box L-BFGS-B searches, for theta = (a, b, e, α, β) = (ln A, ln B, ln E, α, β): wide enough for any real LM
+# (Chinchilla: a, b ≈ 6, E = 1.69, α, β ≈ 0.3), so a fit that needs more (E → 0, A → ∞, an exponent → 0 or
+# beyond 3) is not identified by its data; scaling/validate.py marks a fit whose bootstrap CI reaches the box
+THETA_BOUNDS = ((-10.0, 50.0), (-10.0, 50.0), (float(np.log(1e-2)), float(np.log(1e2))), (0.0, 3.0), (0.0, 3.0))
 # initialisation grid of Besiroglu et al. 2024, columns (a, b, e, alpha, beta): 6·6·5·5·5 = 4500 starts
 START_GRID = np.array(list(itertools.product(np.arange(0, 26, 5.0), np.arange(0, 26, 5.0), np.arange(-1, 1.01, 0.5),
                                              np.arange(0, 2.01, 0.5), np.arange(0, 2.01, 0.5))))
@@ -98,34 +102,41 @@ def fit_parametric(params: np.ndarray, tokens: np.ndarray, loss: np.ndarray, del
     data = (np.log(params), np.log(tokens), np.log(loss), delta)
     if init is None:
         starts = START_GRID[np.argsort(_grid_objective(*data), kind="stable")[:n_starts]]
-        runs = [minimize(huber_objective, s, args=data, jac=True, method="L-BFGS-B") for s in starts]
+        runs = [minimize(huber_objective, s, args=data, jac=True, method="L-BFGS-B", bounds=THETA_BOUNDS)
+                for s in starts]
         init = min(runs, key=lambda r: r.fun if np.isfinite(r.fun) else np.inf).x
     options = {"ftol": 0.0, "gtol": 1e-14 if polish else 1e-10, "maxiter": 20000}
-    res = minimize(huber_objective, init, args=data, jac=True, method="L-BFGS-B", options=options)
+    res = minimize(huber_objective, np.clip(init, *np.array(THETA_BOUNDS).T), args=data, jac=True,
+                   method="L-BFGS-B", bounds=THETA_BOUNDS, options=options)
     a, b, e, alpha, beta = res.x
     law = ParametricLaw(float(np.exp(e)), float(np.exp(a)), float(np.exp(b)), float(alpha), float(beta))
     return law, res.x, float(res.fun)
 
 
-def parametric_stats(law: ParametricLaw, targets: np.ndarray) -> dict[str, np.ndarray]:
+def parametric_stats(law: ParametricLaw, targets: np.ndarray,
+                     runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Flat stats: the law, N_opt/D_opt power laws, predictions at ``targets``; ``runs`` (N, D, C): L(N, D)."""
     n, d = law.n_opt(targets), law.d_opt(targets)
     stats = {"E": law.E, "A": law.A, "B": law.B, "alpha": law.alpha, "beta": law.beta, "G": law.G,
              "n_opt.coef": law.G * 6 ** -law.n_exponent, "n_opt.exponent": law.n_exponent,
              "d_opt.coef": 6 ** (law.n_exponent - 1) / law.G, "d_opt.exponent": 1 - law.n_exponent,
              "pred.n_opt": n, "pred.d_opt": d, "pred.loss": law.loss(n, d)}
+    if runs is not None:
+        stats["pred.run_loss"] = law.loss(runs[0], runs[1])
     return {k: np.asarray(v, dtype=float) for k, v in stats.items()}
 
 
 def bootstrap_parametric(params: np.ndarray, tokens: np.ndarray, loss: np.ndarray, theta: np.ndarray,
-                         targets: np.ndarray, n_boot: int, rng: np.random.Generator,
-                         delta: float = HUBER_DELTA) -> tuple[dict[str, np.ndarray], int]:
+                         targets: np.ndarray, n_boot: int, rng: np.random.Generator, delta: float = HUBER_DELTA,
+                         runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                         ) -> tuple[dict[str, np.ndarray], int]:
     """Refit on rows resampled with replacement (warm start at ``theta``); returns (stacked stats, skipped)."""
     samples, skipped = [], 0
     for _ in range(n_boot):
         idx = rng.integers(0, len(params), size=len(params))
         with np.errstate(all="ignore"):  # a degenerate resample overflows; it is counted as skipped below
             law, _, objective = fit_parametric(params[idx], tokens[idx], loss[idx], delta, init=theta, polish=False)
-            stats = parametric_stats(law, targets)
+            stats = parametric_stats(law, targets, runs)
         if np.isfinite(objective) and all(np.all(np.isfinite(v)) for v in stats.values()):
             samples.append(stats)
         else:

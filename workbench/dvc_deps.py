@@ -112,7 +112,7 @@ def write(root: Path, dvc_yaml: Path) -> int:
 
     yaml = YAML()
     yaml.preserve_quotes = True
-    yaml.width = 120
+    yaml.width = 4096  # never fold a long command
     yaml.indent(mapping=2, sequence=4, offset=2)  # the layout dvc.yaml is written in
     doc = yaml.load(dvc_yaml.read_text(encoding="utf-8"))
     changed = 0

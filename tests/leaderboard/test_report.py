@@ -238,3 +238,53 @@ def test_help_shows_the_params_values(tree, capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "(default: 2)" in " ".join(capsys.readouterr().out.split())  # leaderboard.top from params.yaml
+
+
+HOLDOUT_CSV = """run_id,N,D,C,loss,method,predicted_loss,rel_error
+default,1000,2000,12000000,3.0,isoflop,2.7,-0.1
+default,1000,2000,12000000,3.0,gadre,3.06,0.02
+"""
+
+
+def test_holdout_check_row_and_predicted_vs_actual_in_summary(tree):
+    fit = tree / "data/sweep/fit"
+    write(fit / "holdout.csv", HOLDOUT_CSV)
+    write_json(fit / "fit.json", {"holdout": {"selected_method": "gadre"},
+                                  "validity": {"isoflop": {"valid": False}, "gadre": {"valid": True}}})
+    write(fit / "predictions.csv", "method,target_flops,n_opt,d_opt,loss,valid,selected\n"
+                                   "isoflop,1e+12,900,2e8,3.5,False,False\ngadre,1e+12,800,2.2e8,3.4,True,True\n")
+    assert main([]) == 0
+    frame = board(tree).set_index("run_id")
+    check = frame.loc["gadre@default"]
+    assert check["kind"] == "holdout_check"
+    assert (check["params"], check["tokens"], check["flops"]) == (1000, 2000, 12000000)
+    assert (check["val_loss"], check["predicted_loss"], check["rel_error"]) == (3.0, 3.06, 0.02)
+    # the invalid isoflop fit's prediction is left out of the leaderboard; the selected method headlines
+    assert list(frame[frame["kind"] == "scaling_prediction"].index) == ["gadre@1e+12"]
+    text = (tree / "reports/summary.md").read_text()
+    held_out = text.split("## Held-out run: predicted vs actual loss")[1].split("##")[0]
+    assert "| default | 1,000 | 2,000 | 12,000,000 | **gadre** (selected) | 3 | 3.06 | +2.00% | yes |" in held_out
+    assert "| default | 1,000 | 2,000 | 12,000,000 | isoflop | 3 | 2.7 | -10.00% | no |" in held_out
+    head = json.loads((tree / "metrics/report.json").read_text())
+    assert head["holdout_rel_error"] == 0.02 and head["predicted_loss"] == 3.4
+
+
+def test_holdout_and_validity_from_the_fit_metrics_when_the_fit_folder_is_missing(tree):
+    write_json(tree / "metrics/details/fit.json", {
+        "isoflop@1e+12": {"n_opt": 900.0, "d_opt": 2.0e8, "loss": 3.5, "valid": False, "selected": False},
+        "parametric@1e+12": {"n_opt": 800.0, "d_opt": 2.2e8, "loss": 3.4, "valid": True, "selected": True},
+        "holdout": {"run_id": "default", "selected_method": "parametric", "runs": [
+            {"run_id": "default", "n": 1000.0, "d": 2000.0, "flops": 1.2e7, "actual_loss": 3.0,
+             "predicted_loss": {"isoflop": 2.7, "parametric": 2.94}, "rel_error": {"isoflop": -0.1,
+                                                                                 "parametric": -0.02}}]}})
+    assert main([]) == 0
+    frame = board(tree).set_index("run_id")
+    assert list(frame[frame["kind"] == "scaling_prediction"].index) == ["parametric@1e+12"]
+    assert frame.loc["parametric@default", "predicted_loss"] == 2.94
+    assert "| **parametric** (selected) | 3 | 2.94 | -2.00% | yes |" in (tree / "reports/summary.md").read_text()
+
+
+def test_no_holdout_is_a_placeholder_not_a_warning(tree, capsys):
+    assert main([]) == 0
+    assert "_no held-out run" in (tree / "reports/summary.md").read_text()
+    assert "holdout" not in capsys.readouterr().err

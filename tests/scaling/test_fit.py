@@ -119,7 +119,8 @@ def test_aliases_and_json_input(tmp_path):
     assert "val_loss" in frame.columns
 
 
-def test_cli_writes_fit_predictions_and_plots(tmp_path, capsys):
+def test_cli_writes_fit_predictions_and_plots(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default --out-dir is ./<stem>_fit
     results = tmp_path / "sweep.csv"
     isoflop_grid(CHINCHILLA, np.geomspace(1e18, 1e21, 4), points=7, noise=1e-3).to_csv(results, index=False)
     argv = [str(results), "--target-flops", "1e23", "1e24", "--bootstrap", "20", "--params", str(tmp_path / "none")]
@@ -145,7 +146,8 @@ def test_cli_bad_input_exits_2_with_one_error_line(tmp_path, capsys):
     assert err.startswith("error: ") and "column 'loss' row 2" in err and "\n" not in err
 
 
-def test_cli_metrics_are_a_flat_headline_with_every_prediction_in_details(tmp_path):
+def test_cli_metrics_are_a_flat_headline_with_every_prediction_in_details(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default --out-dir is ./<stem>_fit
     results = tmp_path / "sweep.csv"
     isoflop_grid(CHINCHILLA, np.geomspace(1e18, 1e21, 4), points=7, noise=1e-3).to_csv(results, index=False)
     metrics = tmp_path / "metrics" / "fit.json"
@@ -158,7 +160,8 @@ def test_cli_metrics_are_a_flat_headline_with_every_prediction_in_details(tmp_pa
                                                "loss": best["loss"]}
 
 
-def test_cli_params_section_is_strict_and_sets_the_defaults(tmp_path, capsys):
+def test_cli_params_section_is_strict_and_sets_the_defaults(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default --out-dir is ./<stem>_fit
     results = tmp_path / "sweep.csv"
     isoflop_grid(CHINCHILLA, np.geomspace(1e18, 1e21, 4), points=7).to_csv(results, index=False)
     params = tmp_path / "params.yaml"

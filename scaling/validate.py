@@ -1,0 +1,270 @@
+"""Which fits can be trusted, and which law predicts best: every method's fit and bootstrap behind one call, its
+prediction for a given run, the validity checks, leave-the-largest-budget-out validation and ``--method auto``.
+
+What each method predicts for a run of N parameters trained on D tokens with C FLOPs (used for held-out runs and
+for the leave-out validation alike):
+- ``parametric`` (scaling/parametric.py) and ``gadre`` (scaling/gadre.py): their law at (N, D);
+- ``isoflop`` and ``isoflop_grid`` (scaling/isoflop.py): L_opt(C) at the run's C, the loss of the compute-optimal
+  model for that budget: it assumes the run's allocation of C between N and D is the compute-optimal one (for a run
+  far from it, the IsoFLOP prediction is too low by however much that allocation costs).
+
+A fit is invalid (its predictions stay in fit.json and predictions.csv with ``valid`` false, out of the printed table,
+the headline metrics and the leaderboard; each reason is printed) when:
+1. the results hold fewer than 3 compute budgets (budgets with >= 3 distinct model sizes; scaling.data.budget_labels);
+2. a budget's vertex lies outside its sampled N range: for IsoFLOP the parabola's vertex, for the parametric and
+   Gadre laws their own N_opt(C) at that budget (the data never saw the optimum they extrapolate to);
+3. a parameter's bootstrap 95% CI reaches the optimizer's bounds (``BOUNDS``; with --bootstrap 0, the point
+   estimate sits at one): the data do not pin that parameter down;
+4. its leave-the-largest-budget-out prediction misses by more than its CI: refit without the largest budget, predict
+   that budget's best (lowest-loss) run as above, and the measured loss falls outside the refit's bootstrap 95% CI
+   (not checked with --bootstrap 0).
+``--method auto`` fits every method and picks the valid one with the smallest leave-the-largest-budget-out error
+(all of them when none is valid); the other modes report the first valid method of PREFERENCE.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scaling.data import HEADLINE_METHODS, budget_labels
+from scaling.gadre import ETA_BOUNDS, bootstrap_gadre, fit_gadre, gadre_stats
+from scaling.isoflop import GAMMA_BOUNDS, bootstrap_isoflop, fit_isoflop, isoflop_stats
+from scaling.parametric import THETA_BOUNDS, bootstrap_parametric, fit_parametric, parametric_stats
+
+Runs = tuple[np.ndarray, np.ndarray, np.ndarray]  # N, D, C of the runs to predict
+CI_PERCENTILES = (2.5, 97.5)
+MIN_BUDGETS = 3
+# a fit family -> the prediction methods it yields (the predictions.csv ``method`` values)
+FAMILY_METHODS = {"isoflop": ("isoflop", "isoflop_grid"), "parametric": ("parametric",), "gadre": ("gadre",)}
+# method -> the stats key holding its prediction for each of the ``runs``
+RUN_KEYS = {"isoflop": "parabola.pred.run_loss", "isoflop_grid": "grid_minimum.pred.run_loss",
+            "parametric": "pred.run_loss", "gadre": "pred.run_loss"}
+PREFERENCE = HEADLINE_METHODS  # parametric, isoflop, isoflop_grid, gadre
+# --method auto: leave-out errors within TIE of the smallest (0.01 percentage points, below what a loss measurement
+# resolves) are a tie, won by the method with the fewest fitted parameters (Gadre 4, parametric 5, IsoFLOP 3 per
+# budget + 3)
+TIE = 1e-4
+PARSIMONY = ("gadre", "parametric", "isoflop", "isoflop_grid")
+_LOG_A, _LOG_B, _LOG_E, _ALPHA, _BETA = THETA_BOUNDS
+# family -> stats key -> (lower, upper, compared in log space): the optimizer's bounds (scaling/isoflop.py fits
+# L_opt's E >= 0 only with >= 4 budgets and holds it at 0 with fewer, which is not a bound it reached)
+BOUNDS: dict[str, dict[str, tuple[float, float, bool]]] = {
+    "isoflop": {f"{variant}.loss.{name}": bound for variant in ("parabola", "grid_minimum")
+                for name, bound in (("E", (0.0, np.inf, False)), ("gamma", (*GAMMA_BOUNDS, False)))},
+    "parametric": {"A": (*np.exp(_LOG_A), True), "B": (*np.exp(_LOG_B), True), "E": (*np.exp(_LOG_E), True),
+                   "alpha": (*_ALPHA, False), "beta": (*_BETA, False)},
+    "gadre": {"E": (0.0, np.inf, False), "a": (0.0, np.inf, False), "b": (0.0, np.inf, False),
+              "eta": (*ETA_BOUNDS, False)},
+}
+BOUND_RTOL = 1e-3  # "reaches": within this fraction of the bounded range (exactly, for a bound of 0 with no upper)
+
+
+@dataclass
+class FamilyFit:
+    """One fit family on one table: the fitted model, its stats at the targets (and runs), the bootstrap."""
+
+    family: str
+    model: object  # IsoflopFit | ParametricLaw | GadreLaw
+    point: dict[str, np.ndarray]
+    samples: dict[str, np.ndarray]
+    skipped: int
+    extra: dict = field(default_factory=dict)  # parametric: theta, objective; gadre: objective
+
+
+def fit_family(family: str, n: np.ndarray, d: np.ndarray, c: np.ndarray, loss: np.ndarray, targets: np.ndarray,
+               n_boot: int, rng: np.random.Generator, runs: Runs | None = None) -> FamilyFit:
+    """Fit, predict at ``targets`` (and for ``runs``), bootstrap; raises ValueError when the fit is impossible."""
+    if family == "isoflop":
+        iso = fit_isoflop(n, c, loss)
+        samples, skipped = bootstrap_isoflop(n, c, loss, targets, n_boot, rng, runs)
+        return FamilyFit(family, iso, isoflop_stats(iso, targets, runs), samples, skipped)
+    if family == "parametric":
+        law, theta, objective = fit_parametric(n, d, loss)
+        samples, skipped = bootstrap_parametric(n, d, loss, theta, targets, n_boot, rng, runs=runs)
+        return FamilyFit(family, law, parametric_stats(law, targets, runs), samples, skipped,
+                         {"theta": theta, "objective": objective})
+    if family == "gadre":
+        law, objective = fit_gadre(n, d, loss)
+        samples, skipped = bootstrap_gadre(n, d, loss, targets, n_boot, rng, runs)
+        return FamilyFit(family, law, gadre_stats(law, targets, runs), samples, skipped, {"objective": objective})
+    raise ValueError(f"unknown fit family {family!r}")
+
+
+def ci95(samples: dict[str, np.ndarray], key: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Bootstrap percentiles over the resamples where ``key`` is defined (NaN where none is); None without any."""
+    values = samples.get(key)
+    if values is None or len(values) == 0:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # "All-NaN slice": a NaN CI is the answer there
+        lo, hi = np.nanpercentile(values, CI_PERCENTILES, axis=0)
+    return lo, hi
+
+
+def run_predictions(fit: FamilyFit) -> dict[str, dict[str, np.ndarray | None]]:
+    """Each method's prediction for the ``runs`` the fit was given: {method: {"value", "ci95"}} (no loss involved)."""
+    out = {}
+    for method in FAMILY_METHODS[fit.family]:
+        key = RUN_KEYS[method]
+        if key in fit.point:
+            out[method] = {"value": fit.point[key], "ci95": ci95(fit.samples, key)}
+    return out
+
+
+# ---------------------------------------------------------------- validity
+def budget_groups(n: np.ndarray, c: np.ndarray) -> list[tuple[float, np.ndarray]]:
+    """(C, row indices) of every compute budget with >= 3 distinct model sizes, by increasing C."""
+    labels = budget_labels(c)
+    groups = [(float(b), np.flatnonzero(labels == b)) for b in np.unique(labels)]
+    return [(b, idx) for b, idx in groups if len(np.unique(n[idx])) >= 3]
+
+
+def _side(value: float, lo: float, hi: float, log: bool) -> float | None:
+    """The bound ``value`` reaches (within BOUND_RTOL of the bounded range; exactly, for an open range), or None."""
+    if np.isnan(value):
+        return None
+    if log:
+        value, lo, hi = (np.log(v) if v > 0 else -np.inf for v in (value, lo, hi))
+    tol = BOUND_RTOL * (hi - lo) if np.isfinite(hi - lo) else 0.0
+    if value <= lo + tol:
+        return np.exp(lo) if log else lo
+    if np.isfinite(hi) and value >= hi - tol:
+        return np.exp(hi) if log else hi
+    return None
+
+
+def bound_reasons(fit: FamilyFit, n_budgets: int) -> dict[str, list[str]]:
+    """Per method: each parameter whose bootstrap 95% CI (the point estimate without bootstrap) reaches a bound."""
+    out: dict[str, list[str]] = {m: [] for m in FAMILY_METHODS[fit.family]}
+    for key, (lo, hi, log) in BOUNDS[fit.family].items():
+        if key.endswith("loss.E") and n_budgets < 4:
+            continue  # E is held at 0 below 4 budgets (scaling/isoflop.py fit_loss_law), not fitted
+        method = "isoflop_grid" if key.startswith("grid_minimum.") else fit.family
+        name = key.removeprefix("parabola.").removeprefix("grid_minimum.")
+        ci = ci95(fit.samples, key)
+        if ci is not None:
+            ci_lo, ci_hi = float(ci[0]), float(ci[1])
+            below, above = _side(ci_lo, lo, hi, log), _side(ci_hi, lo, hi, log)
+            hit = lo if below is not None and np.isclose(below, lo) else \
+                hi if above is not None and np.isclose(above, hi) else None
+            if hit is not None:
+                out[method].append(f"{name}'s bootstrap 95% CI [{ci_lo:.4g}, {ci_hi:.4g}] reaches the optimizer's "
+                                   f"bound {hit:.4g}")
+        else:
+            value = float(fit.point[key])
+            hit = _side(value, lo, hi, log)
+            if hit is not None:
+                out[method].append(f"{name} = {value:.4g} sits at the optimizer's bound {hit:.4g} (no bootstrap)")
+    return out
+
+
+def vertex_reasons(fit: FamilyFit, n: np.ndarray, c: np.ndarray) -> list[str]:
+    """One reason per budget whose optimum (parabola vertex, or the law's N_opt(C)) is outside its sampled N."""
+    reasons = []
+    for budget, idx in budget_groups(n, c):
+        lo, hi = float(n[idx].min()), float(n[idx].max())
+        if fit.family == "isoflop":
+            match = [b for b in fit.model.budgets if np.isclose(b.flops, budget, rtol=1e-9)]
+            n_opt, what = (match[0].n_opt, "the parabola's vertex") if match else (np.nan, "")
+        else:
+            n_opt, what = float(fit.model.n_opt(budget)), "the law's N_opt(C)"
+        if what and not lo <= n_opt <= hi:
+            reasons.append(f"budget C={budget:.3g}: {what} N={n_opt:.3g} lies outside the sampled N "
+                           f"[{lo:.3g}, {hi:.3g}]")
+    return reasons
+
+
+def leave_largest_out(family: str, n: np.ndarray, d: np.ndarray, c: np.ndarray, loss: np.ndarray, n_boot: int,
+                      rng: np.random.Generator) -> dict[str, dict]:
+    """Refit without the largest budget and predict its best run: {method: {budget, run, predicted_loss, ci95,
+    rel_error, within_ci}} ({} with fewer than 3 budgets; {method: {"error"}} when the refit is impossible)."""
+    groups = budget_groups(n, c)
+    if len(groups) < MIN_BUDGETS:
+        return {}
+    budget, idx = groups[-1]
+    best = int(idx[np.argmin(loss[idx])])
+    keep = np.ones(len(n), dtype=bool)
+    keep[idx] = False
+    runs = (n[[best]], d[[best]], c[[best]])
+    try:
+        with np.errstate(all="ignore"):
+            fit = fit_family(family, n[keep], d[keep], c[keep], loss[keep], np.array([budget]), n_boot, rng, runs)
+    except (ValueError, np.linalg.LinAlgError) as exc:
+        return {m: {"budget": budget, "error": str(exc)} for m in FAMILY_METHODS[family]}
+    out = {}
+    run = {"n": float(n[best]), "d": float(d[best]), "flops": float(c[best]), "loss": float(loss[best])}
+    for method, pred in run_predictions(fit).items():
+        value = float(pred["value"][0])
+        ci = None if pred["ci95"] is None else [float(pred["ci95"][0][0]), float(pred["ci95"][1][0])]
+        within = None if ci is None or not np.all(np.isfinite(ci)) else bool(ci[0] <= run["loss"] <= ci[1])
+        out[method] = {"budget": budget, "run": run, "predicted_loss": value, "ci95": ci,
+                       "rel_error": value / run["loss"] - 1, "within_ci": within}
+    return out
+
+
+def validity(family: str, fit: FamilyFit | None, error: str | None, n: np.ndarray, c: np.ndarray,
+             lobo: dict[str, dict]) -> dict[str, dict]:
+    """{method: {"valid", "reasons", "notes"}} for one fit family (``fit`` None: it failed with ``error``)."""
+    methods = FAMILY_METHODS[family]
+    if fit is None:
+        return {m: {"valid": False, "reasons": [f"fit failed: {error}"], "notes": []} for m in methods}
+    n_budgets = len(budget_groups(n, c))
+    shared = []
+    if n_budgets < MIN_BUDGETS:
+        shared.append(f"{n_budgets} compute budget(s) with >= 3 model sizes, need >= {MIN_BUDGETS}")
+    shared += vertex_reasons(fit, n, c)
+    bounds = bound_reasons(fit, n_budgets)
+    out = {}
+    for method in methods:
+        reasons, notes = shared + bounds[method], []
+        check = lobo.get(method)
+        if check is None:
+            notes.append("leave-the-largest-budget-out check needs >= 3 budgets: not run")
+        elif "error" in check:
+            reasons.append(f"leave-the-largest-budget-out refit failed: {check['error']}")
+        elif check["within_ci"] is None:
+            notes.append("leave-the-largest-budget-out CI not checked (no bootstrap)")
+        elif not check["within_ci"]:
+            lo, hi = check["ci95"]
+            reasons.append(f"leave-the-largest-budget-out: predicted {check['predicted_loss']:.4g} [{lo:.4g}, "
+                           f"{hi:.4g}] for the best run of C={check['budget']:.3g}, measured {check['run']['loss']:.4g}"
+                           f" ({check['rel_error']:+.2%}): outside its 95% CI")
+        out[method] = {"valid": not reasons, "reasons": reasons, "notes": notes}
+    return out
+
+
+# ---------------------------------------------------------------- choosing the method
+def select_method(mode: str, methods: list[str], valid: dict[str, dict], lobo: dict[str, dict]) -> dict:
+    """{"method", "valid", "mode", "why", "lobo_rel_error"}: ``auto`` takes the smallest leave-the-largest-budget-out
+    |error| among the valid methods (among all when none is valid); other modes the first valid of PREFERENCE."""
+    errors = {m: lobo[m]["rel_error"] for m in methods if "rel_error" in lobo.get(m, {})}
+    ok = [m for m in methods if valid.get(m, {}).get("valid")]
+    ordered = sorted(methods, key=lambda m: PREFERENCE.index(m) if m in PREFERENCE else len(PREFERENCE))
+
+    def listing(pool: list[str]) -> str:
+        return ", ".join(f"{m} {errors[m]:+.2%}" + ("" if m in ok else " (invalid)")
+                         for m in sorted(pool, key=lambda m: abs(errors[m])))
+
+    if mode == "auto" and errors:
+        pool = [m for m in errors if m in ok] or list(errors)
+        smallest = min(abs(errors[m]) for m in pool)
+        tied = [m for m in pool if abs(errors[m]) <= smallest + TIE]
+        method = min(tied, key=lambda m: PARSIMONY.index(m) if m in PARSIMONY else len(PARSIMONY))
+        among = "the valid fits" if method in ok else "all fits (none is valid)"
+        tie = f"; a tie within {TIE:.0e} with {', '.join(m for m in tied if m != method)}, won by the fewest " \
+              f"parameters" if len(tied) > 1 else ""
+        why = (f"smallest leave-the-largest-budget-out error among {among}: {listing(list(errors))} "
+               f"(predicting the best run of C={lobo[method]['budget']:.3g} from the smaller budgets{tie})")
+    else:
+        method = next((m for m in ordered if m in ok), ordered[0] if ordered else None)
+        if mode == "auto":
+            why = "no leave-the-largest-budget-out error (fewer than 3 budgets): first valid fit of " + \
+                  ", ".join(ordered)
+        else:
+            why = f"--method {mode}: the first valid fit of {', '.join(ordered)}"
+        if method is not None and method not in ok:
+            why += " (none is valid: the first fitted)"
+    return {"method": method, "valid": bool(method in ok), "mode": mode, "why": why, "lobo_rel_error": errors}

@@ -1,0 +1,291 @@
+"""Held-out predictions, honest fits and the choice of law (scaling/validate.py, scaling/gadre.py, the fit CLI).
+
+Every expected prediction is computed here from the fitted parameters in fit.json with the law written out in the
+test; every synthetic sweep is generated from a law written out here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scaling.fit import GadreLaw, ParametricLaw, fit_gadre, main
+
+# α ≠ β, so the Gadre law (one exponent) cannot represent it
+ASYMMETRIC = ParametricLaw(E=1.69, A=406.4, B=410.7, alpha=0.45, beta=0.25)
+GADRE = GadreLaw(E=1.9, a=250 * 6 ** 0.15, b=400 * 6 ** 0.15, eta=0.15)
+BUDGETS = np.geomspace(1e18, 1e21, 5)
+
+
+def sweep(loss_fn, n_opt_fn, budgets=BUDGETS, points: int = 7, offset: float = 0.0, noise: float = 0.0,
+          seed: int = 0) -> pd.DataFrame:
+    """Runs spaced evenly in ln N around each budget's optimum (shifted by ``offset`` + 0.4·sin(i) in ln N)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, flops in enumerate(budgets):
+        centre = np.log(n_opt_fn(flops)) + offset + 0.4 * np.sin(i)
+        for n in np.exp(centre + np.linspace(-1.5, 1.5, points)):
+            d = flops / (6 * n)
+            rows.append({"params": n, "tokens": d, "flops": flops,
+                         "loss": float(loss_fn(n, d)) * float(np.exp(rng.normal(0, noise)))})
+    return pd.DataFrame(rows)
+
+
+def isoflop_law_sweep(budgets=BUDGETS, points: int = 7) -> pd.DataFrame:
+    """A law only approach 2 describes: at each C an exact parabola in ln N, centred on a sampled size, around
+    N_opt = 0.02·C^0.6 (not ½: no one-exponent law) with L_opt(C) = 1.5 + 300·C^-0.12."""
+    rows = []
+    for flops in budgets:
+        n_opt, l_opt = 0.02 * flops ** 0.6, 1.5 + 300 * flops ** -0.12
+        for n in np.exp(np.log(n_opt) + np.linspace(-1.5, 1.5, points)):
+            rows.append({"params": n, "tokens": flops / (6 * n), "flops": flops,
+                         "loss": l_opt + 0.05 * np.log(n / n_opt) ** 2})
+    return pd.DataFrame(rows)
+
+
+def run_cli(tmp_path: Path, frame: pd.DataFrame, *extra: str) -> tuple[int, Path]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    results = tmp_path / "sweep.csv"
+    frame.to_csv(results, index=False)
+    out = tmp_path / "out"
+    code = main([str(results), "--out-dir", str(out), "--no-plots", "--params", "none", *extra])
+    return code, out
+
+
+def fit_json(out: Path) -> dict:
+    return json.loads((out / "fit.json").read_text())
+
+
+# ---------------------------------------------------------------- the Gadre law
+def test_gadre_law_is_chinchilla_with_one_exponent_and_its_fit_recovers_it():
+    rng = np.random.default_rng(0)
+    n = np.exp(rng.uniform(np.log(1e7), np.log(1e10), 200))
+    d = np.exp(rng.uniform(np.log(1e8), np.log(1e12), 200))
+    # L(C, M) = E + (a·M^η + b·M^-η)·C^-η with M = D/N, C = 6ND, written out
+    m, c = d / n, 6 * n * d
+    by_hand = GADRE.E + (GADRE.a * m ** GADRE.eta + GADRE.b * m ** -GADRE.eta) * c ** -GADRE.eta
+    np.testing.assert_allclose(GADRE.loss(n, d), by_hand, rtol=1e-12)
+    chinchilla = ParametricLaw(GADRE.E, GADRE.a * 6 ** -GADRE.eta, GADRE.b * 6 ** -GADRE.eta, 2 * GADRE.eta,
+                               2 * GADRE.eta)
+    np.testing.assert_allclose(GADRE.loss(n, d), chinchilla.loss(n, d), rtol=1e-12)
+    assert GADRE.n_opt(1e22) == pytest.approx(chinchilla.n_opt(1e22), rel=1e-9)
+    law, _ = fit_gadre(n, d, by_hand * np.exp(rng.normal(0, 1e-3, 200)))
+    assert law.eta == pytest.approx(GADRE.eta, rel=0.03)
+    assert law.E == pytest.approx(GADRE.E, rel=0.03)
+
+
+# ---------------------------------------------------------------- held-out predictions
+HOLDOUT = "run_id,N,D,loss\nbig,2.0e+10,4.0e+11,2.25\nbigger,6.0e+10,2.0e+12,2.1\n"
+
+
+def test_holdout_predictions_match_the_laws_written_out(tmp_path):
+    holdout = tmp_path / "runs.csv"
+    holdout.write_text(HOLDOUT)
+    code, out = run_cli(tmp_path, sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt, noise=1e-3), "--method", "auto",
+                        "--bootstrap", "0", "--holdout", str(holdout), "--metrics", str(tmp_path / "m" / "fit.json"))
+    assert code == 0
+    report, table = fit_json(out), pd.read_csv(out / "holdout.csv")
+    assert list(table.columns) == ["run_id", "N", "D", "C", "loss", "method", "predicted_loss", "rel_error"]
+    n, d, loss = np.array([2e10, 6e10]), np.array([4e11, 2e12]), np.array([2.25, 2.1])
+    c = 6 * n * d
+    par = {k: report["parametric"][k]["value"] for k in ("E", "A", "B", "alpha", "beta")}
+    gad = {k: report["gadre"][k]["value"] for k in ("E", "a", "b", "eta")}
+    m = d / n  # Gadre's token multiplier
+    expected = {
+        "parametric": par["E"] + par["A"] / n ** par["alpha"] + par["B"] / d ** par["beta"],
+        "gadre": gad["E"] + (gad["a"] * m ** gad["eta"] + gad["b"] * m ** -gad["eta"]) * c ** -gad["eta"],
+    }
+    for variant, method in (("parabola", "isoflop"), ("grid_minimum", "isoflop_grid")):  # L_opt at the run's C
+        law = report["isoflop"][variant]["loss"]
+        expected[method] = law["E"]["value"] + law["A"]["value"] * c ** -law["gamma"]["value"]
+    assert sorted(set(table["method"])) == sorted(expected)
+    for method, values in expected.items():
+        rows = table[table["method"] == method]
+        assert list(rows["run_id"]) == ["big", "bigger"]
+        np.testing.assert_allclose(rows["C"], c, rtol=1e-12)
+        np.testing.assert_allclose(rows["predicted_loss"], values, rtol=1e-9)
+        np.testing.assert_allclose(rows["rel_error"], values / loss - 1, rtol=1e-9)
+    top = report["holdout"]  # the largest held-out run, as the issue spells it
+    assert top["run_id"] == "bigger" and top["actual_loss"] == 2.1 and top["flops"] == pytest.approx(c[1])
+    assert top["predicted_loss"]["gadre"] == pytest.approx(expected["gadre"][1], rel=1e-9)
+    assert top["rel_error"]["parametric"] == pytest.approx(expected["parametric"][1] / 2.1 - 1, rel=1e-9)
+    selected = report["selection"]["method"]
+    assert top["selected_method"] == selected and len(top["runs"]) == 2
+    headline = json.loads((tmp_path / "m" / "fit.json").read_text())
+    assert headline["holdout_loss"] == 2.1
+    assert headline["holdout_rel_error"] == pytest.approx(top["rel_error"][selected])
+    assert json.loads((tmp_path / "m" / "details" / "fit.json").read_text())["holdout"]["run_id"] == "bigger"
+
+
+def test_the_fit_never_looks_at_the_held_out_loss(tmp_path):
+    frame = sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt, noise=1e-3)
+    outputs = []
+    for i, text in enumerate((HOLDOUT, HOLDOUT.replace("2.25", "9.5").replace("2.1\n", "0.5\n"))):
+        holdout = tmp_path / f"runs{i}.csv"
+        holdout.write_text(text)
+        code, out = run_cli(tmp_path / str(i), frame, "--method", "auto", "--bootstrap", "5",
+                            "--holdout", str(holdout))
+        assert code == 0
+        outputs.append(fit_json(out))
+    first, second = outputs
+    assert first["holdout"]["predicted_loss"] == second["holdout"]["predicted_loss"]
+    assert first["holdout"]["ci95"] == second["holdout"]["ci95"]
+    for key in ("predictions", "validity", "selection", "leave_largest_budget_out", "parametric", "gadre"):
+        assert first[key] == second[key], key
+
+
+def test_holdout_summary_is_counted_as_the_sweep_counts(tmp_path):
+    frame = sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt, budgets=BUDGETS[:4])
+    frame["params_non_embedding"] = frame["params"] * 0.5
+    summary = tmp_path / "runs" / "default" / "summary.json"
+    summary.parent.mkdir(parents=True)
+    summary.write_text(json.dumps({"params": 3.0e10, "params_non_embedding": 1.5e10, "tokens": 6.0e11,
+                                   "flops": 1.5e23, "val_loss": 2.2, "train_loss": 2.1}))
+    for per_token, expected_c in ((6.0, 6 * 3e10 * 6e11), (6.5, 1.5e23)):  # 6N: C = 6·N·D; exact: the summary's
+        frame["flops_actual"] = per_token * frame["params"] * frame["tokens"]
+        code, out = run_cli(tmp_path / str(per_token), frame, "--bootstrap", "0", "--holdout-summary", str(summary))
+        assert code == 0
+        holdout = fit_json(out)["holdout"]
+        assert (holdout["run_id"], holdout["n"], holdout["d"], holdout["actual_loss"]) == ("default", 3e10, 6e11, 2.2)
+        assert holdout["flops"] == pytest.approx(expected_c)
+        assert holdout["counting"] == {"params": "params", "flops": "6N" if per_token == 6.0 else "exact"}
+
+
+@pytest.mark.parametrize("text, expected", [("run_id,N,D\nx,1e9,1e10\n", "missing column 'loss'"),
+                                            ("N,D,loss\n1e9,1e10,-2\n", "column 'loss' row 1")])
+def test_bad_holdout_exits_2_naming_the_file(tmp_path, capsys, text, expected):
+    holdout = tmp_path / "bad.csv"
+    holdout.write_text(text)
+    code, _ = run_cli(tmp_path, sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt), "--bootstrap", "0",
+                      "--holdout", str(holdout))
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and str(holdout) in err and expected in err
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({"params": 1e9, "tokens": 1e10}))
+    code, _ = run_cli(tmp_path, sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt), "--holdout-summary", str(summary))
+    err = capsys.readouterr().err
+    assert code == 2 and str(summary) in err and "val_loss" in err
+
+
+# ---------------------------------------------------------------- honest fits
+def test_validity_flags_trip_when_every_vertex_sits_at_the_edge(tmp_path, capsys):
+    # every budget's runs start just above its optimum: the data never bracket it
+    code, out = run_cli(tmp_path, sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt, offset=1.9), "--method", "auto",
+                        "--bootstrap", "0")
+    assert code == 0
+    validity = fit_json(out)["validity"]
+    for method in ("parametric", "gadre", "isoflop", "isoflop_grid"):
+        assert not validity[method]["valid"], method
+        assert any("lies outside the sampled N" in r or "fit failed" in r for r in validity[method]["reasons"])
+    assert any("the law's N_opt(C)" in r for r in validity["parametric"]["reasons"])
+    predictions = pd.read_csv(out / "predictions.csv")
+    assert not predictions["valid"].any()
+    captured = capsys.readouterr()
+    assert "warning: parametric fit invalid" in captured.err and "(no valid fit: no predictions)" in captured.out
+    # the same law, sampled around its optimum: nothing trips
+    code, out = run_cli(tmp_path / "ok", sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt), "--method", "auto",
+                        "--bootstrap", "0")
+    assert code == 0 and fit_json(out)["validity"]["parametric"] == {"valid": True, "reasons": [], "notes": [
+        "leave-the-largest-budget-out CI not checked (no bootstrap)"]}
+
+
+def test_validity_flags_trip_when_a_parameter_reaches_its_bound(tmp_path):
+    no_floor = ParametricLaw(E=0.0, A=406.4, B=410.7, alpha=0.45, beta=0.25)  # loss -> 0: E at its lower bound
+    for boot, wording in (("0", "sits at the optimizer's bound"), ("10", "bootstrap 95% CI")):
+        code, out = run_cli(tmp_path / boot, sweep(no_floor.loss, ASYMMETRIC.n_opt), "--method", "parametric",
+                            "--bootstrap", boot)
+        assert code == 0
+        reasons = fit_json(out)["validity"]["parametric"]["reasons"]
+        assert any(r.startswith("E") and wording in r and "0.01" in r for r in reasons), reasons
+
+
+def test_validity_flags_trip_when_the_left_out_budget_misses_its_ci(tmp_path):
+    frame = sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt, noise=1e-3)
+    frame.loc[frame["flops"] == frame["flops"].max(), "loss"] *= 1.05  # the largest budget leaves the law
+    code, out = run_cli(tmp_path, frame, "--method", "parametric", "--bootstrap", "20")
+    assert code == 0
+    report = fit_json(out)
+    check = report["leave_largest_budget_out"]["parametric"]
+    assert check["budget"] == pytest.approx(1e21) and check["within_ci"] is False
+    assert check["rel_error"] == pytest.approx(check["predicted_loss"] / check["run"]["loss"] - 1)
+    assert any("outside its 95% CI" in r for r in report["validity"]["parametric"]["reasons"])
+
+
+def test_single_budget_prints_no_silent_parametric_predictions(tmp_path, capsys):
+    code, out = run_cli(tmp_path, sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt, budgets=[1e20]), "--bootstrap", "0",
+                        "--metrics", str(tmp_path / "fit_metrics.json"))
+    assert code == 0
+    captured = capsys.readouterr()
+    assert "warning: parametric fit invalid" in captured.err and "1 compute budget(s)" in captured.err
+    assert not [line for line in captured.out.splitlines() if line.startswith("parametric ") and "e+" in line[:25]]
+    assert not pd.read_csv(out / "predictions.csv")["valid"].any()
+    assert json.loads((tmp_path / "fit_metrics.json").read_text()) == {}  # no headline prediction from it
+
+
+# ---------------------------------------------------------------- choosing the law
+@pytest.mark.parametrize("truth, frame", [
+    ("parametric", sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt)),
+    ("gadre", sweep(GADRE.loss, GADRE.n_opt)),
+    ("isoflop", isoflop_law_sweep()),
+], ids=["parametric", "gadre", "isoflop"])
+def test_auto_picks_the_law_that_generated_the_data(tmp_path, capsys, truth, frame):
+    code, out = run_cli(tmp_path, frame, "--method", "auto", "--bootstrap", "0")
+    assert code == 0
+    selection = fit_json(out)["selection"]
+    assert selection["method"] == truth and selection["mode"] == "auto"
+    assert "leave-the-largest-budget-out" in selection["why"]
+    errors = selection["lobo_rel_error"]
+    assert set(errors) == {"isoflop", "isoflop_grid", "parametric", "gadre"}
+    assert abs(errors[truth]) <= min(abs(e) for e in errors.values()) + 1e-4
+    assert f"selected: {truth}" in capsys.readouterr().out
+    predictions = pd.read_csv(out / "predictions.csv")
+    assert set(predictions[predictions["selected"]]["method"]) == {truth}
+
+
+def test_both_and_single_methods_still_run(tmp_path):
+    frame = sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt)
+    for method, expected in (("both", {"isoflop", "isoflop_grid", "parametric"}), ("gadre", {"gadre"}),
+                             ("isoflop", {"isoflop", "isoflop_grid"})):
+        code, out = run_cli(tmp_path / method, frame, "--method", method, "--bootstrap", "0")
+        assert code == 0 and set(pd.read_csv(out / "predictions.csv")["method"]) == expected
+
+
+# ---------------------------------------------------------------- CLI hygiene
+def test_bootstrap_0_prints_point_estimates_without_nan(tmp_path, capsys):
+    holdout = tmp_path / "runs.csv"
+    holdout.write_text(HOLDOUT)
+    code, _ = run_cli(tmp_path, sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt), "--method", "auto", "--bootstrap", "0",
+                      "--holdout", str(holdout))
+    out = capsys.readouterr().out
+    assert code == 0 and "nan" not in out.lower()
+    assert "held-out run bigger" in out and "predicted" in out
+
+
+def test_default_out_dir_is_in_the_working_directory_not_beside_the_input(tmp_path, monkeypatch):
+    data, work = tmp_path / "readonly", tmp_path / "work"
+    data.mkdir()
+    work.mkdir()
+    sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt).to_csv(data / "results.csv", index=False)
+    data.chmod(0o555)
+    monkeypatch.chdir(work)
+    try:
+        assert main([str(data / "results.csv"), "--no-plots", "--bootstrap", "0", "--params", "none"]) == 0
+    finally:
+        data.chmod(0o755)
+    assert (work / "results_fit" / "fit.json").is_file()
+    assert sorted(p.name for p in data.iterdir()) == ["results.csv"]
+
+
+def test_help_shows_the_values_a_run_uses(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text("scaling_fit:\n  target_flops: [1.0e+13, 1.0e+14]\n  method: auto\n"
+                                          "  bootstrap: 50\n")
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: [10000000000000.0, 100000000000000.0])" in text
+    assert "(default: auto)" in text and "(default: 50)" in text
+    assert "./<results stem>_fit" in text
