@@ -110,8 +110,22 @@ def ce_loss_grad_rows_triton(logits: torch.Tensor, targets: torch.Tensor, loss: 
     block = block_v if block_v is not None else min(triton.next_power_of_2(V), cap)
     if block <= 0 or block & (block - 1):
         raise ValueError(f"block_v must be a positive power of 2, got {block_v}")
-    _ce_loss_grad_rows[(rows,)](logits, targets, loss, n_valid, logits.stride(0), V, ignore_index,
-                                BLOCK_V=block, num_warps=8 if block >= 2048 else 4)
+    _ce_loss_grad_rows_op(logits, targets, loss, n_valid, ignore_index, block)
+
+
+# The launch as a custom op (mutating logits and loss): torch.compile calls it as an opaque op instead of
+# tracing into the Triton launch (which it cannot do under TRITON_INTERPRET).
+@torch.library.custom_op("lm_workbench::ce_loss_grad_rows", mutates_args=("logits", "loss"))
+def _ce_loss_grad_rows_op(logits: torch.Tensor, targets: torch.Tensor, loss: torch.Tensor, n_valid: torch.Tensor,
+                          ignore_index: int, block: int) -> None:
+    _ce_loss_grad_rows[(logits.shape[0],)](logits, targets, loss, n_valid, logits.stride(0), logits.shape[1],
+                                           ignore_index, BLOCK_V=block, num_warps=8 if block >= 2048 else 4)
+
+
+@_ce_loss_grad_rows_op.register_fake
+def _(logits: torch.Tensor, targets: torch.Tensor, loss: torch.Tensor, n_valid: torch.Tensor, ignore_index: int,
+      block: int) -> None:
+    return None
 
 
 def ce_loss_grad_rows_torch(logits: torch.Tensor, targets: torch.Tensor, loss: torch.Tensor,

@@ -11,7 +11,9 @@ with plain pointer arithmetic, so it runs on Triton 3.6 (CUDA) and under the 3.8
 
 Inputs (batch, heads, seq, d_head) with any strides (the last one 1 is fastest), d_head 16..128, any
 sequence length; (batch, seq, d) is taken as one head. Causal attention needs as many queries as
-keys (top-left aligned, like SDPA's is_causal); non-causal takes any number of each.
+keys (top-left aligned, like SDPA's is_causal); non-causal takes any number of each. fp32 inputs get
+Triton's default TF32 tensor-core dots (10-bit mantissa operands, fp32 accumulation): "ieee" and "tf32x3"
+dots overflow shared memory or spill at these tiles (measured with kernels.compile_check).
 """
 
 from __future__ import annotations
@@ -344,6 +346,31 @@ def flash_backward_triton(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
     return dq, dk, dv
 
 
+# The launchers as custom ops: torch.compile (Dynamo) treats them as opaque calls with known output shapes
+# instead of tracing into the autotuned Triton launches, which it cannot do for these kernels.
+@torch.library.custom_op("lm_workbench::flash_attention_fwd", mutates_args=())
+def _flash_fwd_op(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> tuple[Tensor, Tensor]:
+    return flash_forward_triton(q, k, v, is_causal)
+
+
+@_flash_fwd_op.register_fake
+def _(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> tuple[Tensor, Tensor]:
+    B, H, n_q, d = q.shape
+    return q.new_empty(B, n_q, H, d).transpose(1, 2), q.new_empty(B, H, n_q, dtype=torch.float32)
+
+
+@torch.library.custom_op("lm_workbench::flash_attention_bwd", mutates_args=())
+def _flash_bwd_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, grad_out: Tensor,
+                  is_causal: bool) -> tuple[Tensor, Tensor, Tensor]:
+    return flash_backward_triton(q, k, v, out, lse, grad_out, is_causal)
+
+
+@_flash_bwd_op.register_fake
+def _(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, grad_out: Tensor,
+      is_causal: bool) -> tuple[Tensor, Tensor, Tensor]:
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
 class FlashAttentionTriton(torch.autograd.Function):
     """FlashAttention-2 in Triton; ``.apply(q, k, v, is_causal=False)`` on (batch, heads, seq, d_head)
     or (batch, seq, d). Saves Q, K, V, O and L (batch, heads, seq) for the backward."""
@@ -355,7 +382,7 @@ class FlashAttentionTriton(torch.autograd.Function):
             q, k, v = q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1)
         _check(q, k, v, is_causal)
         q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
-        out, lse = flash_forward_triton(q, k, v, is_causal)
+        out, lse = _flash_fwd_op(q, k, v, is_causal)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.is_causal, ctx.flat = is_causal, flat
         return out.squeeze(1) if flat else out
@@ -365,7 +392,7 @@ class FlashAttentionTriton(torch.autograd.Function):
         q, k, v, out, lse = ctx.saved_tensors
         if ctx.flat:
             grad_out = grad_out.unsqueeze(1)
-        grads = flash_backward_triton(q, k, v, out, lse, grad_out, ctx.is_causal)
+        grads = _flash_bwd_op(q, k, v, out, lse, grad_out, ctx.is_causal)
         if ctx.flat:
             grads = tuple(g.squeeze(1) for g in grads)
         return (*grads, None)

@@ -122,25 +122,40 @@ def rms_norm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float):
     """Launch the forward: returns (y shaped like x, x as (rows, hidden), rstd (rows,) fp32)."""
     _validate(x, weight)
     _check_runnable(x)
-    n_cols = x.shape[-1]
-    x2 = _rows(x, n_cols)  # (R, H)
-    w = weight.contiguous()
-    n_rows = x2.shape[0]
-    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
-    rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)
-    if n_rows > 0:
-        block, num_warps = _settings(n_cols)
-        _rms_norm_fwd[(n_rows,)](x2, w, y, rstd, x2.stride(0), y.stride(0), n_cols, eps,
-                                 BLOCK=block, num_warps=num_warps)
+    x2 = _rows(x, x.shape[-1])  # (R, H)
+    y, rstd = _rms_norm_fwd_op(x2, weight, eps)
     return y.view(x.shape), x2, rstd
 
 
 def rms_norm_backward(dy: torch.Tensor, x2: torch.Tensor, weight: torch.Tensor, rstd: torch.Tensor):
     """Launch the backward: returns (dx as (rows, hidden) in x's dtype, dw in weight's dtype)."""
     _check_runnable(x2)
+    return _rms_norm_bwd_op(_rows(dy, x2.shape[1]), x2, weight, rstd)
+
+
+# The launches as custom ops: torch.compile calls them as opaque ops with known output shapes instead of
+# tracing into the Triton launch (which it cannot do under TRITON_INTERPRET).
+@torch.library.custom_op("lm_workbench::rms_norm_fwd", mutates_args=())
+def _rms_norm_fwd_op(x2: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     n_rows, n_cols = x2.shape
-    dy2 = _rows(dy, n_cols)  # (R, H)
-    w = weight.contiguous()
+    y = torch.empty((n_rows, n_cols), dtype=x2.dtype, device=x2.device)
+    rstd = torch.empty(n_rows, dtype=torch.float32, device=x2.device)
+    if n_rows > 0:
+        block, num_warps = _settings(n_cols)
+        _rms_norm_fwd[(n_rows,)](x2, weight.contiguous(), y, rstd, x2.stride(0), y.stride(0), n_cols, eps,
+                                 BLOCK=block, num_warps=num_warps)
+    return y, rstd
+
+
+@_rms_norm_fwd_op.register_fake
+def _(x2: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    return x2.new_empty(x2.shape), x2.new_empty(x2.shape[0], dtype=torch.float32)
+
+
+@torch.library.custom_op("lm_workbench::rms_norm_bwd", mutates_args=())
+def _rms_norm_bwd_op(dy2: torch.Tensor, x2: torch.Tensor, weight: torch.Tensor,
+                     rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    n_rows, n_cols = x2.shape
     dx = torch.empty((n_rows, n_cols), dtype=x2.dtype, device=x2.device)
     if n_rows == 0:
         return dx, torch.zeros_like(weight)
@@ -152,9 +167,15 @@ def rms_norm_backward(dy: torch.Tensor, x2: torch.Tensor, weight: torch.Tensor, 
     grid = triton.cdiv(n_rows, rows_per_program)
     dw_part = torch.empty((grid, n_cols), dtype=torch.float32, device=x2.device)  # (P, H) partial sums
     block, num_warps = _settings(n_cols)
-    _rms_norm_bwd[(grid,)](dy2, x2, w, rstd, dx, dw_part, dy2.stride(0), x2.stride(0), dx.stride(0),
-                           n_rows, n_cols, rows_per_program, BLOCK=block, num_warps=num_warps)
+    _rms_norm_bwd[(grid,)](dy2, x2, weight.contiguous(), rstd, dx, dw_part, dy2.stride(0), x2.stride(0),
+                           dx.stride(0), n_rows, n_cols, rows_per_program, BLOCK=block, num_warps=num_warps)
     return dx, dw_part.sum(0).to(weight.dtype)
+
+
+@_rms_norm_bwd_op.register_fake
+def _(dy2: torch.Tensor, x2: torch.Tensor, weight: torch.Tensor,
+      rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return x2.new_empty(x2.shape), torch.empty_like(weight)
 
 
 class RMSNormTriton(torch.autograd.Function):

@@ -94,24 +94,45 @@ def swiglu_forward(a: torch.Tensor, b: torch.Tensor):
     _validate(a, b)
     _check_runnable(a)
     a, b = a.contiguous(), b.contiguous()
-    c = torch.empty_like(a)
-    n = a.numel()
-    if n > 0:
-        grid, block, num_warps = _launch(n, a.device)
-        _swiglu_fwd[(grid,)](a, b, c, n, BLOCK=block, num_warps=num_warps)
-    return c, a, b
+    return _swiglu_fwd_op(a, b), a, b
 
 
 def swiglu_backward(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor):
     """Launch the backward for contiguous a, b: returns (da, db) in their dtype."""
     _check_runnable(a)
-    dc = dc.contiguous()
+    return _swiglu_bwd_op(dc.contiguous(), a, b)
+
+
+# The launches as custom ops: torch.compile calls them as opaque ops with known output shapes instead of
+# tracing into the Triton launch (which it cannot do under TRITON_INTERPRET).
+@torch.library.custom_op("lm_workbench::swiglu_fwd", mutates_args=())
+def _swiglu_fwd_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    c = torch.empty_like(a)
+    n = a.numel()
+    if n > 0:
+        grid, block, num_warps = _launch(n, a.device)
+        _swiglu_fwd[(grid,)](a, b, c, n, BLOCK=block, num_warps=num_warps)
+    return c
+
+
+@_swiglu_fwd_op.register_fake
+def _(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(a)
+
+
+@torch.library.custom_op("lm_workbench::swiglu_bwd", mutates_args=())
+def _swiglu_bwd_op(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     da, db = torch.empty_like(a), torch.empty_like(b)
     n = a.numel()
     if n > 0:
         grid, block, num_warps = _launch(n, a.device)
         _swiglu_bwd[(grid,)](dc, a, b, da, db, n, BLOCK=block, num_warps=num_warps)
     return da, db
+
+
+@_swiglu_bwd_op.register_fake
+def _(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.empty_like(a), torch.empty_like(b)
 
 
 class SwiGLUTriton(torch.autograd.Function):

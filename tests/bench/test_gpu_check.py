@@ -15,7 +15,7 @@ def test_dry_run_lists_every_part(capsys, tmp_path):
     out = capsys.readouterr().out
     for needle in ("-m pytest tests/kernels", "-m bench.kernel_ops --quick", "-m bench.model_train --device cuda "
                    "--compile", "torch.distributed.run --standalone --nproc_per_node 1 -m model.train",
-                   "--parallel ddp", "--parallel fsdp", "--preset small", "--max-steps 60"):
+                   "--parallel ddp", "--parallel fsdp", "--preset small", "--max-steps 40"):
         assert needle in out, needle
     assert not (tmp_path / "gc").exists()  # nothing written, nothing run
 
@@ -35,7 +35,8 @@ def test_train_commands_parse_with_model_train(tmp_path):
     section = gpu_check.read_train_section(gpu_check.PARAMS_GPU)
     assert (cfg.preset, cfg.context_length, cfg.batch_size) == (section["preset"], section["context_length"],
                                                                 section["batch_size"])
-    assert cfg.compile and cfg.attention == "triton" and cfg.loss == "fused" and cfg.max_steps == 60
+    assert cfg.compile and cfg.attention == "triton" and cfg.loss == "fused"
+    assert cfg.max_steps == gpu_check.TRAIN_OVERRIDES["max_steps"]
     assert cfg.data == str(tmp_path / "shards")
     for mode in ("ddp", "fsdp"):
         cmd = parts[mode].command
@@ -66,3 +67,12 @@ def test_shards_and_parsers(tmp_path):
 def test_refuses_to_run_without_cuda(capsys, tmp_path):
     assert gpu_check.main(["--out", str(tmp_path / "gc")]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_part_args_extend_one_command(capsys, tmp_path):
+    assert gpu_check.main(["--dry-run", "--out", str(tmp_path), "--only", "pytest,kernel_ops",
+                           "--part-args", "pytest=-k 'flash or tied'", "--part-args", "kernel_ops=--only e2e"]) == 0
+    out = capsys.readouterr().out
+    assert "-k 'flash or tied'" in out and "--quick --only e2e" in out
+    assert gpu_check.main(["--dry-run", "--part-args", "nope=-x"]) == 2
+    assert "--part-args 'nope=-x'" in capsys.readouterr().err

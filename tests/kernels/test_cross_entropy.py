@@ -124,8 +124,9 @@ def test_tied_embedding_weight_accumulates():
     idx = t.roll(1)
     grads = []
     for fn in (fused_linear_cross_entropy, _ref64):
-        emb = torch.nn.Embedding(V, d).to(DEV)
+        emb = torch.nn.Embedding(V, d)  # initialised on the CPU generator, then moved: the same weights on any device
         torch.nn.init.normal_(emb.weight, generator=torch.Generator().manual_seed(1))
+        emb = emb.to(DEV)
         if fn is _ref64:
             emb.double()
         fn(torch.tanh(emb(idx)), emb.weight, t).backward()

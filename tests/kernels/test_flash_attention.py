@@ -1,7 +1,7 @@
 """FlashAttention-2 (Triton and the tiled PyTorch reference) against naive attention in float64.
 
-On CPU the Triton kernels run under TRITON_INTERPRET=1 (tests/conftest.py); bf16 and torch.compile
-are checked on CUDA only (the interpreter computes bf16 wrongly)."""
+On CPU the Triton kernels run under TRITON_INTERPRET=1 (tests/conftest.py); bf16 is checked on CUDA only (the
+interpreter computes bf16 wrongly); torch.compile on both."""
 
 import math
 
@@ -13,8 +13,9 @@ from kernels.flash_attention import FlashAttentionTorch, FlashAttentionTriton, f
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
 # max |error| allowed against the float64 reference, outputs and gradients of unit-variance inputs
-TOL = {torch.float32: 2e-5 if not CUDA else 5e-3,  # CUDA fp32 dots run in TF32
-       torch.float16: 4e-3, torch.bfloat16: 3e-2}
+# CUDA fp32 runs TF32 dots: every dot operand (Q, K, V, dO and the fp32 P, dS) rounded to a 10-bit mantissa,
+# so the bound sits between fp16's (inputs rounded once) and bf16's (7-bit mantissa)
+TOL = {torch.float32: 2e-5 if not CUDA else 1.5e-2, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
 
 def _inputs(shape_q, shape_kv, dtype, seed=0):
@@ -81,7 +82,7 @@ def test_saves_logsumexp_of_scaled_scores():
     scores = (q.detach().double() @ k.double().transpose(-2, -1)) / math.sqrt(32)
     scores = scores.masked_fill(torch.ones(29, 29, dtype=torch.bool, device=DEVICE).triu(1), float("-inf"))
     assert lse.shape == (1, 2, 29) and lse.dtype == torch.float32
-    assert (lse.double() - scores.logsumexp(-1)).abs().max() < 1e-5
+    assert (lse.double() - scores.logsumexp(-1)).abs().max() < (1e-5 if not CUDA else TOL[torch.float32])
 
 
 def test_flat_batch_seq_d_is_one_head():
@@ -122,9 +123,10 @@ def test_mixed_dtypes_are_refused():
         flash_attention(q, q.half(), q, False)
 
 
-@pytest.mark.skipif(not CUDA, reason="torch.compile of Triton kernels is checked on CUDA")
 def test_torch_compile_matches_eager():
-    (q, k, v), grad_out = _inputs((2, 4, 256, 64), (2, 4, 256, 64), torch.bfloat16, seed=6)
+    """fullgraph: Dynamo must see the kernels as the custom ops, not trace into the autotuned launches."""
+    shape, dtype = ((2, 4, 256, 64), torch.bfloat16) if CUDA else ((1, 2, 40, 32), torch.float32)
+    (q, k, v), grad_out = _inputs(shape, shape, dtype, seed=6)
     eager = _run(flash_attention, q, k, v, grad_out, True)
     compiled = _run(torch.compile(flash_attention, fullgraph=True), q, k, v, grad_out, True)
     for a, b in zip(eager, compiled):
