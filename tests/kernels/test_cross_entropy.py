@@ -240,15 +240,18 @@ class _LiveBytes(TorchDispatchMode):
 
 
 def _memory(fn, h, w, t, **kw):
-    """(bytes saved for backward, peak live intermediate bytes over forward + backward)."""
+    """(bytes saved for backward, peak live intermediate bytes over forward + backward), counting only storage the
+    implementation allocates: the inputs (hidden, weight, targets) are the caller's, whoever saves them."""
+    h = h.detach().clone().requires_grad_()
+    w = w.detach().clone().requires_grad_()
+    inputs = {x.untyped_storage().data_ptr() for x in (h, w, t)}
     saved = {}
 
     def pack(x):
-        saved[x.untyped_storage().data_ptr()] = x.untyped_storage().nbytes()
+        if x.untyped_storage().data_ptr() not in inputs:
+            saved[x.untyped_storage().data_ptr()] = x.untyped_storage().nbytes()
         return x
 
-    h = h.detach().clone().requires_grad_()
-    w = w.detach().clone().requires_grad_()
     with _LiveBytes() as mode:
         with saved_tensors_hooks(pack, lambda x: x):
             loss = fn(h, w, t, **kw)
@@ -257,15 +260,15 @@ def _memory(fn, h, w, t, **kw):
     return sum(saved.values()), mode.peak
 
 
-def test_memory_at_32k_vocab_is_3x_below_eager(dtype=torch.float32):
-    """Issue 5 acceptance: memory for the loss at vocab 32k drops >= 3x vs eager (torch row step here,
-    the interpreter being slow at V = 32768; the Triton row step saves the same tensors). fp32 is the
-    least favourable dtype (eager's extra logits copy in fp16/bf16 makes the ratio larger: x8.9 in fp16)."""
-    h, w, t = _inputs(256, 64, 32768, dtype)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_memory_at_32k_vocab_is_3x_below_eager(dtype):
+    """Issue 5's goal: memory for the loss at vocab 32k drops >= 3x vs eager, on the Triton path (the interpreter
+    on CPU), in fp32 (the least favourable dtype) and fp16 (eager keeps an extra fp32 copy of the logits)."""
+    h, w, t = _inputs(256, 64, 32768, dtype)  # the fused loss keeps dW (V x d) instead of the logits (N x V)
     eager_saved, eager_peak = _memory(linear_cross_entropy_torch, h, w, t)
-    fused_saved, fused_peak = _memory(fused_linear_cross_entropy, h, w, t, backend="torch")
+    fused_saved, fused_peak = _memory(fused_linear_cross_entropy, h, w, t)
     print(f"\n{dtype}: saved-for-backward eager {eager_saved / 2**20:.1f} MiB, fused {fused_saved / 2**20:.1f} MiB "
-          f"(x{eager_saved / fused_saved:.1f}); peak live eager {eager_peak / 2**20:.1f} MiB, "
+          f"(x{eager_saved / max(fused_saved, 1):.1f}); peak live eager {eager_peak / 2**20:.1f} MiB, "
           f"fused {fused_peak / 2**20:.1f} MiB (x{eager_peak / fused_peak:.1f})")
     assert eager_saved >= 3 * fused_saved
     assert eager_peak >= 3 * fused_peak
