@@ -15,12 +15,20 @@ e-mail local parts and domains are ASCII (internationalized addresses are not ma
   groups of digits (one may be in parentheses) split by single spaces, dots or hyphens, 8-15 digits in all
   (``+44 20 7946 0958``, ``+7 495 123-45-67``, ``+81 3-1234-5678``); (3) national numbers written with a trunk
   prefix and separators, 9-12 digits in all: ``030 1234567``, ``01 23 45 67 89``, ``03-1234-5678``,
-  ``010-12345678``, ``8 (812) 123-45-67``. Not phones: dates (``2024-03-15``, ``03/15/2024``, ``15.03.2024``),
-  times, prices, versions, ISBNs (hyphenated or 13 digits bare), order numbers that are not 10 digits. Known
-  misses and false hits: a bare 10-digit number that is NANP-shaped *is* masked (it may be an ISBN-10 or an order
-  number); national numbers without separators (``0301234567``) are not.
+  ``010-12345678``, ``8 (812) 123-45-67``.
+  Not phones: dates (``2024-03-15``, ``03/15/2024``, ``15.03.2024``), times, prices, versions, ISBNs (hyphenated or
+  13 digits bare; any form after the word ``ISBN``, ``ISBN-10: 3942795116`` included), IBANs and their groups
+  (``DE30 6805 1207 0000 3701 71``, also broken over two lines), order numbers that are not 10 digits, and runs of
+  small numbers: trunk-shaped pairs that count up (``01 02 03 04 05``) or go on with another 1-2 digit number in
+  the same separator (a calendar row ``01 02 03 … 31``, a timetable, a lottery draw ``03 12 18 27 35 41``).
+  Known misses and false hits: a bare 10-digit number that is NANP-shaped *is* masked unless ``ISBN`` precedes it
+  (an ISBN-10 without its keyword, or an order number); five pairs that neither count up nor continue are a
+  French-style phone even when they are a lottery draw; national numbers without separators (``0301234567``) are
+  not masked.
 - IPv4: four dotted octets 0-255 (no leading zeros beyond ``0``), not inside a longer dotted number (``1.2.3.4.5``,
-  ``10.0.19045.3693``), not glued to letters (``v1.2.3.4``); a trailing sentence period stays outside the mask.
+  ``10.0.19045.3693``), not glued to letters (``v1.2.3.4``), not right after a version word (``Version 1.0.0.1``,
+  ``build 2.4.0.13``; a product name before a bare four-part version is not recognized); a trailing sentence
+  period stays outside the mask.
 
 The tokens contain no ``@``, digits or dots, so text that is already masked is never re-matched or re-counted.
 """
@@ -28,6 +36,7 @@ The tokens contain no ``@``, digits or dots, so text that is already masked is n
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -47,6 +56,8 @@ _EMAIL = re.compile(r"""
 
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 _IPV4 = re.compile(rf"(?<![\w.]){_OCTET}(?:\.{_OCTET}){{3}}(?!\w|\.[0-9])", re.ASCII)
+_VERSION_WORD = re.compile(r"(?<![A-Za-z])(?:version|ver|v|build|firmware|release|rev)\.?:?\s*$",
+                           re.IGNORECASE | re.ASCII)
 
 _SEP = r"[ .-]"
 _GROUP = r"(?:\([0-9]{1,5}\)|[0-9]{1,5})"
@@ -63,6 +74,12 @@ _PHONE = re.compile(rf"""
 """, re.VERBOSE | re.ASCII)
 _PHONE_DIGITS = {"intl": (8, 15), "nanp": (10, 11), "trunk": (9, 12)}
 _LAST_GROUP = re.compile(rf"{_SEP}?{_GROUP}$")
+# Numbers of phone shape that are something else; a phone match that overlaps one is left alone.
+_NOT_PHONE = re.compile(r"""
+    (?i:\bISBN(?:[- ]?1[03])?)[:\s]*(?:[0-9][- ]?){9,12}[0-9Xx]\b                  # an ISBN after its keyword
+  | (?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?:\s?[A-Z0-9]{4}){2,7}(?:\s?[A-Z0-9]{1,3})?(?![A-Za-z0-9])   # an IBAN
+""", re.VERBOSE | re.ASCII)
+_SMALL_NUMBER_BEFORE = re.compile(r"(?<![0-9])[0-9]{1,2}[ .-]$")
 
 
 def _text(text) -> str:
@@ -86,29 +103,71 @@ def mask_emails(text: str) -> tuple[str, int]:
 def mask_ips(text: str) -> tuple[str, int]:
     """Replace every IPv4 address with ``|||IP_ADDRESS|||``; return (text, how many)."""
     text = _text(text)
-    return _IPV4.subn(IP_TOKEN, text) if "." in text else (text, 0)
-
-
-def mask_phone_numbers(text: str) -> tuple[str, int]:
-    """Replace every phone number (NANP, ``+CC`` international, trunk-prefixed national) with
-    ``|||PHONE_NUMBER|||``; return (text, how many)."""
-    text = _text(text)
+    if "." not in text:
+        return text, 0
     count = 0
 
     def repl(m: re.Match) -> str:
         nonlocal count
+        if _VERSION_WORD.search(text, max(0, m.start() - 16), m.start()):
+            return m.group(0)
+        count += 1
+        return IP_TOKEN
+
+    return _IPV4.sub(repl, text), count
+
+
+def _overlaps(spans: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether [start, end) overlaps one of the sorted, disjoint ``spans``."""
+    i = bisect_left(spans, (end, end))
+    return i > 0 and spans[i - 1][1] > start
+
+
+def _number_run(text: str, m: re.Match, number: str) -> bool:
+    """A trunk-shaped match of 1-2 digit groups that counts up (``01 02 03 04 05``) or has another 1-2 digit number
+    beside it in the same separator (a calendar row, a timetable, a lottery draw): a run of numbers, not a phone."""
+    sep = m.group("sep")
+    groups = number.split(sep) if sep else [number]
+    if not sep or not all(len(g) <= 2 and g.isdigit() for g in groups):
+        return False
+    if all(int(b) == int(a) + 1 for a, b in zip(groups, groups[1:], strict=False)):
+        return True
+    before = _SMALL_NUMBER_BEFORE.search(text, max(0, m.start() - 3), m.start())
+    after = text[m.end():m.end() + 2]
+    return before is not None and before.group(0).endswith(sep) or after[:1] == sep and after[1:2].isdigit()
+
+
+def phone_number_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every phone number in ``text``, in order: what ``mask_phone_numbers`` replaces."""
+    text, spans, protected = _text(text), [], None
+    for m in _PHONE.finditer(text):
         kind = next(k for k in _PHONE_DIGITS if m.group(k))
-        number, rest = m.group(0), ""
+        number = m.group(0)
+        if protected is None:  # found once per text, and only for a text with a phone-shaped number
+            protected = [x.span() for x in _NOT_PHONE.finditer(text)]
+        if _overlaps(protected, m.start(), m.end()) or kind == "trunk" and _number_run(text, m, number):
+            continue
         lo, hi = _PHONE_DIGITS[kind]
         while kind == "intl" and _digits(number) > hi:  # greedy groups ran into a following number: give them back
-            cut = _LAST_GROUP.search(number)
-            number, rest = number[: cut.start()], number[cut.start():] + rest
+            number = number[: _LAST_GROUP.search(number).start()]
         if lo <= _digits(number) <= hi:
-            count += 1
-            return PHONE_TOKEN + rest
-        return m.group(0)
+            spans.append((m.start(), m.start() + len(number)))
+    return spans
 
-    return _PHONE.sub(repl, text), count
+
+def mask_phone_numbers(text: str) -> tuple[str, int]:
+    """Replace every phone number (NANP, ``+CC`` international, trunk-prefixed national) with
+    ``|||PHONE_NUMBER|||``, except ISBNs, IBANs and runs of small numbers; return (text, how many)."""
+    text = _text(text)
+    spans = phone_number_spans(text)
+    if not spans:
+        return text, 0
+    parts, last = [], 0
+    for start, end in spans:
+        parts += [text[last:start], PHONE_TOKEN]
+        last = end
+    parts.append(text[last:])
+    return "".join(parts), len(spans)
 
 
 def mask_pii(text: str, emails: bool = True, phones: bool = True, ips: bool = True) -> tuple[str, dict[str, int]]:

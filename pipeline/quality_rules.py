@@ -3,8 +3,9 @@
 - ``GopherQualityFilter`` (step ``gopher``): Rae et al. 2021, "Scaling Language Models: Methods, Analysis & Insights
   from Training Gopher", App. A.1.1 (word count, mean word length, symbol-to-word ratios, bullet and ellipsis lines,
   alphabetic words, stop words), as datatrove implements it (``datatrove/pipeline/filters/gopher_quality_filter.py``):
-  same thresholds, same order of rules, same reason names. ``gopher_quality_filter(text)`` is the CS336
-  assignment 4 subset (50-100,000 words, mean word length 3-10, <= 30% ellipsis lines, >= 80% alphabetic words).
+  same thresholds, same order of rules, same reason names; one difference by default, the words of the 80%
+  alphabetic-word rule (``alpha_words``, below). ``gopher_quality_filter(text)`` is the CS336 assignment 4 subset
+  (50-100,000 words, mean word length 3-10, <= 30% ellipsis lines, >= 80% alphabetic words).
 - ``GopherRepetitionFilter`` (step ``gopher_rep``): Gopher Table A1 (duplicate lines/paragraphs and their characters,
   top 2-4-gram and duplicated 5-10-gram character fractions) as in datatrove's ``gopher_repetition_filter.py``.
 - ``C4LineFilter`` (step ``c4``): Raffel et al. 2020 (T5), Sec. 2.2, after TFDS ``c4_utils.clean_page`` and
@@ -13,7 +14,18 @@
   ``doc["text"]`` to the kept lines. The bad-words rule of C4 is left to the toxicity step.
 
 Words are counted by ``pipeline.words`` (a port of spaCy's English tokenizer, as datatrove counts them); stop words
-match case-sensitively, as in datatrove.
+match case-sensitively, as in datatrove. The alphabetic-word rule ("80% of words contain at least one alphabetic
+character") counts its words one of two ways, ``alpha_words``:
+
+- ``paper`` (default): whitespace-separated words, the plain reading of the paper and what Dolma's Gopher tagger
+  does (``python/dolma/taggers/gopher.py``: ``text.split()``, ``any(c.isalpha() for c in word)``);
+- ``datatrove``: datatrove's tokens, where every punctuation mark is a word without a letter, so the commas and
+  periods of ordinary prose count against it before any number does.
+
+Measured on the 208 pages of ../shared/data/web that the default langid step keeps as English (``python -m
+bench.gopher_words``; docs/benchmarks.md): the rule drops 4 with ``paper`` and 35 with ``datatrove`` (a Wikipedia
+article at 0.70, a Springer review at 0.68). Both definitions assume space-separated words; in Chinese or Japanese
+a whitespace "word" is a whole clause.
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ from pipeline.steps import Step
 from pipeline.words import count_sentences, is_symbol, words
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")  # Gopher App. A.1.1
+ALPHA_WORDS = ("paper", "datatrove")  # what the alphabetic-word rule counts as words (module docstring)
 _HAS_ALPHA = regex.compile(r"\p{L}")  # str.isalpha
 
 
@@ -52,11 +65,21 @@ def _is_int(v, low: int) -> bool:
 
 
 # -- Gopher quality ---------------------------------------------------------------------------------------------
+def alpha_words_ratio(text: str, alpha_words: str = "paper") -> float | None:
+    """Share of words with at least one letter (``None`` without words); ``alpha_words`` picks the words: ``paper``
+    splits at whitespace, ``datatrove`` takes ``pipeline.words`` tokens (punctuation marks are words)."""
+    toks = text.split() if alpha_words == "paper" else words(text)
+    if not toks:
+        return None
+    return sum(w.isalpha() or _HAS_ALPHA.search(w) is not None for w in toks) / len(toks)
+
+
 @dataclass(frozen=True)
 class GopherQualityFilter(Step):
     """Gopher's quality rules (Rae et al. 2021, App. A.1.1) with datatrove's defaults; ``None`` disables a rule.
 
-    As datatrove, except that a ratio with nothing to divide by (no words or no lines, possible only with
+    As datatrove, except that the alphabetic-word rule counts whitespace words unless ``alpha_words="datatrove"``
+    (module docstring), and that a ratio with nothing to divide by (no words or no lines, possible only with
     ``min_doc_words`` disabled) is skipped where datatrove raises ZeroDivisionError."""
 
     name: ClassVar[str] = "gopher"
@@ -68,6 +91,7 @@ class GopherQualityFilter(Step):
     max_bullet_lines_ratio: float | None = 0.9
     max_ellipsis_lines_ratio: float | None = 0.3
     min_alpha_words_ratio: float | None = 0.8  # datatrove: max_non_alpha_words_ratio (a misnomer)
+    alpha_words: str = "paper"  # "paper": whitespace words; "datatrove": its tokens, punctuation included
     min_stop_words: int | None = 2
     stop_words: tuple[str, ...] = STOP_WORDS
 
@@ -83,6 +107,7 @@ class GopherQualityFilter(Step):
                    "a number >= 0 or None")
         _check(not (self.min_doc_words and self.max_doc_words and self.min_doc_words > self.max_doc_words),
                "min_doc_words", self.min_doc_words, f"<= max_doc_words ({self.max_doc_words})")
+        _check(self.alpha_words in ALPHA_WORDS, "alpha_words", self.alpha_words, " or ".join(map(repr, ALPHA_WORDS)))
         _check(not isinstance(self.stop_words, str) and all(isinstance(w, str) for w in self.stop_words),
                "stop_words", self.stop_words, "a tuple of strings")
         object.__setattr__(self, "stop_words", tuple(self.stop_words))
@@ -91,7 +116,7 @@ class GopherQualityFilter(Step):
         text = _text(doc)
         toks = words(text)
         return (self._length_reason(toks) or self._symbol_reason(text, len(toks)) or self._line_reason(text)
-                or self._word_reason(toks))
+                or self._word_reason(text, toks))
 
     def _length_reason(self, toks: tuple[str, ...]) -> str | None:
         """Too few or too many words, or a mean word length out of range (symbols are not words here)."""
@@ -135,11 +160,11 @@ class GopherQualityFilter(Step):
                 return "gopher_too_many_end_ellipsis"
         return None
 
-    def _word_reason(self, toks: tuple[str, ...]) -> str | None:
+    def _word_reason(self, text: str, toks: tuple[str, ...]) -> str | None:
         """Too few words with a letter, or too few stop words."""
-        if toks and self.min_alpha_words_ratio:
-            alpha = sum(w.isalpha() or _HAS_ALPHA.search(w) is not None for w in toks)
-            if alpha / len(toks) < self.min_alpha_words_ratio:
+        if self.min_alpha_words_ratio:
+            ratio = alpha_words_ratio(text, self.alpha_words)
+            if ratio is not None and ratio < self.min_alpha_words_ratio:
                 return "gopher_below_alpha_threshold"
         if self.min_stop_words and len(set(self.stop_words).intersection(toks)) < self.min_stop_words:
             return "gopher_enough_stop_words"

@@ -1,6 +1,6 @@
 """Gopher quality, Gopher repetition and C4 line filters: one hand-written doc per rule (datatrove's
 tests/pipeline/filters style), agreement with datatrove's filters and spaCy's tokens (the reference), the generated
-crawl's ground truth, and bad input."""
+crawl's ground truth, the alphabetic-word rule's two definitions (hand-counted, and on real pages), and bad input."""
 
 import csv
 import json
@@ -14,6 +14,7 @@ from pipeline.quality_rules import (
     C4LineFilter,
     GopherQualityFilter,
     GopherRepetitionFilter,
+    alpha_words_ratio,
     gopher_quality_filter,
 )
 from pipeline.steps import run_steps
@@ -75,6 +76,65 @@ def test_gopher_quality_filter_assignment_rules():
     no_stop_words = "Market traders sold apples and pears and cheese and bread in town every morning. " * 6
     assert gopher_quality_filter(no_stop_words)
     assert gopher_quality_filter("- the market and the trade of goods\n" * 12)
+
+
+# -- the alphabetic-word rule: whitespace words (the paper) or datatrove's tokens ---------------------------------
+# Counted by hand: 10 whitespace words, each with a letter (10/10); datatrove's tokens add ".", "," and "!", which
+# have none (10/13 = 0.77 < 0.8).
+ALPHA_PROSE = "The cat sat. The dog ran, and the bird flew! "
+
+
+def test_alpha_words_ratio_hand_counted():
+    assert alpha_words_ratio(ALPHA_PROSE, "paper") == 1.0
+    assert alpha_words_ratio(ALPHA_PROSE, "datatrove") == pytest.approx(10 / 13)
+    # "It costs $5 per 3.5km": paper words It, costs, $5, per, 3.5km (4 with a letter of 5); datatrove's tokens
+    # It, costs, $, 5, per, 3.5, km (4 of 7)
+    assert alpha_words_ratio("It costs $5 per 3.5km", "paper") == pytest.approx(4 / 5)
+    assert alpha_words_ratio("It costs $5 per 3.5km", "datatrove") == pytest.approx(4 / 7)
+    # a calendar row: "Oktober", "2020", seven day names, 31 days: 8 words with a letter of 40 in both
+    row = "Oktober 2020 Mo Di Mi Do Fr Sa So " + " ".join(f"{d:02d}" for d in range(1, 32))
+    assert alpha_words_ratio(row, "paper") == alpha_words_ratio(row, "datatrove") == pytest.approx(8 / 40)
+    assert alpha_words_ratio("Größe: 42 ½", "paper") == pytest.approx(1 / 3)  # letters of any script count
+    assert alpha_words_ratio(" \n ", "paper") is None and alpha_words_ratio("", "datatrove") is None
+
+
+def test_alpha_words_switch_decides_the_rule():
+    prose = ALPHA_PROSE * 6  # 60 words (mean length 3.2), stop words "the" and "and": only the alpha rule can fire
+    assert reject(GopherQualityFilter(), prose) is None  # the default is the paper's words
+    assert reject(GopherQualityFilter(alpha_words="paper"), prose) is None
+    assert reject(GopherQualityFilter(alpha_words="datatrove"), prose) == "gopher_below_alpha_threshold"
+    assert reject(GopherQualityFilter(alpha_words="datatrove", min_alpha_words_ratio=0.75), prose) is None
+    numbers = "the 2024 and 31337 4242 9000 1234 5678 " * 10  # 2 of 8 words have a letter, either way
+    for alpha_words in ("paper", "datatrove"):
+        assert reject(GopherQualityFilter(alpha_words=alpha_words), numbers) == "gopher_below_alpha_threshold"
+    with pytest.raises(ValueError, match="alpha_words"):
+        GopherQualityFilter(alpha_words="spacy")
+
+
+ONLY_ALPHA_RULE = dict(min_doc_words=None, max_doc_words=None, min_avg_word_length=None, max_avg_word_length=None,
+                       max_symbol_word_ratio=None, max_bullet_lines_ratio=None, max_ellipsis_lines_ratio=None,
+                       min_stop_words=None)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SHARED / "web").is_dir(), reason="../shared/data/web not present")
+def test_alpha_rule_keeps_real_english_articles(tmp_path):
+    """On the English pages of trafilatura's evaluation set (curated ordinary articles), the rule alone may drop at
+    most 3% with the default (the issue's bound for what the filters may cost real English articles); datatrove's
+    tokens, which count punctuation marks as words without a letter, break that bound."""
+    pytest.importorskip("trafilatura")
+    from bench.real_pages import is_english, real_documents
+
+    warcs = sorted((SHARED / "web").glob("trafilatura-pages-*.warc.gz"))
+    english = [d for d in real_documents(warcs, tmp_path) if is_english(d)]
+    assert len(english) >= 100
+    rates = {}
+    for alpha_words in ("paper", "datatrove"):
+        rule = GopherQualityFilter(alpha_words=alpha_words, **ONLY_ALPHA_RULE)
+        rates[alpha_words] = sum(rule.reject(dict(d)) is not None for d in english) / len(english)
+    print(f"{len(english)} English pages; dropped by the alpha rule: {rates}")
+    assert rates["paper"] <= 0.03
+    assert rates["datatrove"] > 0.03
 
 
 # -- Gopher repetition: one doc per rule ------------------------------------------------------------------------
@@ -229,7 +289,7 @@ def test_ground_truth_on_sample_crawl(sample_crawl):
     # Gopher has no rule against lines that are not sentences; C4's line rules catch them
     assert c4_rates.get("boilerplate_only", 1) >= 0.9
     assert seen["high_article"] >= 100 and rates["high_article"] <= 0.05 and c4_rates["high_article"] <= 0.05
-    # forum threads carry user names, dates and times: Gopher's 80% alphabetic-word rule drops some by design
+    # forum threads carry user names, dates and times, which count against them in the 80% alphabetic-word rule
     assert rates.get("high_forum", 0) <= 0.4
 
 
@@ -258,13 +318,13 @@ def _reference_docs(sample_crawl, full: bool) -> list[str]:
 @pytest.mark.parametrize("full", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["sample", "full"])
 def test_agrees_with_datatrove(request, full):
     """Same tokens as datatrove's English word tokenizer (spaCy) and the same decisions, reasons and C4 text as
-    datatrove's GopherQualityFilter, GopherRepetitionFilter and C4QualityFilter."""
+    datatrove's GopherQualityFilter (with ``alpha_words="datatrove"``), GopherRepetitionFilter and C4QualityFilter."""
     pytest.importorskip("spacy")
     filters = pytest.importorskip("datatrove.pipeline.filters")
     from datatrove.data import Document
     from datatrove.utils.text import split_into_words
 
-    pairs = [(GopherQualityFilter(), filters.GopherQualityFilter(), ""),
+    pairs = [(GopherQualityFilter(alpha_words="datatrove"), filters.GopherQualityFilter(), ""),
              (GopherRepetitionFilter(), filters.GopherRepetitionFilter(), "gopher_rep_"),
              (C4LineFilter(), filters.C4QualityFilter(), "c4_")]
     texts = _reference_docs(request.getfixturevalue("sample_crawl"), full)  # built only if datatrove is there

@@ -1,0 +1,72 @@
+"""Phone masks on real pages: how many numbers ``pipeline.pii`` masks as phones, each with its context, to judge.
+
+The pages of ``--web-dir`` (default ../shared/data/web/*.warc.gz) go through the extract stage; every phone mask
+is listed with 30 characters either side. ``--baseline FILE`` counts the masks of another ``pii.py`` (an older
+revision) on the same documents, e.g. ``git show main:pipeline/pii.py > /tmp/pii_main.py``.
+
+    python -m bench.pii [--web-dir ../shared/data/web] [--baseline /tmp/pii_main.py] [--show 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from bench.extract import DEFAULT_WEB
+from bench.real_pages import real_documents
+from pipeline.pii import mask_phone_numbers, phone_number_spans
+
+
+def phone_masks(docs: list[dict], context: int = 30) -> list[tuple[str, str, str]]:
+    """(url, masked number, the number in its context) for every phone mask in ``docs``."""
+    out = []
+    for doc in docs:
+        text = doc["text"]
+        for start, end in phone_number_spans(text):
+            around = f"{text[max(0, start - context):start]}[{text[start:end]}]{text[end:end + context]}"
+            out.append((doc["url"], text[start:end], " ".join(around.split())))
+    return out
+
+
+def load_masker(path: Path):
+    """``mask_phone_numbers`` of the ``pii.py`` at ``path``."""
+    spec = importlib.util.spec_from_file_location("pii_baseline", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module.mask_phone_numbers
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.pii", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="folder of real-page WARCs (*.warc.gz)")
+    ap.add_argument("--baseline", type=Path, help="another pii.py whose phone masks to count on the same pages")
+    ap.add_argument("--show", type=int, default=1000, help="list at most this many masks (default: %(default)s)")
+    ap.add_argument("--cache", type=Path, help="keep the extracted documents here (default: a temporary folder)")
+    ap.add_argument("--workers", type=int, default=2, help="extraction processes (default: %(default)s)")
+    args = ap.parse_args(argv)
+    warcs = sorted(args.web_dir.glob("*.warc.gz"))
+    if not warcs:
+        ap.error(f"no *.warc.gz in {args.web_dir}")
+    if args.baseline and not args.baseline.is_file():
+        ap.error(f"--baseline: no such file {args.baseline}")
+    with tempfile.TemporaryDirectory() as tmp:
+        docs = real_documents(warcs, args.cache or Path(tmp), args.workers)
+    masks = phone_masks(docs)
+    assert len(masks) == sum(mask_phone_numbers(d["text"])[1] for d in docs)
+    pages = Counter(url for url, _, _ in masks)
+    print(f"{len(docs)} pages: {len(masks)} phone masks on {len(pages)} pages")
+    if args.baseline:
+        before = load_masker(args.baseline)
+        print(f"baseline {args.baseline}: {sum(before(d['text'])[1] for d in docs)} phone masks")
+    for url, _, around in masks[:args.show]:
+        print(f"  {url[:60]:<60}  {around}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,34 @@
+"""The real pages of ../shared/data/web as documents, for the benchmarks that judge a rule on real text.
+
+``real_documents`` runs the extract stage (pipeline/extract.py, its default trafilatura extractor) over the WARCs
+into a folder (resumable: a second run reads what the first wrote) and returns the documents, each with the name of
+its WARC; ``is_english`` asks the default ``langid`` step of the filter chain.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import cache
+from pathlib import Path
+
+from pipeline.extract import ExtractConfig, output_name, run_extract
+from pipeline.langid import LanguageFilter
+from workbench.files import read_jsonl
+
+
+def real_documents(warcs: list[Path], out_dir: Path, workers: int = 2) -> list[dict]:
+    """Every document the extract stage makes of ``warcs`` (written to ``out_dir``), with ``warc`` = file name."""
+    logging.getLogger("trafilatura").setLevel(logging.CRITICAL)
+    out_dir = Path(out_dir)
+    run_extract(warcs, out_dir / "docs", out_dir / "extract.json", ExtractConfig(workers=workers))
+    return [dict(doc, warc=w.name) for w in warcs for doc in read_jsonl(out_dir / "docs" / output_name(w))]
+
+
+@cache
+def _langid() -> LanguageFilter:
+    return LanguageFilter()
+
+
+def is_english(doc: dict) -> bool:
+    """Whether the filter chain's default ``langid`` step keeps ``doc`` as English (it is not modified)."""
+    return _langid().reject({"text": doc.get("text")}) is None
