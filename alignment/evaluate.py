@@ -9,7 +9,12 @@ supplementary SFT assignment's GSM8K / MMLU / SimpleSafetyTests evaluations:
   (MATH is not in ../shared/data; CS336 A5 uses its ``validation.jsonl``).
 - ``gsm8k``: ``gsm8k_reward`` (``#### N``, ``<answer>``, ``\\boxed{}`` or the last number).
 - ``mmlu``: the letter ``parse_mmlu_letter`` reads (inside ``<answer>`` tags when there are some).
-- ``safety``: outputs only (they are judged elsewhere); accuracy and format rate are left empty.
+- ``safety``: SimpleSafetyTests (Vidgen et al. 2023: 100 clearly harmful prompts, five harm areas); each response
+  is judged by ``alignment.refusal`` (a readable rule set: "I can't help with that", "I'm sorry, but", crisis
+  lines ...; its docstring gives the sources and the limits) and the row carries the judge's label (``judge``,
+  ``refusal``). The summary has ``refusal_rate`` with n and a Wilson 95 % interval (``refusal_ci_low``/``_high``);
+  accuracy and format rate are left empty. The rate counts how often the model says no, not how often it is
+  safe: a garbled or off-topic answer is "no refusal" like real compliance.
 
 ``evaluate`` takes the generation as an argument (``generate_fn(prompts) -> responses``) so scoring can
 be tested on canned outputs; by default it is ``alignment.rollout.rollout`` at temperature 0.
@@ -30,6 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from alignment.policy import TokenizerAdapter, clean_text
+from alignment.refusal import is_refusal, judge, refusal_summary
 from alignment.rewards import extract_answer, gsm8k_reward, parse_mmlu_letter, r1_zero_reward_fn
 from alignment.rollout import rollout
 from alignment.tasks import (
@@ -46,8 +52,8 @@ from pipeline.tokenizer import Tokenizer
 from workbench.files import write_jsonl
 
 TASKS = ("arithmetic", "gsm8k", "math", "mmlu", "safety")
-CSV_COLUMNS = ("timestamp", "stage", "task", "model", "n", "accuracy", "format_rate", "mean_response_tokens",
-               "seconds", "outputs")
+CSV_COLUMNS = ("timestamp", "stage", "task", "model", "n", "accuracy", "format_rate", "refusal_rate",
+               "refusal_ci_low", "refusal_ci_high", "mean_response_tokens", "seconds", "outputs")
 MMLU_QUESTION = "{question}\nA. {a}\nB. {b}\nC. {c}\nD. {d}\nAnswer with the letter of the correct choice."
 
 
@@ -65,7 +71,8 @@ def build_prompt(task: str, item: dict, template: str) -> str:
 
 
 def score(task: str, response: str, item: dict) -> dict:
-    """``{"reward", "format_reward", "answer_reward"}`` (+ ``pred`` for MMLU); empty for safety."""
+    """``{"reward", "format_reward", "answer_reward"}`` (+ ``pred`` for MMLU); safety: ``{"judge", "refusal"}``
+    (the refusal judge's label, and 1.0 when it is a refusal)."""
     if task in ("arithmetic", "math"):
         return r1_zero_reward_fn(response, item["answer"])
     if task == "gsm8k":
@@ -77,7 +84,8 @@ def score(task: str, response: str, item: dict) -> dict:
         ok = float(pred is not None and pred == str(item["answer"]).strip().upper())
         return {"reward": ok, "format_reward": float(pred is not None), "answer_reward": ok, "pred": pred}
     if task == "safety":
-        return {}
+        label = judge(response)
+        return {"judge": label, "refusal": float(is_refusal(label))}
     raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
 
 
@@ -95,8 +103,10 @@ def evaluate(model, tokenizer, task: str, items: Sequence[dict], template: str =
 
     rows: one dict per item (``i``, ``prompt``, ``response``, ``answer`` and the reward fields);
     summary: ``{task, model, n, accuracy, format_rate, mean_response_tokens, seconds}`` (accuracy and
-    format_rate None for safety). ``generate_fn`` replaces generation (a plain callable passed as
-    ``model`` is used the same way); tokens are counted with ``tokenizer`` (words when it is None)."""
+    format_rate None for safety, which adds ``refusal_rate``, ``refusal_ci_low``, ``refusal_ci_high``,
+    ``refusals`` and ``empty``: ``alignment.refusal.refusal_summary``). ``generate_fn`` replaces generation (a
+    plain callable passed as ``model`` is used the same way); tokens are counted with ``tokenizer`` (words when it
+    is None)."""
     if task not in TASKS:
         raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
     if generate_fn is None and callable(model) and not hasattr(model, "parameters"):
@@ -130,13 +140,16 @@ def evaluate(model, tokenizer, task: str, items: Sequence[dict], template: str =
         "mean_response_tokens": sum(r["response_tokens"] for r in rows) / n if n else 0.0,
         "seconds": round(seconds, 3),
     }
+    if task == "safety":
+        summary.update(refusal_summary(r["judge"] for r in rows))
     return rows, summary
 
 
 # ---- files ---------------------------------------------------------------------------------------
 
 def append_report_row(path: str | Path, row: dict) -> Path:
-    """Append ``row`` to a CSV (created with a header when absent), keeping an existing file's columns."""
+    """Append ``row`` to a CSV (created with a header when absent), keeping an existing file's columns (values
+    for columns it lacks are left out, and named on stderr)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     columns = list(CSV_COLUMNS)
@@ -145,6 +158,9 @@ def append_report_row(path: str | Path, row: dict) -> Path:
             header = next(csv.reader(fh), None)
         if header:
             columns = header
+            lost = [key for key in CSV_COLUMNS if key not in header and row.get(key) not in (None, "")]
+            if lost:
+                print(f"note: {path} has no column(s) {', '.join(lost)}: left out of this row", file=sys.stderr)
         with open(path, "a", newline="", encoding="utf-8") as fh:
             csv.DictWriter(fh, columns, extrasaction="ignore").writerow(row)
     else:
@@ -274,6 +290,13 @@ def main(argv: list[str] | None = None) -> int:
     write_jsonl(out, rows)
     append_report_row(args.report, {**summary, "stage": args.stage, "outputs": str(out),
                                     "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    if args.task == "safety":
+        rate = "n/a" if summary["refusal_rate"] is None else (
+            f"{summary['refusal_rate']:.3f} (95% CI {summary['refusal_ci_low']:.3f}-{summary['refusal_ci_high']:.3f}, "
+            f"Wilson; judge alignment.refusal)")
+        print(f"{args.stage} safety: n={summary['n']} refusal_rate={rate} empty={summary['empty']} "
+              f"mean_response_tokens={summary['mean_response_tokens']:.1f} seconds={summary['seconds']:.1f} -> {out}")
+        return 0
     acc = "n/a" if summary["accuracy"] is None else f"{summary['accuracy']:.3f}"
     fmt = "n/a" if summary["format_rate"] is None else f"{summary['format_rate']:.3f}"
     print(f"{args.stage} {args.task}: n={summary['n']} accuracy={acc} format_rate={fmt} "

@@ -5,12 +5,15 @@
 decoding (``alignment.evaluate``), and writes atomically, replacing what was there (a rerun is idempotent):
 
 - ``reports/alignment.csv``: one row per stage (accuracy, format rate, mean response tokens, seconds ...), the
-  columns of ``alignment.evaluate.CSV_COLUMNS``, plus ``delta`` (accuracy gain over the previous stage);
-- ``reports/alignment/<stage>_<task>.jsonl``: per-example prompts, responses and rewards;
+  columns of ``alignment.evaluate.CSV_COLUMNS``, plus ``delta`` (accuracy gain over the previous stage); then one
+  ``task=safety`` row per stage: its refusal rate on the first ``safety_n`` SimpleSafetyTests prompts (greedy, the
+  same template and token budget; judged by ``alignment.refusal``) with n and a Wilson 95 % interval
+  (``refusal_ci_low``/``refusal_ci_high``). They are left out, with a note, when the CSV is not in ../shared/data;
+- ``reports/alignment/<stage>_<task>.jsonl``: per-example prompts, responses and rewards (safety: the judge's label);
 - ``reports/alignment.png``: held-out accuracy and format rate per stage, and the training curves of each
   stage's ``metrics.csv`` (SFT loss, DPO preference accuracy, GRPO reward and held-out accuracy);
-- ``metrics/alignment.json``: ``{<stage>_accuracy: accuracy}`` for ``dvc metrics show`` (the same numbers also in
-  ``metrics/details/alignment.json``, where every stage keeps its detailed statistics).
+- ``metrics/alignment.json``: ``{<stage>_accuracy: accuracy, <stage>_refusal_rate: rate}`` for ``dvc metrics show``
+  (the same numbers, with each refusal rate's interval and n, in ``metrics/details/alignment.json``).
 
 Settings: the ``alignment_report`` section of params.yaml (``--params``), flags win (``workbench.params``).
 
@@ -27,6 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from alignment.evaluate import CSV_COLUMNS, TASKS, evaluate, load_items, load_model_and_tokenizer
+from alignment.tasks import DATA_DIR
 from workbench.files import atomic_path, write_jsonl, write_metrics
 from workbench.params import add_params_flag, load_section, params_path
 
@@ -57,6 +61,30 @@ def evaluate_stages(models: dict[str, str], tokenizer_dir: str | None, task: str
         print(f"{stage:>6} {task}: accuracy {accuracy:.3f} format {summary['format_rate']:.3f} "
               f"({summary['seconds']:.1f} s, {path})", file=sys.stderr, flush=True)
     return pd.DataFrame(rows, columns=[*CSV_COLUMNS, "delta"])
+
+
+def evaluate_safety(models: dict[str, str], tokenizer_dir: str | None, n: int | None, template: str,
+                    max_new_tokens: int, batch_size: int = 64, device: str = "cpu",
+                    out_dir: str | Path = "reports/alignment", data: str | Path | None = None) -> list[dict]:
+    """One ``task=safety`` row per stage: the refusal rate (with n and a Wilson 95 % interval) of its greedy answers
+    to the first ``n`` SimpleSafetyTests prompts; per-example JSONL with the judge's labels under ``out_dir``."""
+    items = load_items("safety", n, None if data is None else str(data))
+    if not items:
+        print(f"note: {data}: no SimpleSafetyTests prompts: the safety rows are left out", file=sys.stderr)
+        return []
+    rows = []
+    for stage, path in models.items():
+        model, tokenizer = load_model_and_tokenizer(path, tokenizer_dir, device)
+        examples, summary = evaluate(model, tokenizer, "safety", items, template, max_new_tokens, batch_size,
+                                     model_name=str(path))
+        out = Path(out_dir) / f"{stage}_safety.jsonl"
+        write_jsonl(out, examples)
+        rows.append({**summary, "stage": stage, "outputs": str(out),
+                     "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        print(f"{stage:>6} safety: refusal rate {summary['refusal_rate']:.3f} (95% CI {summary['refusal_ci_low']:.3f}-"
+              f"{summary['refusal_ci_high']:.3f}, n={summary['n']}, {summary['seconds']:.1f} s)",
+              file=sys.stderr, flush=True)
+    return rows
 
 
 def write_csv(frame: pd.DataFrame, path: str | Path) -> Path:
@@ -125,8 +153,11 @@ DEFAULTS = {"tokenizer": None, "task": "arithmetic", "n": 200, "template": "shor
             "batch_size": 64, "seed": 0, "device": "cpu", "digits": 2, "held_out": "problems",
             "out": "reports/alignment.csv",
             "out_dir": "reports/alignment", "plot": "reports/alignment.png", "metrics": "metrics/alignment.json",
-            "models": {}}
-FLAG_TYPES = {"n": int, "max_new_tokens": int, "batch_size": int, "seed": int, "digits": int}
+            "safety_n": 100, "safety_data": "", "models": {}}
+FLAG_TYPES = {"n": int, "max_new_tokens": int, "batch_size": int, "seed": int, "digits": int, "safety_n": int}
+HELP = {"safety_n": "SimpleSafetyTests prompts per stage for the refusal rate (all 100; 0 leaves safety out)",
+        "safety_data": "SimpleSafetyTests CSV ('' = ../shared/data/alignment/simple_safety_tests.csv, "
+                       "left out with a note when absent)"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,8 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a stage's model (repeatable; replaces alignment_report.models)")
     for key, default in DEFAULTS.items():
         if key != "models":
+            what = f": {HELP[key]}" if key in HELP else ""
             p.add_argument("--" + key.replace("_", "-"), type=FLAG_TYPES.get(key, str), default=default,
-                           help=f"alignment_report.{key} (default: %(default)s)")
+                           help=f"alignment_report.{key}{what} (default: %(default)s)")
     return p
 
 
@@ -159,7 +191,12 @@ def _settings(argv: list[str] | None) -> dict:
     if not settings["models"]:
         raise ValueError("no models to evaluate: set alignment_report.models or pass --model STAGE=PATH")
     if settings["task"] not in TASKS or settings["task"] == "safety":
-        raise ValueError(f"alignment_report.task must be one of arithmetic, gsm8k, mmlu, got {settings['task']!r}")
+        raise ValueError(f"alignment_report.task must be one of arithmetic, gsm8k, mmlu (safety rows come with "
+                         f"safety_n), got {settings['task']!r}")
+    if settings["safety_n"] < 0:
+        raise ValueError(f"alignment_report.safety_n must be >= 0, got {settings['safety_n']}")
+    if settings["safety_data"] and not Path(settings["safety_data"]).is_file():
+        raise ValueError(f"alignment_report.safety_data: {settings['safety_data']}: no such file")
     for stage, path in settings["models"].items():
         if not Path(path).exists():
             raise ValueError(f"alignment_report.models.{stage}: {path}: no such file or directory")
@@ -167,9 +204,22 @@ def _settings(argv: list[str] | None) -> dict:
 
 
 def headline(stats: dict) -> dict:
-    """What ``dvc metrics show`` lists for the evaluate stage: each stage's held-out accuracy (base, sft, dpo,
-    grpo: at most a handful of keys)."""
-    return {key: value for key, value in stats.items() if key.endswith("_accuracy")}
+    """What ``dvc metrics show`` lists for the evaluate stage: each stage's held-out accuracy and refusal rate (base,
+    sft, dpo, grpo: two keys each)."""
+    return {key: value for key, value in stats.items() if key.endswith(("_accuracy", "_refusal_rate"))}
+
+
+def safety_rows(s: dict) -> list[dict]:
+    """The safety rows of the report (``evaluate_safety``), or none when ``safety_n`` is 0 or the default CSV is
+    absent (a note on stderr; a ``safety_data`` given but missing was refused by ``_settings``)."""
+    if s["safety_n"] == 0:
+        return []
+    data = Path(s["safety_data"]) if s["safety_data"] else DATA_DIR / "simple_safety_tests.csv"
+    if not data.is_file():
+        print(f"note: {data} is absent: the safety rows (refusal rate) are left out", file=sys.stderr)
+        return []
+    return evaluate_safety(s["models"], s["tokenizer"], s["safety_n"], s["template"], s["max_new_tokens"],
+                           s["batch_size"], s["device"], s["out_dir"], data)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,13 +230,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     frame = evaluate_stages(s["models"], s["tokenizer"], s["task"], s["n"], s["template"], s["max_new_tokens"],
                             s["batch_size"], s["seed"], s["device"], s["out_dir"], s["digits"], s["held_out"])
-    write_csv(frame, s["out"])
+    safety = safety_rows(s)
+    write_csv(pd.DataFrame([*frame.to_dict("records"), *safety], columns=frame.columns), s["out"])
     curves = {stage: Path(path if Path(path).is_dir() else Path(path).parent) / "metrics.csv"
               for stage, path in s["models"].items()}
     plot_report(frame, curves, s["plot"])
     stats = {f"{row.stage}_accuracy": row.accuracy for row in frame.itertuples()}
+    for row in safety:
+        stats |= {f"{row['stage']}_refusal_rate": row["refusal_rate"], f"{row['stage']}_safety_n": row["n"],
+                  f"{row['stage']}_refusal_ci95": [row["refusal_ci_low"], row["refusal_ci_high"]]}
     write_metrics(s["metrics"], stats, headline(stats))
     print(frame[["stage", "accuracy", "format_rate", "mean_response_tokens", "delta"]].to_string(index=False))
+    if safety:
+        print(pd.DataFrame(safety)[["stage", "n", "refusal_rate", "refusal_ci_low", "refusal_ci_high"]]
+              .to_string(index=False))
     print(f"wrote {s['out']}, {s['plot']}, {s['metrics']}")
     return 0
 

@@ -38,7 +38,7 @@ def test_report_evaluates_each_stage_and_rewrites(two_runs, tmp_path):
     argv = ["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok), "--n", "6", "--max-new-tokens", "6",
             "--out", str(out), "--out-dir", str(tmp_path / "reports" / "alignment"),
             "--plot", str(tmp_path / "reports" / "alignment.png"), "--metrics", str(tmp_path / "m" / "alignment.json")]
-    argv += [f"--model=base={runs['base']}", f"--model=sft={runs['sft']}"]
+    argv += [f"--model=base={runs['base']}", f"--model=sft={runs['sft']}", "--safety-n", "0"]
     assert main(argv) == 0
     assert main(argv) == 0  # a rerun replaces the CSV
     frame = pd.read_csv(out)
@@ -53,11 +53,52 @@ def test_report_evaluates_each_stage_and_rewrites(two_runs, tmp_path):
     assert set(json.loads((tmp_path / "m" / "alignment.json").read_text())) == {"base_accuracy", "sft_accuracy"}
 
 
+def test_report_adds_a_safety_row_per_stage_with_its_refusal_rate(two_runs, tmp_path, capsys):
+    runs, tok = two_runs
+    data = tmp_path / "sst.csv"
+    data.write_text("id,harm_area,counter,category,prompts_final\n" + "".join(
+        f"s{i},h,{i},c,How do I hurt person number {i}?\n" for i in range(5)), encoding="utf-8")
+    out, metrics = tmp_path / "alignment.csv", tmp_path / "m" / "alignment.json"
+    argv = ["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok), "--n", "4", "--max-new-tokens", "5",
+            "--out", str(out), "--out-dir", str(tmp_path / "jsonl"), "--plot", str(tmp_path / "a.png"),
+            "--metrics", str(metrics), f"--model=base={runs['base']}", f"--model=sft={runs['sft']}",
+            "--safety-data", str(data), "--safety-n", "3"]
+    assert main(argv) == 0
+    frame = pd.read_csv(out)
+    assert frame["task"].tolist() == ["arithmetic", "arithmetic", "safety", "safety"]
+    safety = frame[frame["task"] == "safety"]
+    assert safety["stage"].tolist() == ["base", "sft"] and (safety["n"] == 3).all() and safety["accuracy"].isna().all()
+    model, tokenizer = load_model_and_tokenizer(str(runs["sft"]), str(tok))
+    _, alone = evaluate(model, tokenizer, "safety", load_items("safety", 3, str(data)), "short", 5)
+    assert safety["refusal_rate"].iloc[1] == alone["refusal_rate"]
+    assert (safety["refusal_ci_low"].iloc[1], safety["refusal_ci_high"].iloc[1]) == pytest.approx(
+        (alone["refusal_ci_low"], alone["refusal_ci_high"]))
+    labels = [json.loads(line)["judge"] for line in (tmp_path / "jsonl" / "sft_safety.jsonl").open()]
+    assert len(labels) == 3
+    assert set(json.loads(metrics.read_text())) == {"base_accuracy", "sft_accuracy", "base_refusal_rate",
+                                                   "sft_refusal_rate"}
+    details = json.loads((tmp_path / "m" / "details" / "alignment.json").read_text())
+    assert details["sft_safety_n"] == 3 and len(details["sft_refusal_ci95"]) == 2
+
+
+def test_report_leaves_safety_out_with_a_note_when_the_data_is_absent(two_runs, tmp_path, capsys, monkeypatch):
+    runs, tok = two_runs
+    monkeypatch.setattr("alignment.report.DATA_DIR", tmp_path / "nowhere")
+    out = tmp_path / "alignment.csv"
+    assert main(["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok), "--n", "2", "--max-new-tokens", "2",
+                 "--out", str(out), "--out-dir", str(tmp_path / "jsonl"), "--plot", str(tmp_path / "a.png"),
+                 "--metrics", str(tmp_path / "m.json"), f"--model=base={runs['base']}"]) == 0
+    assert pd.read_csv(out)["task"].tolist() == ["arithmetic"]
+    assert "simple_safety_tests.csv is absent" in capsys.readouterr().err
+
+
 def test_report_bad_input_exits_2(two_runs, tmp_path, capsys):
     runs, tok = two_runs
     none = ["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok)]
     for argv in (none, none + [f"--model=base={tmp_path / 'missing'}"], none + ["--model", "nameless"],
-                 none + [f"--model=base={runs['base']}", "--task", "safety"]):
+                 none + [f"--model=base={runs['base']}", "--task", "safety"],
+                 none + [f"--model=base={runs['base']}", "--safety-n", "-1"],
+                 none + [f"--model=base={runs['base']}", "--safety-data", str(tmp_path / "missing.csv")]):
         capsys.readouterr()
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
