@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from pipeline.bad_input import InputIssues, require_readable, summary_note
 from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
 from pipeline.documents import input_files, output_name
 from pipeline.minhash import (
@@ -244,8 +245,9 @@ def _dumps(doc: dict) -> bytes:
         return (json.dumps(doc) + "\n").encode("utf-8")
 
 
-def _lines(path: Path, bad: list[str] | None = None) -> Iterator[tuple[int, bytes]]:
-    """(line number, bytes) of every non-blank line; an unreadable tail (e.g. truncated gzip) ends the file."""
+def _lines(path: Path, errors: list[tuple[int, str]] | None = None) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of every non-blank line; an unreadable tail (e.g. truncated gzip) ends the file, and
+    (its line number, the error) goes to ``errors``."""
     opener = gzip.open if path.name.endswith(".gz") else open
     lineno = 0
     try:
@@ -254,14 +256,14 @@ def _lines(path: Path, bad: list[str] | None = None) -> Iterator[tuple[int, byte
                 if line.strip():
                     yield lineno, line
     except (OSError, EOFError, zlib.error) as e:
-        if bad is not None:
-            bad.append(f"{path}:{lineno + 1}: unreadable ({type(e).__name__}: {e})")
+        if errors is not None:
+            errors.append((lineno + 1, f"{type(e).__name__}: {e}"))
 
 
 def _parse(line: bytes) -> tuple[dict | None, bool, str]:
     """(document or None, clean, problem). As ``pipeline.documents.read_documents``: a line must be a JSON object
-    with a string ``text``; invalid UTF-8 and lone surrogates in the text become U+FFFD / "?". ``clean``: none
-    of that happened, so the line's bytes can be copied as they are."""
+    with a string ``text``; invalid UTF-8 and lone surrogates in the text become U+FFFD / "?" (the problem of a
+    document kept). ``clean``: none of that happened, so the line's bytes can be copied as they are."""
     try:
         text, clean = line.decode("utf-8"), True
     except UnicodeDecodeError:
@@ -276,7 +278,7 @@ def _parse(line: bytes) -> tuple[dict | None, bool, str]:
         doc["text"].encode("utf-8")
     except UnicodeEncodeError:
         doc["text"], clean = doc["text"].encode("utf-8", "replace").decode("utf-8"), False
-    return doc, clean, ""
+    return doc, clean, "" if clean else "invalid UTF-8 replaced"
 
 
 @dataclass
@@ -288,21 +290,28 @@ class _Corpus:
     where: list[tuple[int, int]] = field(default_factory=list)  # (file, line number)
     clean: list[bool] = field(default_factory=list)  # its line can be copied as it is
     lengths: list[int] = field(default_factory=list)  # characters per document, for the data funnel
-    bad: list[str] = field(default_factory=list)  # "file:line: problem" of every line skipped
+    issues: InputIssues = field(default_factory=InputIssues)  # lines skipped or repaired, bad files
 
     def texts(self) -> Iterator[str]:
         """Every document's text, recording where it is as it goes."""
         for f, path in enumerate(self.files):
-            for lineno, line in _lines(path, self.bad):
+            errors, docs = [], 0
+            for lineno, line in _lines(path, errors):
                 doc, ok, problem = _parse(line)
                 if doc is None:
-                    self.bad.append(f"{path}:{lineno}: {problem}")
+                    self.issues.skipped.append(f"{path}:{lineno}: {problem}")
                     continue
+                if problem:
+                    self.issues.repaired.append(f"{path}:{lineno}: {problem}")
+                docs += 1
                 self.ids.append(str(doc.get("id", len(self.ids))))
                 self.where.append((f, lineno))
                 self.clean.append(ok)
                 self.lengths.append(len(doc["text"]))
                 yield doc["text"]
+            for lineno, error in errors:
+                self.issues.skipped.append(f"{path}:{lineno}: unreadable ({error})")
+            self.issues.file_ended(path, docs, errors and f"line {errors[0][0]}: {errors[0][1]}")
 
 
 @dataclass
@@ -402,8 +411,8 @@ def _stage_metrics(corpus: _Corpus, clusters: _Clusters, writer: _Writer, stats:
                    wall: float) -> dict:
     n, size = len(corpus.ids), clusters.size
     drops = writer.drops
-    if corpus.bad:
-        drops["bad_json"] = len(corpus.bad)
+    if corpus.issues.skipped:
+        drops["bad_json"] = len(corpus.issues.skipped)
     return {"stage": "dedup", "files": len(corpus.files), "docs_in": n, "docs_out": writer.docs_out,
             "chars_in": sum(corpus.lengths), "chars_out": writer.chars_out, "drops": dict(sorted(drops.items())),
             "clusters": sum(1 for c in size.values() if c > 1),
@@ -411,14 +420,7 @@ def _stage_metrics(corpus: _Corpus, clusters: _Clusters, writer: _Writer, stats:
             "candidate_docs": stats.get("candidate_texts", 0), "comparisons": stats.get("comparisons", 0),
             **({"lines_removed": writer.lines_removed} if writer.seen_lines is not None else {}),
             "settings": cfg.settings(), "seconds": round(wall, 3),
-            "docs_per_s": round(n / wall, 1) if wall > 0 else None}
-
-
-def _warn_bad(bad: list[str]) -> None:
-    for line in bad[:5]:
-        log.warning("skipped %s", line)
-    if len(bad) > 5:
-        log.warning("skipped %d more bad lines", len(bad) - 5)
+            "docs_per_s": round(n / wall, 1) if wall > 0 else None, **corpus.issues.stats()}
 
 
 def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_path: Path,
@@ -430,7 +432,8 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     documents with ``reason``, ``duplicate_of`` and ``minhash_cluster``), the metrics (headline at
     ``metrics_path``, all of them in ``details_path(metrics_path)``), then the completion marker. Skips the
     work when the marker matches (same inputs and settings) and every output exists, unless ``force``.
-    A malformed line is skipped, counted as ``bad_json`` and named file:line in a warning.
+    Bad input follows ``pipeline.bad_input``: a malformed line is skipped, counted as ``bad_json`` and named file:line
+    in a warning; unreadable or empty files are named in the metrics; no readable input at all is a ValueError.
     """
     files = input_files([inputs] if isinstance(inputs, (str, Path)) else list(inputs))
     out_dir = Path(out_dir)
@@ -444,6 +447,7 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
         done = read_json(marker)
         if {k: done.get(k) for k in wanted} == wanted:
             write_metrics(metrics_path, done["metrics"], headline(done["metrics"]))
+            require_readable(done["metrics"], len(files))
             return done["metrics"]
     marker.unlink(missing_ok=True)
     start = time.perf_counter()
@@ -453,10 +457,11 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     writer = _Writer(corpus, clusters, cfg)
     for f, name in enumerate(names):
         writer.write_file(f, out_dir / name, rejected_dir / name if rejected_dir is not None else None)
-    _warn_bad(corpus.bad)
+    corpus.issues.warn(log)
     metrics = _stage_metrics(corpus, clusters, writer, stats, cfg, time.perf_counter() - start)
     write_metrics(metrics_path, metrics, headline(metrics))
     write_json(marker, {**wanted, "metrics": metrics})  # written last: the stage is complete
+    require_readable(metrics, len(files))
     return metrics
 
 
@@ -514,7 +519,7 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
     cfg = config_from_args(DedupConfig, args, "dedup")
     m = run_dedup([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.metrics), cfg,
                   rejected_dir=Path(args.rejected_dir), force=args.force)
-    return f"dedup: {m['docs_in']} -> {m['docs_out']} documents in {args.out_dir}; drops {m['drops']}"
+    return f"dedup: {m['docs_in']} -> {m['docs_out']} documents in {args.out_dir}; drops {m['drops']}{summary_note(m)}"
 
 
 def main(argv: list[str] | None = None) -> int:

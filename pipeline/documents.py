@@ -1,6 +1,6 @@
 """Documents files, shared by the steps that read them: which files an input names, the output name each one
-gets, a tolerant reader that skips (and reports) lines that are not documents (filter, dedup), and a strict
-stream of (id, text) pairs (train-tokenizer, tokenize).
+gets, and the reader every documents stage uses (filter directly; train-tokenizer and tokenize through the stream
+of (id, text) pairs), which applies the bad-input policy of ``pipeline.bad_input``.
 
 A documents file is JSONL, gzipped when its name ends in ``.gz``: one JSON object per line with a string ``text``.
 The tokenizer steps also read plain ``.txt`` corpora whose documents are separated by ``<|endoftext|>``.
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from workbench.files import read_jsonl
+from pipeline.bad_input import InputIssues
 
 EOT = "<|endoftext|>"
 
@@ -45,32 +46,51 @@ def input_files(inputs: list[Path]) -> list[Path]:
     return files
 
 
-def read_documents(path: Path, bad: list[str]) -> Iterator[dict]:
-    """Documents of a gzip/plain JSONL file; a line that is not a JSON object with a string ``text`` is skipped
-    and recorded in ``bad`` as ``file:line: problem``. An unreadable (e.g. truncated gzip) tail ends the file.
-    Invalid UTF-8 bytes and lone surrogates (from ``\\udcff`` escapes) become U+FFFD / "?" rather than errors."""
+def read_documents(path: Path, issues: InputIssues) -> Iterator[dict]:
+    """Documents of a gzip/plain JSONL file, by the bad-input policy of ``pipeline.bad_input``: a line that is not
+    a JSON object with a string ``text`` is skipped and recorded in ``issues.skipped`` as ``file:line: problem``;
+    invalid UTF-8 bytes and lone surrogates (from ``\\udcff`` escapes) become U+FFFD / "?" and the line is recorded
+    in ``issues.repaired``; an unreadable (e.g. truncated gzip) tail ends the file; a file that gave no document is
+    recorded in ``issues.bad_files``."""
     opener = gzip.open if str(path).endswith(".gz") else open
-    lineno = 0
+    lineno = docs = 0
+    error = None
     try:
-        with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    doc = json.loads(line)
-                except json.JSONDecodeError as e:
-                    bad.append(f"{path}:{lineno}: invalid JSON ({e.msg})")
-                    continue
-                if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
-                    bad.append(f"{path}:{lineno}: not a document (needs a string 'text')")
-                    continue
-                try:
-                    doc["text"].encode("utf-8")
-                except UnicodeEncodeError:
-                    doc["text"] = doc["text"].encode("utf-8", "replace").decode("utf-8")
-                yield doc
-    except (OSError, EOFError, UnicodeError) as e:
-        bad.append(f"{path}:{lineno + 1}: unreadable ({type(e).__name__}: {e})")
+        with opener(path, "rb") as fh:
+            for lineno, raw in enumerate(fh, 1):
+                doc = _document(raw, f"{path}:{lineno}", issues)
+                if doc is not None:
+                    docs += 1
+                    yield doc
+    except (OSError, EOFError, zlib.error) as e:
+        error = f"{type(e).__name__}: {e}"
+        issues.skipped.append(f"{path}:{lineno + 1}: unreadable ({error})")
+    issues.file_ended(path, docs, error and f"line {lineno + 1}: {error}")
+
+
+def _document(raw: bytes, where: str, issues: InputIssues) -> dict | None:
+    """The document on one line, or None (a blank line, or a bad one recorded in ``issues``)."""
+    if not raw.strip():
+        return None
+    try:
+        line, clean = raw.decode("utf-8"), True
+    except UnicodeDecodeError:
+        line, clean = raw.decode("utf-8", "replace"), False
+    try:
+        doc = json.loads(line)
+    except json.JSONDecodeError as e:
+        issues.skipped.append(f"{where}: invalid JSON ({e.msg})")
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
+        issues.skipped.append(f"{where}: not a document (needs a string 'text')")
+        return None
+    try:
+        doc["text"].encode("utf-8")
+    except UnicodeEncodeError:
+        doc["text"], clean = doc["text"].encode("utf-8", "replace").decode("utf-8"), False
+    if not clean:
+        issues.repaired.append(f"{where}: invalid UTF-8 replaced")
+    return doc
 
 
 def document_paths(input_path: str | Path) -> list[Path]:
@@ -88,16 +108,16 @@ def document_paths(input_path: str | Path) -> list[Path]:
     return paths
 
 
-def iter_texts(input_path: str | Path) -> Iterator[tuple[str, str]]:
-    """(id, text) of every document, in file order."""
+def iter_texts(input_path: str | Path, issues: InputIssues | None = None) -> Iterator[tuple[str, str]]:
+    """(id, text) of every document, in file order; bad lines and files are skipped and recorded in ``issues``
+    (``read_documents``). A document without ``id`` is named ``<file name>:<its number in the file>``."""
+    issues = issues if issues is not None else InputIssues()
     for path in document_paths(input_path):
         if path.suffix == ".txt":
             yield from _iter_txt(path)
             continue
-        for lineno, doc in enumerate(read_jsonl(path), 1):
-            if not isinstance(doc.get("text"), str):
-                raise ValueError(f"{path}:{lineno}: document has no string 'text'")
-            yield str(doc.get("id", f"{path.name}:{lineno}")), doc["text"]
+        for number, doc in enumerate(read_documents(path, issues), 1):
+            yield str(doc.get("id", f"{path.name}:{number}")), doc["text"]
 
 
 def _iter_txt(path: Path) -> Iterator[tuple[str, str]]:

@@ -2,21 +2,21 @@
 
 ``extract_text`` decodes bytes (UTF-8 first, then the declared charset, then detection) and runs
 a main-content extractor: trafilatura (Barbaresi, ACL 2021; the default, best precision) or
-Resiliparse (Bevendorff et al., 2018; ~13x faster, keeps more boilerplate). ``run_extract`` streams every input file,
-fans records out to a process pool, bounds each record in bytes and seconds, counts every drop
-with its reason, and writes one ``<input>.jsonl.gz`` per input atomically, so a rerun skips
-inputs that are already done. ``python -m pipeline.extract`` is the stage (defaults: the ``extract`` section of
-params.yaml).
+Resiliparse (Bevendorff et al., 2018; ~13x faster, keeps more boilerplate). ``run_extract`` streams every input file
+(or folder of them), fans records out to supervised worker processes (``pipeline.supervised``: a worker that dies or
+hangs in C code is replaced and its record counted as ``extract_crash`` / ``extract_timeout``), bounds each record in
+bytes and seconds, counts every drop with its reason, names unreadable or empty files (``pipeline.bad_input``), and
+writes one ``<input>.jsonl.gz`` per input atomically, so a rerun skips inputs that are already done.
+``python -m pipeline.extract`` is the stage (defaults: the ``extract`` section of params.yaml).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import multiprocessing as mp
 import signal
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,11 +24,19 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from pipeline.bad_input import InputIssues, merged_stats, require_readable, summary_note
 from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
+from pipeline.supervised import Lost, SupervisedPool
 from pipeline.warc import Payload, iter_payloads
 from workbench.files import read_json, write_json, write_jsonl, write_metrics
 
+log = logging.getLogger(__name__)
+
 EXTRACTORS = ("trafilatura", "resiliparse")
+WARC_SUFFIXES = (".warc.gz", ".warc", ".wet.gz", ".wet")  # what a folder given as input is searched for
+# drop reasons that are the record's fault or the extractor's, named one by one (the rest are only counted)
+_NAMED_DROPS = {"extract_crash": "its worker died", "extract_timeout": "over the time limit",
+                "extract_error": "the extractor raised"}
 _MAX_REPLACEMENT_SHARE = 0.02  # more U+FFFD than this after decoding: the charset was wrong
 
 
@@ -117,6 +125,18 @@ def _time_limit(seconds: float):
 _worker_cfg: ExtractConfig | None = None
 
 
+def _import_extractor(extractor: str) -> None:
+    """Import the extractor before the workers fork, so a worker's first record (or a replaced worker's) does
+    not spend its time limit importing it."""
+    import resiliparse.parse.encoding  # noqa: F401 - decode_html's fallback
+
+    if extractor == "trafilatura":
+        import trafilatura  # noqa: F401
+    else:
+        import resiliparse.extract.html2text  # noqa: F401
+        import resiliparse.parse.html  # noqa: F401
+
+
 def _init_worker(cfg: ExtractConfig) -> None:
     global _worker_cfg
     _worker_cfg = cfg
@@ -151,32 +171,72 @@ def output_name(input_path: Path) -> str:
     return name + ".jsonl.gz"
 
 
-def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool=None, bar=None) -> dict:
-    """Extract one input into ``out_dir`` (its records spread over ``pool`` if given); return its stats."""
+def input_files(inputs: list[Path]) -> list[Path]:
+    """Every WARC/WET file of ``inputs`` (files, or folders of ``*.warc[.gz]`` / ``*.wet[.gz]``), in order.
+
+    A missing input, no WARC/WET file at all, or two inputs with the same output name are one-line errors."""
+    files = []
+    for p in map(Path, inputs):
+        if p.is_dir():
+            files += sorted(f for f in p.iterdir() if f.name.endswith(WARC_SUFFIXES) and f.is_file())
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise FileNotFoundError(f"input not found: {p}")
+    if not files:
+        raise FileNotFoundError(f"no {'/'.join(WARC_SUFFIXES)} files in {', '.join(map(str, inputs))}")
+    names = [output_name(f) for f in files]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"two inputs would write the same output name {dupes[0]!r}")
+    return files
+
+
+def kill_after_s(timeout_s: float) -> float:
+    """When a worker still busy with one record is killed: SIGALRM ends a slow record at ``timeout_s`` wherever
+    Python runs; a worker busy at twice that (and at least a second later) is stuck where no signal handler runs
+    (C code), or dead."""
+    return max(2 * timeout_s, timeout_s + 1.0)
+
+
+def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool: SupervisedPool, bar=None) -> dict:
+    """Extract one input into ``out_dir``, its records spread over ``pool``; return its stats."""
     drops: Counter = Counter()
     counts = {"records": 0, "docs": 0}
+    problems: list[str] = []
+    issues = InputIssues()
+    sent: deque[Payload] = deque()  # the records in the pool, oldest first (results come back in order)
 
     def payloads() -> Iterator[Payload]:
-        for payload in iter_payloads(path, drops, cfg.max_bytes):
+        for payload in iter_payloads(path, drops, cfg.max_bytes, problems):
             counts["records"] += 1
+            sent.append(payload)
             yield payload
 
     def documents() -> Iterator[dict]:
-        results = pool.imap(_extract_one, payloads(), chunksize=4) if pool else map(_extract_one, payloads())
-        for result in results:
+        for result in pool.imap(payloads()):
+            payload = sent.popleft()
             if bar is not None:
                 bar.update(1)
+            if isinstance(result, Lost):
+                result = f"extract_{result.reason}"
             if isinstance(result, str):
                 drops[result] += 1
+                if result in _NAMED_DROPS:
+                    issues.skipped.append(f"{path}: record {payload.record_id} ({payload.url}): {result}, "
+                                          f"{_NAMED_DROPS[result]}")
                 continue
             counts["docs"] += 1
             yield result
 
     write_jsonl(out_dir / output_name(path), documents())
     counts["records"] += sum(v for k, v in drops.items() if k.startswith("warc_") and k != "warc_corrupt_file")
+    issues.file_ended(path, counts["records"], problems[0] if problems else None,
+                      empty="no response or conversion records")
+    issues.warn(log)
     # No timings here: the stats sit beside the documents, which must be byte-identical on a rerun.
     stats = {"input": str(path), "records": counts["records"], "docs": counts["docs"],
-             "drops": dict(sorted(drops.items()))}
+             "drops": dict(sorted(drops.items())), **issues.stats()}
     write_json(_stats_path(path, out_dir), stats)  # written last: marks the input as done
     return stats
 
@@ -185,45 +245,31 @@ def _stats_path(path: Path, out_dir: Path) -> Path:
     return out_dir / "_stats" / (output_name(path) + ".json")
 
 
-def _extract_file_in_worker(args: tuple[Path, Path]) -> dict:
-    return _extract_file(*args, _worker_cfg)
-
-
 def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path, cfg: ExtractConfig, force: bool = False) -> dict:
-    """Extract every input into ``out_dir``; skip inputs already done unless ``force``.
+    """Extract every input (files or folders) into ``out_dir``; skip inputs already done unless ``force``.
 
-    With at least as many pending inputs as workers, each worker takes whole files; otherwise the
-    records of each file are spread over the workers. The headline metrics go to ``metrics_path``, all of them
-    to ``details_path(metrics_path)``.
+    The records of each file are spread over ``cfg.workers`` supervised processes (``pipeline.supervised``): a
+    record whose worker dies or hangs is counted (``extract_crash`` / ``extract_timeout``) and the rest go on.
+    The headline metrics go to ``metrics_path``, all of them to ``details_path(metrics_path)``. Bad input follows
+    ``pipeline.bad_input``: unreadable or empty files are named in the metrics; none readable is a ValueError.
     """
-    inputs, out_dir = [Path(p) for p in inputs], Path(out_dir)
-    missing = [p for p in inputs if not p.is_file()]
-    if missing:
-        raise FileNotFoundError(f"input not found: {missing[0]}")
+    inputs, out_dir = input_files(inputs), Path(out_dir)
     done = {p: read_json(_stats_path(p, out_dir)) for p in inputs
             if not force and (out_dir / output_name(p)).exists() and _stats_path(p, out_dir).exists()}
     todo = [p for p in inputs if p not in done]
-    _init_worker(cfg)
     start = time.perf_counter()
     fresh = []
-    if cfg.workers > 1 and len(todo) >= cfg.workers:
-        with mp.get_context("fork").Pool(cfg.workers, _init_worker, (cfg,)) as pool:
-            tasks = pool.imap_unordered(_extract_file_in_worker, [(p, out_dir) for p in todo])
-            fresh = list(tqdm(tasks, total=len(todo), desc="extract", unit="file", dynamic_ncols=True))
-    elif todo:
-        pool = mp.get_context("fork").Pool(cfg.workers, _init_worker, (cfg,)) if cfg.workers > 1 else None
-        try:
-            with tqdm(desc="extract", unit="rec", dynamic_ncols=True) as bar:
-                fresh = [_extract_file(p, out_dir, cfg, pool, bar) for p in todo]
-        finally:
-            if pool:
-                pool.close()
-                pool.join()
+    if todo:
+        _import_extractor(cfg.extractor)
+        with SupervisedPool(_extract_one, cfg.workers, kill_after_s(cfg.timeout_s), _init_worker, (cfg,)) as pool, \
+                tqdm(desc="extract", unit="rec", dynamic_ncols=True) as bar:
+            fresh = [_extract_file(p, out_dir, cfg, pool, bar) for p in todo]
     metrics = summarize(list(done.values()) + fresh, cfg)
     wall = time.perf_counter() - start
     metrics["seconds"] = round(wall, 3)
     metrics["docs_per_s"] = round(sum(s["docs"] for s in fresh) / wall, 2) if fresh else None
     write_metrics(metrics_path, metrics, headline(metrics))
+    require_readable(metrics, len(inputs))
     return metrics
 
 
@@ -239,6 +285,7 @@ def summarize(per_file: list[dict], cfg: ExtractConfig) -> dict:
         "records_read": sum(s["records"] for s in per_file),
         "docs_out": sum(s["docs"] for s in per_file),
         "drops": dict(sorted(drops.items())),
+        **merged_stats(per_file),
     }
 
 
@@ -252,7 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = ExtractConfig()
     p = step_parser("python -m pipeline.extract", "extract",
                     "Extract main text from WARC response / WET conversion records.")
-    p.add_argument("inputs", nargs="*", type=Path, help="WARC/WET files (default: %(default)s)")
+    p.add_argument("inputs", nargs="*", type=Path,
+                   help="WARC/WET files, or folders of *.warc[.gz] / *.wet[.gz] (default: %(default)s)")
     p.add_argument("--out-dir", type=Path, help="folder for <input>.jsonl.gz documents (default: %(default)s)")
     p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
     p.add_argument("--extractor", choices=EXTRACTORS, default=defaults.extractor,
@@ -261,7 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-bytes", type=int, default=defaults.max_bytes,
                    help="per-record byte cap, also after Content-Encoding (default: %(default)s)")
     p.add_argument("--timeout-s", type=float, default=defaults.timeout_s,
-                   help="per-record extraction time limit in seconds (default: %(default)s)")
+                   help="per-record extraction time limit in seconds; a worker still busy at twice this (stuck in "
+                        "C code) is killed and replaced (default: %(default)s)")
     p.add_argument("--force", action="store_true", help="redo inputs whose output already exists")
     return p
 
@@ -273,7 +322,7 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
     m = run_extract([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.metrics), cfg,
                     force=args.force)
     return (f"extract: {m['records_read']} records -> {m['docs_out']} documents in {args.out_dir} "
-            f"({m['docs_per_s']} docs/s); drops {m['drops']}")
+            f"({m['docs_per_s']} docs/s); drops {m['drops']}{summary_note(m)}")
 
 
 def main(argv: list[str] | None = None) -> int:

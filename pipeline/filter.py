@@ -6,8 +6,10 @@ The chain is a list of steps (pipeline/steps.py) in a fixed order, each switched
 are never masked and classifiers see the original text). A step's setting is ``false`` (off), ``true`` (paper
 defaults) or a mapping of constructor arguments.
 
-Each input file is one task for the executor (pipeline/executor.py). A task reads its file (a malformed JSONL
-line is counted as ``bad_json`` and named file:line in a warning, never fatal), runs the chain, writes the kept
+Each input file is one task for the executor (pipeline/executor.py). A task reads its file (bad input by the policy
+of pipeline/bad_input.py: a malformed JSONL line is counted as ``bad_json`` and named file:line in a warning; a
+file that is unreadable or holds no document is named in the summary; only when no input is readable does the
+stage fail), runs the chain, writes the kept
 documents to ``out_dir/<name>`` and the dropped ones, each with its ``reason``, to ``rejected_dir/<name>``, both
 atomically, then writes ``out_dir/_stats/<name>.json`` last as its completion marker, so a rerun skips finished
 files and a killed run never leaves half-written outputs. Stats carry no timings, so a rerun is byte-identical;
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from pipeline.bad_input import InputIssues, merged_stats, require_readable, summary_note
 from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
 from pipeline.documents import input_files, output_name, read_documents
 from pipeline.executor import EXECUTORS, LocalExecutor, make_executor
@@ -98,12 +101,12 @@ def filter_file(task: tuple[Path, Path, Path, FilterConfig]) -> dict:
     """One task: filter one documents file; returns its stats (also written as the completion marker)."""
     path, out_dir, rejected_dir, cfg = task
     name = output_name(path)
-    steps, stats, rejected, bad = build_steps(cfg), {}, [], []
+    steps, stats, rejected, issues = build_steps(cfg), {}, [], InputIssues()
     t0 = time.perf_counter()
     counts = {"docs_in": 0, "chars_in": 0}
 
     def counted():
-        for doc in read_documents(path, bad):
+        for doc in read_documents(path, issues):
             counts["docs_in"] += 1
             counts["chars_in"] += len(doc["text"])
             yield doc
@@ -118,13 +121,10 @@ def filter_file(task: tuple[Path, Path, Path, FilterConfig]) -> dict:
 
     docs_out = write_jsonl(out_dir / name, kept())
     write_jsonl(rejected_dir / name, rejected)
-    for line in bad[:5]:
-        log.warning("skipped %s", line)
-    if len(bad) > 5:
-        log.warning("skipped %d more bad lines in %s", len(bad) - 5, path)
-    result = {"input": str(path), "docs_in": counts["docs_in"], "docs_out": docs_out, "bad_json": len(bad),
+    issues.warn(log)
+    result = {"input": str(path), "docs_in": counts["docs_in"], "docs_out": docs_out, "bad_json": len(issues.skipped),
               "chars_in": counts["chars_in"], "chars_out": kept_chars,
-              "steps": {k: {**v.to_dict(), "seconds": 0.0} for k, v in stats.items()}}
+              "steps": {k: {**v.to_dict(), "seconds": 0.0} for k, v in stats.items()}, **issues.stats()}
     write_json(stats_path(out_dir, name), result)  # written last: marks the file as done; no timings in it
     result["seconds"] = time.perf_counter() - t0
     result["step_seconds"] = {k: v.seconds for k, v in stats.items()}
@@ -152,6 +152,7 @@ def run_filter(inputs: list[Path], out_dir: Path, rejected_dir: Path, metrics_pa
         step["seconds"] = round(sum(r["step_seconds"].get(name, 0.0) for r in fresh), 3)
         step["docs_per_s"] = round(step["docs_in"] / step["seconds"], 1) if fresh and step["seconds"] > 0 else None
     write_metrics(metrics_path, metrics, headline(metrics))
+    require_readable(metrics, len(files))
     return metrics
 
 
@@ -170,7 +171,8 @@ def summarize(per_file: list[dict], order: list[str]) -> dict:
     return {"stage": "filter", "files": len(per_file), "docs_in": sum(r["docs_in"] for r in per_file),
             "docs_out": sum(r["docs_out"] for r in per_file), "chars_in": sum(r["chars_in"] for r in per_file),
             "chars_out": sum(r["chars_out"] for r in per_file), "drops": dict(sorted(drops.items())),
-            "step_order": list(steps), "steps": {k: v.to_dict() for k, v in steps.items()}}
+            "step_order": list(steps), "steps": {k: v.to_dict() for k, v in steps.items()},
+            **merged_stats(per_file)}
 
 
 def headline(metrics: dict) -> dict:
@@ -203,7 +205,7 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
     m = run_filter([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.rejected_dir),
                    Path(args.metrics), cfg, executor, force=args.force)
     return (f"filter: {m['docs_in']} -> {m['docs_out']} documents in {args.out_dir} ({m['docs_per_s']} docs/s); "
-            f"drops {m['drops']}")
+            f"drops {m['drops']}{summary_note(m)}")
 
 
 def main(argv: list[str] | None = None) -> int:

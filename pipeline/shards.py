@@ -5,13 +5,14 @@ seeded hash of its id, so the split does not depend on file order, worker count 
 Encoding fans out to a process pool over batches of documents; results come back in order, so the
 shards are byte-identical for any ``workers``. Read them with ``np.memmap(path, dtype=meta["dtype"])``
 (the layout nanoGPT's ``prepare.py`` uses). ``python -m pipeline.shards`` is the tokenize stage (defaults: the
-``shards`` section of params.yaml).
+``shards`` section of params.yaml). Bad lines and files are skipped and counted (``pipeline.bad_input``).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import logging
 import multiprocessing as mp
 import time
 from collections.abc import Iterator
@@ -20,10 +21,13 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from pipeline.bad_input import InputIssues, require_readable, summary_note
 from pipeline.cli import need, run_step, step_parser
-from pipeline.documents import EOT, iter_texts
+from pipeline.documents import EOT, document_paths, iter_texts
 from pipeline.tokenizer import Tokenizer
 from workbench.files import atomic_path, write_json, write_metrics
+
+log = logging.getLogger(__name__)
 
 _BATCH_DOCS = 64
 
@@ -88,7 +92,8 @@ def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, 
     out_dir = Path(out_dir)
     counts = {"train": [0, 0], "val": [0, 0]}  # documents, tokens
     start = time.perf_counter()
-    batches = _batches(iter_texts(input_path), val_fraction, seed)
+    issues = InputIssues()
+    batches = _batches(iter_texts(input_path, issues), val_fraction, seed)
     pool = mp.get_context("fork").Pool(workers, _init, (tokenizer,)) if workers > 1 else None
     _init(tokenizer)
     try:
@@ -109,6 +114,8 @@ def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, 
             pool.close()
             pool.join()
     seconds = time.perf_counter() - start
+    issues.warn(log)
+    require_readable(issues.stats(), len(document_paths(input_path)))
     meta = {
         "dtype": dtype.name,
         "vocab_size": tokenizer.vocab_size,
@@ -123,7 +130,8 @@ def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, 
     }
     write_json(out_dir / "meta.json", meta)
     tokens = counts["train"][1] + counts["val"][1]
-    return {**meta, "seconds": round(seconds, 3), "tokens_per_s": round(tokens / max(seconds, 1e-9))}
+    return {**meta, "seconds": round(seconds, 3), "tokens_per_s": round(tokens / max(seconds, 1e-9)),
+            **issues.stats(with_skipped=True)}
 
 
 def headline(metrics: dict) -> dict:
@@ -156,7 +164,7 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
         stats = {"stage": "shards", **meta}
         write_metrics(Path(args.metrics), stats, headline(stats))
     return (f"tokenize: {meta['train_tokens']:,} train + {meta['val_tokens']:,} val tokens "
-            f"({meta['dtype']}) at {meta['tokens_per_s']:,} tokens/s -> {args.out_dir}")
+            f"({meta['dtype']}) at {meta['tokens_per_s']:,} tokens/s -> {args.out_dir}{summary_note(meta)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,29 +2,36 @@
 
 The documents' texts are streamed into one temporary corpus file, separated by the end-of-text
 special token, so ``train_bpe`` can cut it into chunks at document boundaries and pre-tokenize
-them in parallel without holding the corpus in memory. ``python -m pipeline.train_tokenizer`` is the stage
+them in parallel without holding the corpus in memory. Bad lines and files are skipped and counted
+(``pipeline.bad_input``); a corpus without text is an error. ``python -m pipeline.train_tokenizer`` is the stage
 (defaults: the ``tokenizer`` section of params.yaml).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import tempfile
 import time
 from pathlib import Path
 
+from pipeline.bad_input import InputIssues, summary_note
 from pipeline.bpe import train_bpe
 from pipeline.cli import need, run_step, step_parser
 from pipeline.documents import EOT, iter_texts
 from pipeline.tokenizer import Tokenizer
 from workbench.files import write_metrics
 
+log = logging.getLogger(__name__)
 
-def write_corpus(input_path: Path, corpus_path: Path, separator: str) -> tuple[int, int]:
-    """Stream every document's text into one file, each followed by ``separator``; (docs, bytes)."""
+
+def write_corpus(input_path: Path, corpus_path: Path, separator: str,
+                 issues: InputIssues | None = None) -> tuple[int, int]:
+    """Stream every document's text into one file, each followed by ``separator``; (docs, bytes). Bad lines and
+    files are skipped and recorded in ``issues``."""
     docs = n_bytes = 0
     with open(corpus_path, "w", encoding="utf-8", newline="") as fh:
-        for _, text in iter_texts(input_path):
+        for _, text in iter_texts(input_path, issues):
             fh.write(text)
             fh.write(separator)
             docs += 1
@@ -42,16 +49,22 @@ def train_tokenizer(input_path: Path, out_dir: Path, vocab_size: int, special_to
     out_dir = Path(out_dir)
     start = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
+    issues = InputIssues()
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".corpus-") as scratch:
         corpus = Path(scratch) / "corpus.txt"
-        docs, n_bytes = write_corpus(input_path, corpus, separator)
+        docs, n_bytes = write_corpus(input_path, corpus, separator, issues)
+        issues.warn(log)
+        if not n_bytes:  # a tokenizer of the 256 bytes and the specials only: never what was meant
+            note = summary_note(issues.stats(with_skipped=True))
+            raise ValueError(f"no text to train on in {input_path} ({docs} documents){note}")
         vocab, merges = train_bpe(corpus, vocab_size, special_tokens, num_workers=workers)
     tokenizer = Tokenizer(vocab, merges, special_tokens)
     tokenizer.save(out_dir / "vocab.json", out_dir / "merges.txt")
     tokenizer.to_hf_json(out_dir / "tokenizer.json")
     seconds = time.perf_counter() - start
     metrics = {"stage": "tokenizer", "docs_in": docs, "bytes_in": n_bytes, "vocab_size": len(vocab),
-               "merges": len(merges), "special_tokens": special_tokens, "seconds": round(seconds, 3)}
+               "merges": len(merges), "special_tokens": special_tokens, "seconds": round(seconds, 3),
+               **issues.stats(with_skipped=True)}
     if metrics_path:
         write_metrics(metrics_path, metrics, headline(metrics))
     return metrics
@@ -81,7 +94,7 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
     m = train_tokenizer(Path(args.input), Path(args.out_dir), int(args.vocab_size), list(args.special_tokens or [EOT]),
                         int(args.workers), metrics_path=Path(args.metrics) if args.metrics else None)
     return (f"train-tokenizer: {m['vocab_size']} tokens ({m['merges']} merges) in {m['seconds']} s "
-            f"-> {args.out_dir}")
+            f"-> {args.out_dir}{summary_note(m)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,8 @@
 Built on FastWARC (resiliparse). Every record we cannot use is counted with a ``warc_*`` reason
 instead of raising: a crawl file is hostile input. Payload bytes are capped (``max_bytes``) while
 reading and while undoing HTTP ``Content-Encoding``, so neither a huge record nor a decompression
-bomb can exhaust memory. A file whose last gzip member is truncated ends early with a warning.
+bomb can exhaust memory. A file whose last gzip member is truncated ends early with a warning; what stopped a
+file early, or kept it from being read at all, is also handed to the caller (``problems``).
 """
 
 from __future__ import annotations
@@ -48,18 +49,29 @@ def _bounded_decode(body: bytes, encoding: str, max_bytes: int) -> bytes | None:
     return None if len(out) > max_bytes or d.unconsumed_tail else out
 
 
-def iter_payloads(path: str | Path, drops: Counter, max_bytes: int = 4 << 20) -> Iterator[Payload]:
-    """Yield the usable payloads of one WARC/WET file; count every skipped record in ``drops``."""
+def iter_payloads(path: str | Path, drops: Counter, max_bytes: int = 4 << 20,
+                  problems: list[str] | None = None) -> Iterator[Payload]:
+    """Yield the usable payloads of one WARC/WET file; count every skipped record in ``drops``. What stopped the
+    file early (or kept it from being read at all: no access, empty, not a WARC) goes to ``problems``."""
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
+    problems = problems if problems is not None else []
     types = WarcRecordType.response | WarcRecordType.conversion
-    with open(path, "rb") as raw:
+    seen = 0
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as e:
+        problems.append(f"{type(e).__name__}: {e}")
+        log.warning("%s: cannot open: %s", path, e)
+        return
+    with raw:
         gzipped = raw.read(2) == b"\x1f\x8b"
         raw.seek(0)
         fh = _CutAwareGzip(raw) if gzipped else raw
         records = ArchiveIterator(fh, record_types=types, parse_http=True, auto_decode="none", stream_detect=False)
         try:
             for record in records:
+                seen += 1
                 payload = _payload(record, max_bytes)
                 if isinstance(payload, Payload):
                     yield payload
@@ -67,11 +79,29 @@ def iter_payloads(path: str | Path, drops: Counter, max_bytes: int = 4 << 20) ->
                     drops[payload] += 1
         except (OSError, zlib.error) as e:  # corrupt gzip data or an unparseable record
             drops["warc_corrupt_file"] += 1
+            problems += (not seen and _not_a_warc(path)) or [f"corrupt record {seen + 1} ({e})"]
             log.warning("%s: stopped reading at a corrupt record: %s", path, e)
         if gzipped and fh.cut:
             if not drops["warc_truncated"]:
                 drops["warc_truncated"] += 1
+            problems.append(f"truncated gzip at record {seen}")
             log.warning("%s: truncated gzip member; the file ends there", path)
+    if not seen and not problems:
+        problems += _not_a_warc(path)
+
+
+def _not_a_warc(path: str | Path) -> list[str]:
+    """Why a file that gave no record at all is not a WARC/WET file (none when it is one: no response records)."""
+    with open(path, "rb") as raw:
+        gzipped = raw.read(2) == b"\x1f\x8b"
+        raw.seek(0)
+        try:
+            head = (gzip.GzipFile(fileobj=raw) if gzipped else raw).read(5)
+        except (OSError, EOFError, zlib.error) as e:
+            return [f"cannot decompress ({e})"]
+    if not head:
+        return ["empty file"]
+    return [] if head == b"WARC/" else [f"not a WARC/WET file (starts with {head!r})"]
 
 
 class _CutAwareGzip(io.RawIOBase):

@@ -1,6 +1,8 @@
 """Text extraction: decoding, main text vs boilerplate, time limits, the stage end to end."""
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -128,3 +130,40 @@ def test_many_inputs_are_spread_over_workers_by_file(tmp_path):
     for k in range(3):
         name = f"part-{k}.jsonl.gz"
         assert (tmp_path / "serial" / name).read_bytes() == (tmp_path / "parallel" / name).read_bytes()
+
+
+# -- workers that die or hang ------------------------------------------------------------------------------------
+def _misbehaving_on(marker: str, how: str):
+    """main_text, except on the page holding ``marker``: SIGKILL its own process, or hang where SIGALRM cannot
+    reach it (blocked, as in C code that never returns to the interpreter)."""
+    real = extract.main_text
+
+    def fake(html, extractor):
+        if marker in html:
+            if how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            time.sleep(60)
+        return real(html, extractor)
+
+    return fake
+
+
+@pytest.mark.timeout(120, method="thread")  # a regression hangs: fail instead
+@pytest.mark.parametrize("how,reason,workers", [("kill", "extract_crash", 1), ("kill", "extract_crash", 2),
+                                                ("hang", "extract_timeout", 2)])
+def test_a_killed_or_hung_worker_costs_one_record_and_the_stage_completes(tmp_path, monkeypatch, caplog, how,
+                                                                          reason, workers):
+    warc = _crawl(tmp_path)
+    cfg = ExtractConfig(workers=workers, timeout_s=1.0)  # a hung worker is killed at kill_after_s(1.0) = 2 s
+    clean = run_extract([warc], tmp_path / "clean", tmp_path / "clean.json", cfg)
+    monkeypatch.setattr(extract, "main_text", _misbehaving_on("Page number 5.", how))
+    start = time.perf_counter()
+    m = run_extract([warc], tmp_path / "out", tmp_path / "m.json", cfg)
+    assert time.perf_counter() - start < 30  # not the 60 s hang
+    assert m["drops"] == {reason: 1, "extract_undecodable": 1}
+    assert m["docs_out"] == clean["docs_out"] - 1 and m["records_read"] == clean["records_read"]
+    expected = [d for d in read_jsonl(tmp_path / "clean" / "crawl.jsonl.gz") if d["url"] != "http://site5.example/"]
+    assert list(read_jsonl(tmp_path / "out" / "crawl.jsonl.gz")) == expected
+    assert any("crawl.warc.gz: record <urn:uuid:" in r.message and "http://site5.example/" in r.message
+               and reason in r.message for r in caplog.records)
