@@ -25,7 +25,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
-from pipeline.warc import Payload, iter_payloads
+from pipeline.warc import Payload, is_generated_crawl, iter_payloads
 from workbench.files import read_json, write_json, write_jsonl, write_metrics
 
 EXTRACTORS = ("trafilatura", "resiliparse")
@@ -175,8 +175,9 @@ def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool=None, bar=
     write_jsonl(out_dir / output_name(path), documents())
     counts["records"] += sum(v for k, v in drops.items() if k.startswith("warc_") and k != "warc_corrupt_file")
     # No timings here: the stats sit beside the documents, which must be byte-identical on a rerun.
-    stats = {"input": str(path), "records": counts["records"], "docs": counts["docs"],
-             "drops": dict(sorted(drops.items()))}
+    # "generated": the input is our generated crawl (its warcinfo says so); the filter's provenance check reads it.
+    stats = {"input": str(path), "generated": is_generated_crawl(path), "records": counts["records"],
+             "docs": counts["docs"], "drops": dict(sorted(drops.items()))}
     write_json(_stats_path(path, out_dir), stats)  # written last: marks the input as done
     return stats
 
