@@ -11,8 +11,11 @@ data/cc, data/labels): how many English pages of the trafilatura evaluation set 
 steps drop, with reason and score, and which step drops the Common Crawl sample's three adult pages. For contrast,
 what the generated-text models (refused by the filter on real pages) would drop.
 
-    python -m bench.classifiers_real                 # both parts, ~2 min on 2 cores
+    python -m bench.classifiers_real                 # both parts, ~70 s on 2 cores
     python -m bench.classifiers_real --only labels
+
+Each run appends its rows to benchmarks/results/classifiers_real.jsonl (bench.results); ``python -m bench.report``
+puts them into docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ import gzip
 import json
 import os
 import tempfile
+from collections import Counter
 from pathlib import Path
 
+from bench.results import RESULTS_DIR, Result, record
 from pipeline import classify, extract
 from pipeline import filter as filter_step
 from pipeline.classifiers import FastTextClassifier, load_task_model
@@ -159,10 +164,50 @@ def format_crawl(r: dict) -> str:
     return "\n".join(lines)
 
 
+def label_results(rows: list[dict]) -> list[Result]:
+    """AUC per (task, training set): held-out, on Davidson, on Jigsaw; cross-domain against the generated model."""
+    generated = {r["task"]: r for r in rows if r["trained on"] == "generated"}
+    out = []
+    for r in rows:
+        name = f"{r['task']}/{r['trained on'].lower()}"
+        if r["held-out AUC"] is not None:
+            out.append(Result(name, "heldout_auc", r["held-out AUC"], f"n={r['held-out n']}"))
+        for data in ("Davidson", "Jigsaw"):
+            if r[f"{data} AUC"] is None:
+                continue
+            base = generated[r["task"]] if r["trained on"] != "generated" else None
+            out.append(Result(name, f"{data.lower()}_auc", r[f"{data} AUC"], f"n={r[f'{data} n']}",
+                              f"{r['task']}/generated" if base else None, base[f"{data} AUC"] if base else None))
+    return out
+
+
+def crawl_results(r: dict) -> list[Result]:
+    n, reached, dropped = r["english_pages"], r["reached_classifiers"], len(r["dropped"])
+    out = [Result("params-cc", "english_articles", n, "trafilatura set, lang en"),
+           Result("params-cc", "reached_classifiers", reached, "after Gopher"),
+           Result("params-cc", "classifier_drops", dropped, "pages"),
+           Result("params-cc", "classifier_drop_rate", dropped / max(reached, 1), "of those reached (goal <= 0.03)"),
+           Result("params-cc", "adult_pages_dropped", sum(a["reason"] is not None for a in r["adult"]),
+                  f"of {len(r['adult'])}: " + ", ".join(f"{reason} {k}" for reason, k in
+                                                      sorted(Counter(a["reason"] for a in r["adult"]).items())))]
+    for a in r["adult"]:  # what the classifiers would say, had langid let them through
+        name = f"adult/{a['url'].split('/')[2]}"
+        out += [Result(name, f"{task}_score", a[task], "threshold 0.5") for task in ("toxicity", "nsfw")]
+    for task, flagged in r["real_on_all_english"].items():
+        out.append(Result("davidson-models", f"{task}_flagged", flagged, f"of {n} English, no Gopher",
+                          "generated-models", r["generated_on_all_english"][task]))
+    out.append(Result("generated-models", "quality_dropped", n - r["generated_on_all_english"]["quality"],
+                      f"of {n} English, no Gopher"))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.classifiers_real", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=SHARED, help="the shared data folder (default: %(default)s)")
     ap.add_argument("--only", nargs="+", choices=("labels", "crawl"), default=("labels", "crawl"))
+    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
+                    help="where the rows go, as classifiers_real.jsonl (default: %(default)s)")
+    ap.add_argument("--no-record", action="store_true", help="print only")
     args = ap.parse_args(argv)
     davidson = args.data / "toxicity" / "davidson_labeled_data.csv"
     jigsaw = args.data / "toxicity" / "jigsaw_train_head.csv"
@@ -170,14 +215,23 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"error: {missing[0]} not found (--data points at the shared data folder)")
         return 2
+    results = []
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         if "labels" in args.only:
             print("## Toxicity and NSFW on real labels: AUC in-domain (held-out 20%) and cross-domain (whole set)\n")
-            print(format_label_rows(label_rows(davidson, jigsaw, scratch)) + "\n")
+            rows = label_rows(davidson, jigsaw, scratch)
+            print(format_label_rows(rows) + "\n")
+            results += label_results(rows)
         if "crawl" in args.only:
             print("## params-cc.yaml's data stages on ../shared/data/web\n")
-            print(format_crawl(crawl_part(args.data / "web", davidson, scratch)))
+            report = crawl_part(args.data / "web", davidson, scratch)
+            print(format_crawl(report))
+            results += crawl_results(report)
+    if not args.no_record:
+        command = "python -m bench.classifiers_real" + (f" --only {' '.join(args.only)}" if argv and "--only" in argv
+                                                        else "")
+        print(f"rows appended to {record('classifiers_real', results, command, args.results_dir)}")
     return 0
 
 
