@@ -22,6 +22,9 @@ whitespace runs (newlines included) turned into one space, since fastText predic
 itself splits words on whitespace only, so the words a pretrained model sees are unchanged.
 
 Training them on labelled data, and their held-out evaluation, is the train-classifier stage (pipeline/classify.py).
+It writes a provenance sidecar beside each model (``<model>.json``: ``trained_on`` ``generated`` or ``real`` with the
+input files and their SHA-256, the label map, held-out metrics, metrics on real data), which the filter stage reads
+to refuse a model trained on generated text on real documents (``trained_on_generated``).
 """
 
 from __future__ import annotations
@@ -36,9 +39,10 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.steps import Step
-from workbench.files import atomic_path
+from workbench.files import atomic_path, read_json
 
 PREFIX = "__label__"
+GENERATED = "generated"  # a sidecar's ``trained_on`` for the sample crawl's generated labelled text
 
 
 @dataclass(frozen=True)
@@ -233,6 +237,32 @@ class FastTextClassifier:
 
     def score(self, text, label: str) -> float:
         return float(self.scores([text], label)[0])
+
+
+# -- provenance: what a model was trained on ----------------------------------------------------------------------
+def provenance_path(model_path: str | Path) -> Path:
+    """The sidecar of a model file: ``quality.bin`` -> ``quality.bin.json``."""
+    model_path = Path(model_path)
+    return model_path.with_name(model_path.name + ".json")
+
+
+def read_provenance(model_path: str | Path) -> dict | None:
+    """The model's sidecar, or None when it has none (a pretrained model brought by path)."""
+    path = provenance_path(model_path)
+    if not path.is_file():
+        return None
+    try:
+        data = read_json(path)
+    except ValueError as e:
+        raise ValueError(f"{path}: unreadable provenance sidecar ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a provenance sidecar must be a JSON object")
+    return data
+
+
+def trained_on_generated(model_path: str | Path) -> bool:
+    """True when the model's sidecar says it was trained on generated text."""
+    return (read_provenance(model_path) or {}).get("trained_on") == GENERATED
 
 
 # -- CS336 function API: one cached model per task ---------------------------------------------------------

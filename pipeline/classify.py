@@ -1,12 +1,18 @@
 """``python -m pipeline.classify``: the train-classifier stage. Trains a fastText classifier (pipeline/classifiers.py)
-on labelled text, evaluates it on a held-out split and writes the model atomically.
+on labelled text, evaluates it on a held-out split and writes the model atomically, with a provenance sidecar beside
+it (``<model>.json``: generated or real data, the input files and their SHA-256, labels, held-out metrics, metrics
+on real data).
 
-Data: ``--train``/``--valid`` files (fastText format), ``--generate N`` labelled examples from the sample-crawl
-generators (pipeline/sample/labels.py; the default) or ``--davidson`` (Davidson et al.'s tweets, toxicity).
-Defaults come from the ``classify`` section of params.yaml, strictly: hyperparameters there apply to every task,
-and a mapping named after a task (``classify.quality: {minn: 3}``) to that task only. The metrics file gets the
-headline (accuracy, AUC, macro-F1, speed), ``details_path`` of it everything (per-class scores, the config).
-Evaluation follows CS336 assignment 4: accuracy, macro and weighted F1, per-class precision/recall, ROC AUC.
+Data (one source; pipeline/labelled.py has the real sets): ``--generate N`` labelled examples from the sample-crawl
+generators (pipeline/sample/labels.py; the default, a demonstration that says nothing about real pages),
+``--train``/``--valid`` files (fastText format), ``--davidson CSV`` (Davidson et al.'s tweets: toxicity, or nsfw as
+offensive vs neither), ``--jigsaw CSV`` (Jigsaw comments: toxicity, or nsfw = obscene), or ``--positives PAGES
+--negatives PAGES`` (quality after CS336/DCLM: reference pages vs random crawl pages, WARC/WET/JSONL/.txt).
+``--eval FILE`` also scores the model on other real labelled sets (cross-domain). Defaults come from the ``classify``
+section of params.yaml, strictly: hyperparameters there apply to every task, a mapping named after a task
+(``classify.toxicity: {davidson: labeled_data.csv, minn: 3}``) to that task only, and ``classify.<task>: false``
+trains nothing for it. The metrics file gets the headline (accuracy, AUC, macro-F1, speed), ``details_path`` of it
+everything. Evaluation follows CS336 assignment 4: accuracy, macro and weighted F1, per-class precision/recall, AUC.
 """
 
 from __future__ import annotations
@@ -15,112 +21,140 @@ import argparse
 import logging
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-import numpy as np
-
-from pipeline.classifiers import DAVIDSON_CONFIG, PREFIX, TASKS, FastTextClassifier, TrainConfig, task_spec
-from pipeline.sample.labels import write_davidson_data, write_labelled_data, write_split
-from workbench.files import write_metrics
+from pipeline.classifier_eval import evaluate, evaluate_on, read_labelled
+from pipeline.classifiers import (
+    DAVIDSON_CONFIG,
+    GENERATED,
+    TASKS,
+    FastTextClassifier,
+    TrainConfig,
+    provenance_path,
+    task_spec,
+)
+from pipeline.labelled import (
+    davidson_examples,
+    file_sha256,
+    jigsaw_examples,
+    page_files,
+    quality_examples,
+    write_split,
+)
+from pipeline.sample.labels import write_labelled_data
+from workbench.files import write_json, write_metrics
 from workbench.params import ParamsError, load_section, params_path
 
 HYPERPARAMETERS = {"lr": (float, "learning rate"), "epoch": (int, "passes over the data"),
                    "word_ngrams": (int, "longest word n-gram"), "dim": (int, "vector size"),
                    "minn": (int, "shortest char n-gram (0 = none)"), "maxn": (int, "longest char n-gram"),
                    "bucket": (int, "hash buckets for n-grams"), "thread": (int, "threads (1 = reproducible)")}
+SOURCE_KEYS = ("train", "generate", "davidson", "jigsaw", "positives")  # one of them picks the data
+DATA_KEYS = (*SOURCE_KEYS, "valid", "negatives", "max_pages", "eval")  # also per task: classify.<task>.<key>
 SECTION_KEYS = ("task", "generate", "seed", "data_dir", "out", *HYPERPARAMETERS)  # and one mapping per task
+SOURCES = ("generated", "files", "davidson", "jigsaw", "pages")
 
 
-# -- evaluation ----------------------------------------------------------------------------------------
-def read_labelled(path: str | Path) -> tuple[list[str], list[str]]:
-    """(first label of each line, the rest of the line) from a fastText-format file; unlabelled lines skipped."""
-    labels, texts = [], []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            words = line.split()
-            tags = [w for w in words if w.startswith(PREFIX)]
-            if tags:
-                labels.append(tags[0][len(PREFIX):])
-                texts.append(" ".join(w for w in words if not w.startswith(PREFIX)))
-    return labels, texts
+# -- data -------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Source:
+    """Where a task's labelled data comes from. ``kind``: generated (``n`` examples), files (``paths`` = train
+    [, valid] in fastText format), davidson / jigsaw (``paths`` = the CSV), pages (``paths`` = reference pages,
+    ``negatives`` = crawl pages, at most ``n`` a class)."""
+
+    kind: str = "generated"
+    paths: tuple[Path, ...] = ()
+    negatives: tuple[Path, ...] = ()
+    n: int = 4000
+
+    def __post_init__(self):
+        if self.kind not in SOURCES:
+            raise ValueError(f"data source must be one of {SOURCES}, got {self.kind!r}")
 
 
-def classification_metrics(y_true: list[str], y_pred: list[str]) -> dict:
-    """Accuracy, macro and support-weighted F1, and per-class precision/recall/F1/support (0 where undefined)."""
-    y_true, y_pred = np.asarray(y_true, dtype=object), np.asarray(y_pred, dtype=object)
-    if len(y_true) != len(y_pred):
-        raise ValueError(f"y_true and y_pred differ in length: {len(y_true)} vs {len(y_pred)}")
-    per_class, f1s, supports = {}, [], []
-    for label in sorted(set(y_true) | set(y_pred)):
-        tp = int(np.sum((y_pred == label) & (y_true == label)))
-        n_pred, n_true = int(np.sum(y_pred == label)), int(np.sum(y_true == label))
-        p = tp / n_pred if n_pred else 0.0
-        r = tp / n_true if n_true else 0.0
-        f1 = 2 * p * r / (p + r) if p + r else 0.0
-        per_class[label] = {"precision": p, "recall": r, "f1": f1, "support": n_true}
-        f1s.append(f1)
-        supports.append(n_true)
-    n = len(y_true)
-    return {"n": n, "accuracy": float(np.mean(y_true == y_pred)) if n else 0.0,
-            "macro_f1": float(np.mean(f1s)) if f1s else 0.0,
-            "weighted_f1": float(np.dot(f1s, supports) / n) if n else 0.0, "per_class": per_class}
+def write_data(task: str, source: Source, data_dir: Path, seed: int) -> tuple[Path, Path, list[Path]]:
+    """The train and held-out files of ``source`` (written under ``data_dir`` unless given) and its input files."""
+    if source.kind == "generated":
+        return (*write_labelled_data(data_dir, task, source.n, seed), [])
+    if source.kind == "files" and len(source.paths) == 2:
+        return source.paths[0], source.paths[1], list(source.paths)
+    if source.kind == "files":
+        labels, texts = read_labelled(source.paths[0])
+        examples = list(zip(labels, texts, strict=True))
+    elif source.kind in ("davidson", "jigsaw"):
+        examples = (davidson_examples if source.kind == "davidson" else jigsaw_examples)(source.paths[0], task)
+    else:
+        examples = quality_examples(source.paths, source.negatives, source.n, seed)
+        inputs = page_files(source.paths) + page_files(source.negatives)
+        return (*write_split(examples, data_dir, f"{task}-pages", seed, 0.2), inputs)
+    stem = {"files": f"{task}-split", "davidson": "davidson" if task == "toxicity" else "davidson-nsfw"}.get(
+        source.kind, f"{source.kind}-{task}")
+    return (*write_split(examples, data_dir, stem, seed, 0.2), list(source.paths))
 
 
-def roc_auc(scores, positive) -> float:
-    """Area under the ROC curve = P(score of a random positive > that of a random negative), ties 1/2."""
-    scores, positive = np.asarray(scores, dtype=float), np.asarray(positive, dtype=bool)
-    pos, neg = scores[positive], scores[~positive]
-    if not len(pos) or not len(neg):
-        return float("nan")
-    order = np.sort(neg)
-    below = np.searchsorted(order, pos, side="left")
-    ties = np.searchsorted(order, pos, side="right") - below
-    return float((below + 0.5 * ties).sum() / (len(pos) * len(neg)))
-
-
-def evaluate(model: FastTextClassifier, valid_file: str | Path, positive: str | None = None) -> dict:
-    """Held-out metrics of ``model`` on a fastText-format file (labels mapped like the model's), plus
-    ``auc`` of P(``positive``) when a positive label is named and docs/s of batched prediction."""
-    raw, texts = read_labelled(valid_file)
-    if not texts:
-        raise ValueError(f"no labelled lines in {valid_file}")
-    y_true = [model.canonical(lab) for lab in raw]
-    t0 = time.perf_counter()
-    proba = model.proba(texts)
-    seconds = time.perf_counter() - t0
-    y_pred = [model.labels[j] for j in proba.argmax(axis=1)]
-    out = classification_metrics(y_true, y_pred)
-    out["predict_docs_per_s"] = round(len(texts) / max(seconds, 1e-9), 1)
-    if positive is not None and positive in model.labels:
-        out["auc"] = roc_auc(proba[:, model.labels.index(positive)], [y == positive for y in y_true])
-    return out
+def provenance(task: str, source: Source, seed: int, clf: FastTextClassifier, out: Path, config: TrainConfig,
+               files: tuple[Path, Path, list[Path]], metrics: dict, real: list[dict]) -> dict:
+    """The model's sidecar: what it was trained on, its labels, its held-out metrics and metrics on real data."""
+    spec = task_spec(task)
+    train, valid, inputs = files
+    held_out = {k: metrics[k] for k in ("n", "accuracy", "macro_f1", "weighted_f1", "auc", "per_class") if k in metrics}
+    generated = source.kind == "generated"
+    if not generated:  # the held-out split is real data too
+        real = [{"data": f"held-out 20% of {source.kind}", "recipe": source.kind,
+                 **{k: held_out[k] for k in ("n", "accuracy", "macro_f1", "auc") if k in held_out}}, *real]
+    return {"task": task, "model": out.name, "model_sha256": file_sha256(out),
+            "trained_on": GENERATED if generated else "real", "recipe": source.kind,
+            "inputs": [{"path": str(p), "sha256": file_sha256(p)} for p in inputs],
+            **({"generator": {"module": "pipeline.sample.labels", "examples": source.n, "seed": seed}} if generated
+               else {}),
+            "train_file": {"path": str(train), "sha256": file_sha256(train)},
+            "valid_file": {"path": str(valid), "sha256": file_sha256(valid)},
+            "labels": {"positive": spec.positive, "negative": spec.negative, "model": list(clf.raw_labels),
+                       "aliases": dict(spec.aliases)},
+            "config": asdict(config), "held_out": held_out, "real_data": real}
 
 
 def run_train(task: str, *, train: Path | None = None, valid: Path | None = None, generate: int | None = None,
-              davidson: Path | None = None, seed: int = 0, data_dir: Path | None = None, out: Path | None = None,
-              config: TrainConfig | None = None) -> dict:
-    """Build or read the labelled files, train, evaluate on the held-out file, save; return the metrics."""
+              davidson: Path | None = None, jigsaw: Path | None = None, positives=None, negatives=None,
+              max_pages: int = 20_000, seed: int = 0, data_dir: Path | None = None, out: Path | None = None,
+              config: TrainConfig | None = None, evals=()) -> dict:
+    """Build or read the labelled files, train, evaluate on the held-out file (and ``evals``), save the model and
+    its provenance sidecar; return the metrics."""
+    if train is not None:
+        source = Source("files", tuple(Path(p) for p in (train, valid) if p is not None))
+    elif davidson is not None or jigsaw is not None:
+        source = Source("davidson", (Path(davidson),)) if davidson is not None else Source("jigsaw", (Path(jigsaw),))
+    elif positives:
+        source = Source("pages", tuple(map(Path, positives)), tuple(map(Path, negatives or ())), max_pages)
+    else:
+        source = Source("generated", n=generate or 4000)
+    return train_source(task, source, seed=seed, data_dir=data_dir, out=out, config=config, evals=evals)
+
+
+def train_source(task: str, source: Source, *, seed: int = 0, data_dir: Path | None = None, out: Path | None = None,
+                 config: TrainConfig | None = None, evals=()) -> dict:
+    """Train ``task`` on ``source`` (see ``run_train``); ``config`` defaults to the task's, or ``DAVIDSON_CONFIG``
+    for tweets and comments."""
     spec = task_spec(task)
     out = Path(out) if out is not None else spec.default_path
     data_dir = Path(data_dir) if data_dir is not None else out.parent / "labelled"
     t0 = time.perf_counter()
-    if davidson is not None:
-        train, valid = write_davidson_data(davidson, data_dir, seed)
-    elif train is None:
-        train, valid = write_labelled_data(data_dir, task, generate or 4000, seed)
-    elif valid is None:
-        labels, texts = read_labelled(train)
-        train, valid = write_split(list(zip(labels, texts, strict=False)), data_dir, f"{task}-split", seed, 0.2)
+    files = write_data(task, source, data_dir, seed)
     data_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
-    clf = FastTextClassifier.train(train, None, config or replace(spec.config, seed=seed), labels=spec.aliases,
-                                   default=spec.negative)
+    config = config or replace(DAVIDSON_CONFIG if source.kind in ("davidson", "jigsaw") else spec.config, seed=seed)
+    clf = FastTextClassifier.train(files[0], None, config, labels=spec.aliases, default=spec.negative)
     train_seconds = time.perf_counter() - t0
-    metrics = evaluate(clf, valid, spec.positive)
+    metrics = evaluate(clf, files[1], spec.positive)
+    real = evaluate_on(clf, task, evals)
     clf.save(out)
-    return {"task": task, "model": str(out), "train_file": str(train), "valid_file": str(valid),
-            "data_seconds": round(data_seconds, 3), "train_seconds": round(train_seconds, 3), **metrics}
+    sidecar = provenance(task, source, seed, clf, out, config, files, metrics, real)
+    write_json(provenance_path(out), sidecar)
+    return {"task": task, "model": str(out), "provenance": str(provenance_path(out)),
+            "trained_on": sidecar["trained_on"], "train_file": str(files[0]), "valid_file": str(files[1]),
+            "data_seconds": round(data_seconds, 3), "train_seconds": round(train_seconds, 3), **metrics,
+            "real_data": sidecar["real_data"]}
 
 
 def headline(metrics: dict) -> dict:
@@ -138,14 +172,15 @@ def read_section(path: str | Path) -> dict:
     section = load_section("classify", path, known=(*SECTION_KEYS, *TASKS))
     for task in TASKS:
         per_task = section.get(task)
-        if per_task is None:
+        if per_task is None or per_task is False:
             continue
         if not isinstance(per_task, dict):
-            raise ParamsError(f"{path}: classify.{task} must be a mapping of fastText settings, got {per_task!r}")
-        unknown = sorted(set(per_task) - set(HYPERPARAMETERS))
+            raise ParamsError(f"{path}: classify.{task} must be false (off) or a mapping of fastText settings and "
+                              f"data, got {per_task!r}")
+        unknown = sorted(set(per_task) - set(HYPERPARAMETERS) - set(DATA_KEYS))
         if unknown:
             raise ParamsError(f"{path}: section 'classify.{task}' has unknown key(s) {', '.join(unknown)} "
-                              f"(known: {', '.join(HYPERPARAMETERS)})", unknown)
+                              f"(known: {', '.join((*HYPERPARAMETERS, *DATA_KEYS))})", unknown)
     return section
 
 
@@ -167,19 +202,32 @@ def build_parser(section: dict) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m pipeline.classify",
         description="Train a fastText quality / toxicity / NSFW classifier, print its held-out accuracy and "
-                    "macro-F1, and write the model atomically. Data: --train/--valid files (fastText format), "
-                    "--generate N labelled examples from the sample-crawl generators (the default), or "
-                    "--davidson CSV (toxicity). Defaults come from the `classify` section of params.yaml "
-                    "(hyperparameters also per task: `classify.quality.minn`), else each task's built-in ones.")
+                    "macro-F1, and write the model atomically with a provenance sidecar (<model>.json). Data: "
+                    "--generate N labelled examples from the sample-crawl generators (the default; a demonstration "
+                    "only), --train/--valid files (fastText format), --davidson or --jigsaw CSV (toxicity, nsfw), "
+                    "or --positives/--negatives pages (quality). Defaults come from the `classify` section of "
+                    "params.yaml (also per task: `classify.toxicity: {davidson: CSV}`; `classify.quality: false` "
+                    "trains nothing), else each task's built-in ones.")
     p.add_argument("--task", choices=sorted(TASKS),
-                   help="what to classify " + default("task", "quality; toxicity with --davidson"))
+                   help="what to classify " + default("task", "quality; toxicity with --davidson/--jigsaw"))
     p.add_argument("--train", type=Path, help="fastText-format training file (`__label__x text` lines)")
     p.add_argument("--valid", type=Path, help="held-out file; with --train and no --valid, 20%% of --train is held out")
     p.add_argument("--generate", type=int, metavar="N",
                    help="generate N labelled examples " + default("generate", 4000))
-    p.add_argument("--davidson", type=Path, metavar="CSV", help="Davidson et al. labeled_data.csv -> toxicity")
+    p.add_argument("--davidson", type=Path, metavar="CSV",
+                   help="Davidson et al. labeled_data.csv: toxicity (hate + offensive vs neither) or nsfw (offensive "
+                        "vs neither)")
+    p.add_argument("--jigsaw", type=Path, metavar="CSV",
+                   help="Jigsaw toxic-comment train.csv: toxicity (any label) or nsfw (obscene)")
+    p.add_argument("--positives", type=Path, nargs="+", metavar="PAGES",
+                   help="quality: reference pages (`wiki`): WARC/WET/JSONL/.txt files or folders of them")
+    p.add_argument("--negatives", type=Path, nargs="+", metavar="PAGES",
+                   help="quality: crawl pages (`cc`) drawn at random, as many as the positives")
+    p.add_argument("--max-pages", type=int, metavar="N", help="quality: at most N pages a class (default: 20000)")
+    p.add_argument("--eval", type=Path, nargs="+", metavar="FILE",
+                   help="also evaluate on these real labelled sets (Davidson/Jigsaw CSV or fastText files)")
     p.add_argument("--seed", type=int, help="seed of the generated data, the split and fastText " + default("seed", 0))
-    p.add_argument("--data-dir", type=Path, help="where generated/Davidson train+valid files go "
+    p.add_argument("--data-dir", type=Path, help="where the train+valid files go "
                                                  + default("data_dir", "<out folder>/labelled"))
     p.add_argument("--out", type=Path, help="model path " + default("out", "data/classifiers/<task>.bin"))
     p.add_argument("--metrics", type=Path, help="write held-out metrics JSON here (the headline; all of them in "
@@ -193,30 +241,60 @@ def build_parser(section: dict) -> argparse.ArgumentParser:
     return p
 
 
-def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace, task: str, generate: int) -> None:
-    """parser.error (exit 2) on a combination of flags that cannot work."""
-    if task not in TASKS:
-        parser.error(f"--task must be one of {sorted(TASKS)}, got {task!r}")
-    if args.davidson and task != "toxicity":
-        parser.error(f"--davidson trains a toxicity classifier, not {task}")
-    if sum(x is not None for x in (args.train, args.generate, args.davidson)) > 1:
-        parser.error("give at most one of --train, --generate, --davidson")
-    if args.valid is not None and args.train is None:
+def _paths(value) -> tuple[Path, ...]:
+    return () if value is None else (Path(value),) if isinstance(value, (str, Path)) else tuple(map(Path, value))
+
+
+def _data(args: argparse.Namespace, d: dict, task: str) -> dict | None:
+    """The data settings of this run: the flags when any picks a source, else the task's mapping in the section;
+    None when the section switches the task off (``classify.<task>: false``) and no flag picks a source."""
+    flags = {k: getattr(args, k) for k in DATA_KEYS if getattr(args, k) is not None}
+    if any(k in flags for k in SOURCE_KEYS) or (flags and d.get(task) is not False):
+        section = {} if any(k in flags for k in SOURCE_KEYS) else (d.get(task) or {})
+        return {**{k: v for k, v in section.items() if k in DATA_KEYS}, **flags}
+    if d.get(task) is False:
+        return None
+    return {k: v for k, v in (d.get(task) or {}).items() if k in DATA_KEYS}
+
+
+def _source(parser: argparse.ArgumentParser, data: dict, task: str, generate: int) -> Source:
+    """The one data source ``data`` names; parser.error (exit 2) on a combination that cannot work."""
+    picked = [k for k in SOURCE_KEYS if data.get(k) is not None]
+    if len(picked) > 1:
+        parser.error(f"give at most one of --train, --generate, --davidson, --jigsaw, --positives (got {picked})")
+    kind = picked[0] if picked else "generate"
+    if kind in ("davidson", "jigsaw") and task == "quality":
+        parser.error(f"--{kind} trains toxicity or nsfw, not {task}")
+    if kind == "positives" and (task != "quality" or data.get("negatives") is None):
+        parser.error("--positives trains quality and needs --negatives (random crawl pages)")
+    if data.get("valid") is not None and kind != "train":
         parser.error("--valid needs --train")
-    if args.train is None and args.davidson is None and generate < 10:
-        parser.error(f"--generate must be >= 10, got {generate}")
-    for path in (args.train, args.valid, args.davidson):
-        if path is not None and not path.is_file():
+    n = int(data.get("generate", generate))
+    if kind == "generate" and n < 10:
+        parser.error(f"--generate must be >= 10, got {n}")
+    for path in (*_paths(data.get("train")), *_paths(data.get("valid")), *_paths(data.get("davidson")),
+                 *_paths(data.get("jigsaw")), *_paths(data.get("eval"))):
+        if not path.is_file():
             parser.error(f"file not found: {path}")
+    if kind == "train":
+        return Source("files", _paths(data["train"]) + _paths(data.get("valid")))
+    if kind in ("davidson", "jigsaw"):
+        return Source(kind, _paths(data[kind]))
+    if kind == "positives":
+        return Source("pages", _paths(data["positives"]), _paths(data["negatives"]),
+                      int(data.get("max_pages", 20_000)))
+    return Source("generated", n=n)
 
 
-def _config(parser: argparse.ArgumentParser, args: argparse.Namespace, d: dict, task: str, seed: int) -> TrainConfig:
-    """Hyperparameters: a flag, else the task's mapping in the section, else the section, else the built-in."""
+def _config(parser: argparse.ArgumentParser, args: argparse.Namespace, d: dict, task: str, seed: int,
+            source: Source) -> TrainConfig:
+    """Hyperparameters: a flag, else the task's mapping in the section, else the section, else the built-in
+    (tweets and comments: ``DAVIDSON_CONFIG``)."""
     per_task = d.get(task) or {}  # e.g. classify.quality: {minn: 3}
     hyper = {k: v for k in HYPERPARAMETERS
              if (v := getattr(args, k) if getattr(args, k) is not None else per_task.get(k, d.get(k))) is not None}
     try:
-        base = DAVIDSON_CONFIG if args.davidson else TASKS[task].config
+        base = DAVIDSON_CONFIG if source.kind in ("davidson", "jigsaw") else TASKS[task].config
         return TrainConfig(**{**asdict(base), "seed": seed, **hyper})
     except (TypeError, ValueError) as e:
         parser.error(str(e))
@@ -226,9 +304,22 @@ def _print_summary(task: str, m: dict, out: Path) -> None:
     per = "  ".join(f"{k}: P {v['precision']:.3f} R {v['recall']:.3f} F1 {v['f1']:.3f} (n={v['support']})"
                     for k, v in m["per_class"].items())
     print(f"{task}: held-out accuracy {m['accuracy']:.4f}  macro-F1 {m['macro_f1']:.4f}  weighted-F1 "
-          f"{m['weighted_f1']:.4f}  AUC {m.get('auc', float('nan')):.4f}  (n={m['n']})")
+          f"{m['weighted_f1']:.4f}  AUC {m.get('auc', float('nan')):.4f}  (n={m['n']}, {m['trained_on']} data)")
     print(f"  {per}")
-    print(f"  trained in {m['train_seconds']:.1f} s, predicts {m['predict_docs_per_s']:,.0f} docs/s -> {out}")
+    for row in m["real_data"][1 if m["trained_on"] != GENERATED else 0:]:
+        print(f"  on {row['data']}: AUC {row.get('auc', float('nan')):.4f}  accuracy {row['accuracy']:.4f}  "
+              f"(n={row['n']})")
+    print(f"  trained in {m['train_seconds']:.1f} s, predicts {m['predict_docs_per_s']:,.0f} docs/s -> {out} "
+          f"(provenance: {m['provenance']})")
+
+
+def _off(task: str, metrics: Path | None, params: Path) -> int:
+    """``classify.<task>: false``: train nothing; the metrics file says so (DVC expects it)."""
+    if metrics:
+        write_metrics(metrics, {"task": task, "off": True},
+                      {"accuracy": None, "auc": None, "f1": None, "seconds": 0.0, "docs_per_s": None})
+    print(f"{task}: off (classify.{task}: false in {params}); no model trained")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,15 +332,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    task = args.task or ("toxicity" if args.davidson else d.get("task", "quality"))
-    generate = args.generate if args.generate is not None else int(d.get("generate", 4000))
-    _check_usage(parser, args, task, generate)
+    task = args.task or ("toxicity" if args.davidson or args.jigsaw else d.get("task", "quality"))
+    if task not in TASKS:
+        parser.error(f"--task must be one of {sorted(TASKS)}, got {task!r}")
+    data = _data(args, d, task)
+    if data is None:
+        return _off(task, args.metrics, args.params)
+    source = _source(parser, data, task, int(d.get("generate", 4000)))
     seed = args.seed if args.seed is not None else int(d.get("seed", 0))
-    config = _config(parser, args, d, task, seed)
+    config = _config(parser, args, d, task, seed, source)
     out = args.out or (Path(d["out"].format(task=task)) if d.get("out") else TASKS[task].default_path)
     try:
-        m = run_train(task, train=args.train, valid=args.valid, generate=generate, davidson=args.davidson,
-                      seed=seed, data_dir=args.data_dir or d.get("data_dir"), out=out, config=config)
+        m = train_source(task, source, seed=seed, data_dir=args.data_dir or d.get("data_dir"), out=out,
+                         config=config, evals=_paths(data.get("eval")))
     except (ValueError, OSError, RuntimeError, UnicodeDecodeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

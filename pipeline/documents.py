@@ -4,6 +4,9 @@ of (id, text) pairs), which applies the bad-input policy of ``pipeline.bad_input
 
 A documents file is JSONL, gzipped when its name ends in ``.gz``: one JSON object per line with a string ``text``.
 The tokenizer steps also read plain ``.txt`` corpora whose documents are separated by ``<|endoftext|>``.
+
+Provenance: the extract stage writes ``_stats/<name>.json`` beside each documents file, with ``"generated": true``
+when its input was the generated crawl (``from_generated_crawl``); documents made any other way count as real.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pipeline.bad_input import InputIssues
+from workbench.files import read_json
 
 EOT = "<|endoftext|>"
 
@@ -44,6 +48,17 @@ def input_files(inputs: list[Path]) -> list[Path]:
     if dupes:
         raise ValueError(f"two inputs would write the same output name {dupes[0]!r}")
     return files
+
+
+def from_generated_crawl(path: Path) -> bool:
+    """True when the extract stage wrote documents file ``path`` from the generated crawl (its ``_stats`` marker
+    says ``"generated": true``); False for anything else, unreadable or missing markers included."""
+    marker = Path(path).parent / "_stats" / f"{Path(path).name}.json"
+    try:
+        stats = read_json(marker)
+    except (OSError, ValueError):
+        return False
+    return isinstance(stats, dict) and stats.get("generated") is True
 
 
 def read_documents(path: Path, issues: InputIssues) -> Iterator[dict]:

@@ -27,7 +27,7 @@ from tqdm import tqdm
 from pipeline.bad_input import InputIssues, merged_stats, require_readable, summary_note
 from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
 from pipeline.supervised import Lost, SupervisedPool
-from pipeline.warc import Payload, iter_payloads
+from pipeline.warc import Payload, is_generated_crawl, iter_payloads
 from workbench.files import read_json, write_json, write_jsonl, write_metrics
 
 log = logging.getLogger(__name__)
@@ -235,8 +235,9 @@ def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool: Supervise
                       empty="no response or conversion records")
     issues.warn(log)
     # No timings here: the stats sit beside the documents, which must be byte-identical on a rerun.
-    stats = {"input": str(path), "records": counts["records"], "docs": counts["docs"],
-             "drops": dict(sorted(drops.items())), **issues.stats()}
+    # "generated": the input is our generated crawl (its warcinfo says so); the filter's provenance check reads it.
+    stats = {"input": str(path), "generated": is_generated_crawl(path), "records": counts["records"],
+             "docs": counts["docs"], "drops": dict(sorted(drops.items())), **issues.stats()}
     write_json(_stats_path(path, out_dir), stats)  # written last: marks the input as done
     return stats
 

@@ -15,6 +15,10 @@ atomically, then writes ``out_dir/_stats/<name>.json`` last as its completion ma
 files and a killed run never leaves half-written outputs. Stats carry no timings, so a rerun is byte-identical;
 seconds and docs/s go to the stage metrics: the headline in ``metrics/filter.json``, every count (per step, per
 reason) in ``metrics/details/filter.json``.
+
+Provenance: a classifier whose sidecar says it was trained on generated text (pipeline/classifiers.py) is refused on
+documents that do not come from the generated crawl (pipeline/documents.py ``from_generated_crawl``): its scores
+on real pages are arbitrary. ``allow_generated_classifiers: true`` (``--allow-generated-classifiers``) lets it run.
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from pipeline.bad_input import InputIssues, merged_stats, require_readable, summary_note
+from pipeline.classifiers import ClassifierFilter, provenance_path, trained_on_generated
 from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
-from pipeline.documents import input_files, output_name, read_documents
+from pipeline.documents import from_generated_crawl, input_files, output_name, read_documents
 from pipeline.executor import EXECUTORS, LocalExecutor, make_executor
 from pipeline.steps import Step, StepStats, run_steps
 from workbench.files import read_json, write_json, write_jsonl, write_metrics
@@ -55,6 +60,7 @@ CLASSIFIER_STEPS = ("quality", "toxicity", "nsfw")
 class FilterConfig:
     steps: dict = field(default_factory=lambda: {"langid": True, "gopher": True, "gopher_rep": True, "pii": True})
     workers: int = 1
+    allow_generated_classifiers: bool = False  # apply models trained on generated text to real documents
 
     def __post_init__(self):
         if not isinstance(self.steps, dict):
@@ -91,6 +97,19 @@ def build_steps(cfg: FilterConfig) -> list[Step]:
         except TypeError as e:
             raise ValueError(f"filter.steps.{name}: {e}") from None
     return steps
+
+
+def check_provenance(files: list[Path], steps: list[Step], allow: bool = False) -> None:
+    """A one-line ValueError when a classifier trained on generated text would score documents that do not come
+    from the generated crawl (unless ``allow``)."""
+    generated = [s for s in steps if isinstance(s, ClassifierFilter) and trained_on_generated(s.model_path)]
+    real = [f for f in files if not from_generated_crawl(f)] if generated and not allow else []
+    if real:
+        step = generated[0]
+        raise ValueError(f"filter.steps.{step.name}: {step.model_path} was trained on generated text "
+                         f"({provenance_path(step.model_path)}) and {real[0]} does not come from the generated crawl; "
+                         f"train it on real labels (README \"Run on real Common Crawl\", params-cc.yaml), switch the "
+                         f"step off, or set filter.allow_generated_classifiers: true")
 
 
 def stats_path(out_dir: Path, name: str) -> Path:
@@ -135,10 +154,11 @@ def run_filter(inputs: list[Path], out_dir: Path, rejected_dir: Path, metrics_pa
                executor=None, force: bool = False) -> dict:
     """Filter every input file (skipping finished ones unless ``force``); write and return the stage metrics."""
     files, out_dir, rejected_dir = input_files(inputs), Path(out_dir), Path(rejected_dir)
-    build_steps(cfg)  # fail fast on bad settings or missing models, before any task starts
+    steps = build_steps(cfg)  # fail fast on bad settings or missing models, before any task starts
     done = {f: read_json(stats_path(out_dir, output_name(f))) for f in files
             if not force and stats_path(out_dir, output_name(f)).exists() and (out_dir / output_name(f)).exists()}
     todo = [f for f in files if f not in done]
+    check_provenance(todo, steps, cfg.allow_generated_classifiers)
     executor = executor or LocalExecutor(cfg.workers)
     start = time.perf_counter()
     fresh = list(tqdm(executor.map(filter_file, [(f, out_dir, rejected_dir, cfg) for f in todo]), total=len(todo),
@@ -195,12 +215,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--executor", choices=EXECUTORS, default="local", help="where tasks run (default: %(default)s)")
     p.add_argument("--address", help="ray/dask cluster address (default: start a local one)")
     p.add_argument("--force", action="store_true", help="redo inputs whose output already exists")
+    p.add_argument("--allow-generated-classifiers", action="store_true",
+                   help="apply classifiers trained on generated text to documents that do not come from the "
+                        "generated crawl (refused by default: their scores on real pages are arbitrary)")
     return p
 
 
 def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "inputs", "out_dir", "rejected_dir", "metrics")
-    cfg = FilterConfig(steps=section.get("steps", FilterConfig().steps), workers=int(args.workers))
+    cfg = FilterConfig(steps=section.get("steps", FilterConfig().steps), workers=int(args.workers),
+                       allow_generated_classifiers=bool(args.allow_generated_classifiers))
     executor = make_executor(args.executor, cfg.workers, args.address)
     m = run_filter([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.rejected_dir),
                    Path(args.metrics), cfg, executor, force=args.force)

@@ -5,6 +5,10 @@ instead of raising: a crawl file is hostile input. Payload bytes are capped (``m
 reading and while undoing HTTP ``Content-Encoding``, so neither a huge record nor a decompression
 bomb can exhaust memory. A file whose last gzip member is truncated ends early with a warning; what stopped a
 file early, or kept it from being read at all, is also handed to the caller (``problems``).
+
+``warcinfo`` reads a file's leading ``warcinfo`` record (who wrote the file, for which crawl), and
+``is_generated_crawl`` tells the project's own generated crawl (``software: lm-workbench pipeline.sample``,
+pipeline/sample/pages.py) from real ones, so that models trained on generated text are not applied to real pages.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+GENERATED_SOFTWARE = "lm-workbench pipeline.sample"  # the warcinfo `software` of the generated crawl
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,29 @@ def _bounded_decode(body: bytes, encoding: str, max_bytes: int) -> bytes | None:
         d = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as some servers send
         out = d.decompress(body, max_bytes + 1)
     return None if len(out) > max_bytes or d.unconsumed_tail else out
+
+
+def warcinfo(path: str | Path) -> dict[str, str]:
+    """The fields (``software``, ``isPartOf``, ...) of the file's first record when it is a ``warcinfo`` record;
+    {} when it is not (WET files and wget captures have one; some WARCs do not), or the file is unreadable."""
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    try:
+        with open(path, "rb") as fh:
+            for record in ArchiveIterator(fh, parse_http=False):
+                if record.record_type != WarcRecordType.warcinfo:
+                    return {}
+                block = record.reader.read(1 << 16).decode("utf-8", "replace")
+                pairs = (line.split(":", 1) for line in block.splitlines() if ":" in line)
+                return {key.strip(): value.strip() for key, value in pairs}
+    except (OSError, ValueError, zlib.error):
+        pass
+    return {}
+
+
+def is_generated_crawl(path: str | Path) -> bool:
+    """True for a WARC written by ``python -m pipeline.sample`` (its warcinfo names our generator)."""
+    return warcinfo(path).get("software", "").startswith(GENERATED_SOFTWARE)
 
 
 def iter_payloads(path: str | Path, drops: Counter, max_bytes: int = 4 << 20,

@@ -1,4 +1,4 @@
-"""Labelled fastText training data for the embedded classifiers: generated (quality, toxicity, NSFW) and Davidson.
+"""Generated labelled fastText training data for the embedded classifiers (quality, toxicity, NSFW).
 
 The generated sets come from the same text generators as the sample crawl (``pipeline.sample.crawl.World``:
 the English grammar prose of ``pipeline.sample.text`` plus Faker text in seven other languages, the crawl's
@@ -21,25 +21,21 @@ page would give, one line per block, as trafilatura or resiliparse would print i
 A bag-of-words classifier cannot see repetition (a line repeated 40 times averages to that line), so
 ``repeated_lines`` examples cap held-out quality accuracy near 0.93-0.95; Gopher's repetition rules catch them.
 
-``write_davidson_data`` turns the Davidson et al. (2017) tweet set into the same format: hate (class 0)
-and offensive (1) are ``toxic``, neither (2) ``non-toxic``; a seeded, stratified 80/20 split.
+These are the embedded default's demonstration data: models trained on them say nothing about real pages, and their
+provenance sidecar says ``generated`` so the filter refuses them on real crawls. The real labelled sets (Davidson,
+Jigsaw, reference pages) are in pipeline/labelled.py.
 """
 
 from __future__ import annotations
 
-import csv
 import functools
 import hashlib
-import html
-import random
-import re
 from pathlib import Path
 
-from pipeline.classifiers import PREFIX, clean_text
+from pipeline.labelled import write_split
 from pipeline.sample.crawl import LANGS, World
 from pipeline.sample.pages import UI
 from pipeline.sample.text import FORUM_BITS, INSULTS, KEYWORD_MODS, LEXICON, SPAM, TOPICS, TOXIC
-from workbench.files import atomic_open
 
 TASK_LABELS = {"quality": ("wiki", "cc"), "toxicity": ("toxic", "non-toxic"), "nsfw": ("nsfw", "non-nsfw")}
 # Mild adult-site spam: vocabulary and ad phrasing only. {c} city, {n} number, {a} adjective.
@@ -60,7 +56,6 @@ ADULT_MODS = ("free {} videos", "sexy {}", "{} xxx", "nude {}", "{} porn", "live
               "{} escort", "naughty {}", "{} adult dating", "uncensored {}", "{} hookup")
 ADULT_NOUNS = ("singles", "models", "women", "couples", "amateurs", "webcams", "chat", "wives", "babes", "strippers")
 PII_RATE = 0.25
-_MENTION, _URL = re.compile(r"@\w+"), re.compile(r"(?:https?://|www\.)\S+", re.IGNORECASE)
 
 
 def label_seed(task: str, seed: int) -> int:
@@ -258,69 +253,7 @@ def labelled_examples(task: str, n: int, seed: int = 0) -> list[tuple[str, str]]
     return [(pos, make(True)) if i % 2 == 0 else (neg, make(False)) for i in range(n)]
 
 
-def fasttext_line(label: str, text: str) -> str:
-    """One training line: ``__label__<label> <text on one line>`` (the text cleaned as for prediction)."""
-    return f"{PREFIX}{label} {clean_text(text)}\n"
-
-
-def write_split(examples: list[tuple[str, str]], out_dir, stem: str, seed: int,
-                 valid_fraction: float) -> tuple[Path, Path]:
-    """Shuffle each class with ``seed``, hold out ``valid_fraction`` of it (stratified), write both files."""
-    if not 0.0 < valid_fraction < 1.0:
-        raise ValueError(f"valid_fraction must be in (0, 1), got {valid_fraction}")
-    rng, train, valid = random.Random(seed), [], []
-    for label in sorted({lab for lab, _ in examples}):
-        group = [ex for ex in examples if ex[0] == label]
-        rng.shuffle(group)
-        k = max(1, round(len(group) * valid_fraction)) if len(group) > 1 else 0
-        valid += group[:k]
-        train += group[k:]
-    rng.shuffle(train)
-    rng.shuffle(valid)
-    out_dir = Path(out_dir)
-    paths = out_dir / f"{stem}.train", out_dir / f"{stem}.valid"
-    for path, rows in zip(paths, (train, valid), strict=False):
-        with atomic_open(path) as fh:
-            fh.writelines(fasttext_line(label, text) for label, text in rows)
-    return paths
-
-
 def write_labelled_data(out_dir, task: str, n: int, seed: int = 0,
                         valid_fraction: float = 0.2) -> tuple[Path, Path]:
     """Write ``<task>.train`` and ``<task>.valid`` (fastText format) under ``out_dir``; return their paths."""
     return write_split(labelled_examples(task, n, seed), out_dir, task, seed, valid_fraction)
-
-
-def clean_tweet(text: str) -> str:
-    """Davidson tweet → text: HTML entities unescaped (some are escaped twice), @mentions → ``@USER``,
-    URLs → ``URL``, whitespace runs (newlines included) → one space."""
-    for _ in range(3):
-        unescaped = html.unescape(text)
-        if unescaped == text:
-            break
-        text = unescaped
-    text = _URL.sub("URL", _MENTION.sub("@USER", text))
-    return " ".join(text.split())
-
-
-def davidson_examples(csv_path) -> list[tuple[str, str]]:
-    """(label, cleaned tweet) for every row of Davidson et al.'s ``labeled_data.csv`` (``class``, ``tweet``)."""
-    rows = []
-    with open(csv_path, encoding="utf-8", errors="replace", newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = {"class", "tweet"} - set(reader.fieldnames or ())
-        if missing:
-            raise ValueError(f"{csv_path}: missing column(s) {sorted(missing)} (Davidson labeled_data.csv has "
-                             f"class and tweet)")
-        for lineno, row in enumerate(reader, 2):
-            if row["class"] not in ("0", "1", "2"):
-                raise ValueError(f"{csv_path}:{lineno}: class must be 0, 1 or 2, got {row['class']!r}")
-            rows.append(("non-toxic" if row["class"] == "2" else "toxic", clean_tweet(row["tweet"] or "")))
-    if not rows:
-        raise ValueError(f"{csv_path}: no rows")
-    return rows
-
-
-def write_davidson_data(csv_path, out_dir, seed: int = 0, valid_fraction: float = 0.2) -> tuple[Path, Path]:
-    """Write ``davidson.train`` / ``davidson.valid`` (stratified, seeded split) under ``out_dir``."""
-    return write_split(davidson_examples(csv_path), out_dir, "davidson", seed, valid_fraction)

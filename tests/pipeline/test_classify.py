@@ -13,15 +13,11 @@ import pytest
 pytest.importorskip("fasttext")
 
 import pipeline.classifiers as classify  # noqa: E402
+from pipeline.classifier_eval import classification_metrics, evaluate, roc_auc  # noqa: E402
 from pipeline.classifiers import TASKS, ClassifierFilter, FastTextClassifier, TrainConfig, clean_text  # noqa: E402
-from pipeline.classify import classification_metrics, evaluate, main, roc_auc  # noqa: E402
-from pipeline.sample.labels import (  # noqa: E402
-    clean_tweet,
-    davidson_examples,
-    labelled_examples,
-    write_davidson_data,
-    write_labelled_data,
-)
+from pipeline.classify import main  # noqa: E402
+from pipeline.labelled import clean_tweet, davidson_examples, write_split  # noqa: E402
+from pipeline.sample.labels import labelled_examples, write_labelled_data  # noqa: E402
 from pipeline.steps import StepStats, run_steps  # noqa: E402
 from workbench.files import details_path  # noqa: E402
 
@@ -358,7 +354,7 @@ def test_davidson_labels_and_stratified_split(tmp_path):
     _write(csv_path, rows)
     ex = davidson_examples(csv_path)
     assert [lab for lab, _ in ex[:3]] == ["toxic", "toxic", "non-toxic"] and ex[0][1] == "tweet 0 @USER"
-    train, valid = write_davidson_data(csv_path, tmp_path / "out", seed=0)
+    train, valid = write_split(ex, tmp_path / "out", "davidson", 0, 0.2)
     v = valid.read_text().splitlines()
     assert len(v) == 6 and sum(line.startswith("__label__toxic") for line in v) == 4  # 20% of 20 and of 10
     assert len(train.read_text().splitlines()) == 24
