@@ -15,6 +15,7 @@ import argparse
 import logging
 import multiprocessing as mp
 import signal
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
+from pipeline.executor import add_executor_flags, make_executor, thread_time_limit
 from pipeline.warc import Payload, iter_payloads
 from workbench.files import read_json, write_json, write_jsonl, write_metrics
 
@@ -100,7 +102,11 @@ class _Timeout(Exception):
 
 @contextmanager
 def _time_limit(seconds: float):
-    """Raise _Timeout after ``seconds`` (SIGALRM: pool workers and the main thread only)."""
+    """Raise _Timeout after ``seconds`` (SIGALRM: pool workers and the main thread; a timer off it)."""
+    if threading.current_thread() is not threading.main_thread():  # a Dask worker thread runs the task
+        with thread_time_limit(seconds, _Timeout):
+            yield
+        return
 
     def on_alarm(signum, frame):
         raise _Timeout
@@ -189,12 +195,20 @@ def _extract_file_in_worker(args: tuple[Path, Path]) -> dict:
     return _extract_file(*args, _worker_cfg)
 
 
-def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path, cfg: ExtractConfig, force: bool = False) -> dict:
+def extract_file_task(task: tuple[Path, Path, ExtractConfig]) -> dict:
+    """A cluster task (pipeline/executor.py): extract one whole input file in the worker that runs it."""
+    path, out_dir, cfg = task
+    _init_worker(cfg)
+    return _extract_file(path, out_dir, cfg)
+
+
+def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path, cfg: ExtractConfig, force: bool = False,
+                executor=None) -> dict:
     """Extract every input into ``out_dir``; skip inputs already done unless ``force``.
 
     With at least as many pending inputs as workers, each worker takes whole files; otherwise the
-    records of each file are spread over the workers. The headline metrics go to ``metrics_path``, all of them
-    to ``details_path(metrics_path)``.
+    records of each file are spread over the workers. An ``executor`` (a Ray or Dask cluster) runs one task per
+    whole file instead. The headline metrics go to ``metrics_path``, all of them to ``details_path(metrics_path)``.
     """
     inputs, out_dir = [Path(p) for p in inputs], Path(out_dir)
     missing = [p for p in inputs if not p.is_file()]
@@ -206,7 +220,10 @@ def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path, cfg: Extr
     _init_worker(cfg)
     start = time.perf_counter()
     fresh = []
-    if cfg.workers > 1 and len(todo) >= cfg.workers:
+    if executor is not None:
+        tasks = executor.map(extract_file_task, [(p, out_dir, cfg) for p in todo])
+        fresh = list(tqdm(tasks, total=len(todo), desc="extract", unit="file", dynamic_ncols=True))
+    elif cfg.workers > 1 and len(todo) >= cfg.workers:
         with mp.get_context("fork").Pool(cfg.workers, _init_worker, (cfg,)) as pool:
             tasks = pool.imap_unordered(_extract_file_in_worker, [(p, out_dir) for p in todo])
             fresh = list(tqdm(tasks, total=len(todo), desc="extract", unit="file", dynamic_ncols=True))
@@ -263,6 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout-s", type=float, default=defaults.timeout_s,
                    help="per-record extraction time limit in seconds (default: %(default)s)")
     p.add_argument("--force", action="store_true", help="redo inputs whose output already exists")
+    add_executor_flags(p)
     return p
 
 
@@ -270,8 +288,13 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "inputs", "out_dir", "metrics")
     cfg = ExtractConfig(extractor=args.extractor, workers=int(args.workers), max_bytes=int(args.max_bytes),
                         timeout_s=float(args.timeout_s))
-    m = run_extract([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.metrics), cfg,
-                    force=args.force)
+    inputs = [Path(p) for p in paths(args.inputs)]
+    if args.executor == "local":  # this machine's process pool (records of a file spread over it)
+        m = run_extract(inputs, Path(args.out_dir), Path(args.metrics), cfg, force=args.force)
+    else:
+        with make_executor(args.executor, cfg.workers, args.address, args.task_timeout_s) as executor:
+            m = run_extract(inputs, Path(args.out_dir), Path(args.metrics), cfg, force=args.force,
+                            executor=executor)
     return (f"extract: {m['records_read']} records -> {m['docs_out']} documents in {args.out_dir} "
             f"({m['docs_per_s']} docs/s); drops {m['drops']}")
 

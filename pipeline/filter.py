@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
 from pipeline.documents import input_files, output_name, read_documents
-from pipeline.executor import EXECUTORS, LocalExecutor, make_executor
+from pipeline.executor import LocalExecutor, add_executor_flags, make_executor
 from pipeline.steps import Step, StepStats, run_steps
 from workbench.files import read_json, write_json, write_jsonl, write_metrics
 
@@ -190,18 +190,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
     p.add_argument("--workers", type=int, default=FilterConfig.workers,
                    help="processes; each input file is one task (default: %(default)s)")
-    p.add_argument("--executor", choices=EXECUTORS, default="local", help="where tasks run (default: %(default)s)")
-    p.add_argument("--address", help="ray/dask cluster address (default: start a local one)")
     p.add_argument("--force", action="store_true", help="redo inputs whose output already exists")
+    add_executor_flags(p)
     return p
 
 
 def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "inputs", "out_dir", "rejected_dir", "metrics")
     cfg = FilterConfig(steps=section.get("steps", FilterConfig().steps), workers=int(args.workers))
-    executor = make_executor(args.executor, cfg.workers, args.address)
-    m = run_filter([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.rejected_dir),
-                   Path(args.metrics), cfg, executor, force=args.force)
+    build_steps(cfg)  # bad settings or a missing model: fail before a cluster starts
+    with make_executor(args.executor, cfg.workers, args.address, args.task_timeout_s) as executor:
+        m = run_filter([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.rejected_dir),
+                       Path(args.metrics), cfg, executor, force=args.force)
     return (f"filter: {m['docs_in']} -> {m['docs_out']} documents in {args.out_dir} ({m['docs_per_s']} docs/s); "
             f"drops {m['drops']}")
 
