@@ -22,6 +22,7 @@ import argparse
 import ctypes
 import multiprocessing as mp
 import os
+import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -74,6 +75,16 @@ def _stalled(timeout_s: float, unfinished: list) -> TaskFailed:
     return TaskFailed(f"no task finished in {timeout_s:g} s; {len(unfinished)} unfinished, cancelled: {shown}")
 
 
+def _check_listening(address: str, timeout_s: float = 5.0) -> None:
+    """A ConnectionError unless something accepts TCP connections at ``host:port``."""
+    host, _, port = address.rpartition(":")
+    if host and port.isdigit():
+        try:
+            socket.create_connection((host, int(port)), timeout=timeout_s).close()
+        except OSError as e:
+            raise ConnectionError(f"nothing listens at {address} ({e})") from None
+
+
 class RayExecutor(_Closing):
     """Each task a ``ray.remote`` call; results yielded as they finish."""
 
@@ -82,6 +93,8 @@ class RayExecutor(_Closing):
         import ray
 
         self._ray, self.num_cpus, self.timeout_s, self._started = ray, num_cpus_per_task, timeout_s, False
+        if address and "://" not in address and address != "auto":
+            _check_listening(address)  # ray.init retries an address where nothing listens for minutes
         if ray.is_initialized():
             return
         if address or os.environ.get("RAY_ADDRESS"):
@@ -169,6 +182,8 @@ def make_executor(kind: str = "local", workers: int = 1, address: str | None = N
     """``local`` (``workers`` processes), ``ray`` or ``dask`` (the cluster at ``address``, or a local one of
     ``workers`` processes); use it in a ``with`` block so a local cluster is shut down."""
     if kind == "local":
+        if address or timeout_s is not None:
+            raise ValueError("an address and a task timeout are for the ray and dask executors, not local")
         return LocalExecutor(workers)
     if kind not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {kind!r}")
@@ -188,8 +203,8 @@ def add_executor_flags(parser: argparse.ArgumentParser) -> None:
     """``--executor``, ``--address`` and ``--task-timeout-s``: where a stage's per-file tasks run."""
     parser.add_argument("--executor", choices=EXECUTORS, default="local",
                         help="where the per-file tasks run (default: %(default)s)")
-    parser.add_argument("--address", help="ray/dask cluster to connect to, e.g. ray://head:10001 or "
-                                          "tcp://scheduler:8786 (default: start a local one of --workers processes)")
+    parser.add_argument("--address", help="ray/dask cluster to connect to: auto or head:6379 (Ray), "
+                                          "tcp://scheduler:8786 (Dask) (default: a local one of --workers processes)")
     parser.add_argument("--task-timeout-s", type=float,
                         help="ray/dask: stop with an error when no task finishes for this many seconds "
                              "(default: wait)")

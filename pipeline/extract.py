@@ -26,7 +26,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
-from pipeline.executor import add_executor_flags, make_executor, thread_time_limit
+from pipeline.executor import LocalExecutor, add_executor_flags, make_executor, thread_time_limit
 from pipeline.warc import Payload, iter_payloads
 from workbench.files import read_json, write_json, write_jsonl, write_metrics
 
@@ -288,13 +288,10 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "inputs", "out_dir", "metrics")
     cfg = ExtractConfig(extractor=args.extractor, workers=int(args.workers), max_bytes=int(args.max_bytes),
                         timeout_s=float(args.timeout_s))
-    inputs = [Path(p) for p in paths(args.inputs)]
-    if args.executor == "local":  # this machine's process pool (records of a file spread over it)
-        m = run_extract(inputs, Path(args.out_dir), Path(args.metrics), cfg, force=args.force)
-    else:
-        with make_executor(args.executor, cfg.workers, args.address, args.task_timeout_s) as executor:
-            m = run_extract(inputs, Path(args.out_dir), Path(args.metrics), cfg, force=args.force,
-                            executor=executor)
+    with make_executor(args.executor, cfg.workers, args.address, args.task_timeout_s) as executor:
+        cluster = None if isinstance(executor, LocalExecutor) else executor  # local: records spread over a pool
+        m = run_extract([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.metrics), cfg,
+                        force=args.force, executor=cluster)
     return (f"extract: {m['records_read']} records -> {m['docs_out']} documents in {args.out_dir} "
             f"({m['docs_per_s']} docs/s); drops {m['drops']}")
 

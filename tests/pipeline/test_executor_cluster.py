@@ -24,7 +24,7 @@ from pipeline.extract import ExtractConfig, run_extract
 from pipeline.filter import FilterConfig, run_filter
 from pipeline.sample.crawl import generate_sample
 from pipeline.sample.labels import write_labelled_data
-from tests.pipeline.test_extract import _payload
+from pipeline.warc import Payload
 from tests.pipeline.warcs import PROSE, page
 
 ENGINES = {"dask": "dask.distributed", "ray": "ray"}
@@ -181,12 +181,25 @@ def test_a_stalled_stage_times_out_instead_of_hanging(cluster):
     assert time.perf_counter() - start < 2.5
 
 
+def test_an_address_needs_a_cluster_executor():
+    with pytest.raises(ValueError, match="for the ray and dask executors"):
+        make_executor("local", 2, address="tcp://scheduler:8786")
+
+
 def test_an_address_without_a_cluster_is_a_one_line_error():
     dask = pytest.importorskip("dask")
     pytest.importorskip("dask.distributed")
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
         with pytest.raises(ValueError, match=r"^executor dask: cannot reach the dask cluster at tcp://127.0.0.1:1: "):
             make_executor("dask", address="tcp://127.0.0.1:1")
+
+
+def test_a_ray_address_without_a_cluster_is_a_one_line_error():
+    pytest.importorskip("ray")
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"^executor ray: cannot reach the ray cluster at 127.0.0.1:1: nothing"):
+        make_executor("ray", address="127.0.0.1:1")
+    assert time.perf_counter() - start < 10  # not Ray's minutes of retries
 
 
 # -- the time limit on a worker thread (no cluster needed) ---------------------------------------------------------
@@ -241,5 +254,6 @@ def test_extraction_on_a_worker_thread_counts_a_slow_record(monkeypatch):
     monkeypatch.setattr(extract, "main_text", lambda html, extractor: _spin(5))
     extract._init_worker(ExtractConfig(timeout_s=0.1))
     start = time.perf_counter()
-    assert _in_thread(lambda: extract._extract_one(_payload(page("Slow", PROSE)))) == {"value": "extract_timeout"}
+    payload = Payload("<urn:uuid:1>", "http://a.example/", "2024-05-01T12:00:00Z", "html", page("Slow", PROSE), None)
+    assert _in_thread(lambda: extract._extract_one(payload)) == {"value": "extract_timeout"}
     assert time.perf_counter() - start < 2.0
