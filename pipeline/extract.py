@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from tqdm import tqdm
 
 from pipeline.bad_input import InputIssues, merged_stats, require_readable, summary_note
 from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
+from pipeline.executor import LocalExecutor, add_executor_flags, make_executor, thread_time_limit
 from pipeline.supervised import Lost, SupervisedPool
 from pipeline.warc import Payload, is_generated_crawl, iter_payloads
 from workbench.files import read_json, write_json, write_jsonl, write_metrics
@@ -108,7 +110,11 @@ class _Timeout(Exception):
 
 @contextmanager
 def _time_limit(seconds: float):
-    """Raise _Timeout after ``seconds`` (SIGALRM: pool workers and the main thread only)."""
+    """Raise _Timeout after ``seconds`` (SIGALRM: pool workers and the main thread; a timer off it)."""
+    if threading.current_thread() is not threading.main_thread():  # a Dask worker thread runs the task
+        with thread_time_limit(seconds, _Timeout):
+            yield
+        return
 
     def on_alarm(signum, frame):
         raise _Timeout
@@ -199,8 +205,9 @@ def kill_after_s(timeout_s: float) -> float:
     return max(2 * timeout_s, timeout_s + 1.0)
 
 
-def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool: SupervisedPool, bar=None) -> dict:
-    """Extract one input into ``out_dir``, its records spread over ``pool``; return its stats."""
+def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool: SupervisedPool | None, bar=None) -> dict:
+    """Extract one input into ``out_dir``, its records spread over ``pool`` (or extracted in this process when
+    there is none); return its stats."""
     drops: Counter = Counter()
     counts = {"records": 0, "docs": 0}
     problems: list[str] = []
@@ -214,7 +221,7 @@ def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool: Supervise
             yield payload
 
     def documents() -> Iterator[dict]:
-        for result in pool.imap(payloads()):
+        for result in pool.imap(payloads()) if pool is not None else map(_extract_one, payloads()):
             payload = sent.popleft()
             if bar is not None:
                 bar.update(1)
@@ -246,13 +253,23 @@ def _stats_path(path: Path, out_dir: Path) -> Path:
     return out_dir / "_stats" / (output_name(path) + ".json")
 
 
-def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path, cfg: ExtractConfig, force: bool = False) -> dict:
+def extract_file_task(task: tuple[Path, Path, ExtractConfig]) -> dict:
+    """A cluster task (pipeline/executor.py): extract one whole input file in the worker that runs it, record by
+    record in that process (cluster workers may not start processes of their own)."""
+    path, out_dir, cfg = task
+    _init_worker(cfg)
+    return _extract_file(path, out_dir, cfg, None)
+
+
+def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path, cfg: ExtractConfig, force: bool = False,
+                executor=None) -> dict:
     """Extract every input (files or folders) into ``out_dir``; skip inputs already done unless ``force``.
 
     The records of each file are spread over ``cfg.workers`` supervised processes (``pipeline.supervised``): a
     record whose worker dies or hangs is counted (``extract_crash`` / ``extract_timeout``) and the rest go on.
-    The headline metrics go to ``metrics_path``, all of them to ``details_path(metrics_path)``. Bad input follows
-    ``pipeline.bad_input``: unreadable or empty files are named in the metrics; none readable is a ValueError.
+    An ``executor`` (a Ray or Dask cluster) runs one task per whole file instead. The headline metrics go to
+    ``metrics_path``, all of them to ``details_path(metrics_path)``. Bad input follows ``pipeline.bad_input``:
+    unreadable or empty files are named in the metrics; none readable is a ValueError.
     """
     inputs, out_dir = input_files(inputs), Path(out_dir)
     done = {p: read_json(_stats_path(p, out_dir)) for p in inputs
@@ -260,7 +277,10 @@ def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path, cfg: Extr
     todo = [p for p in inputs if p not in done]
     start = time.perf_counter()
     fresh = []
-    if todo:
+    if executor is not None and todo:
+        tasks = executor.map(extract_file_task, [(p, out_dir, cfg) for p in todo])
+        fresh = list(tqdm(tasks, total=len(todo), desc="extract", unit="file", dynamic_ncols=True))
+    elif todo:
         _import_extractor(cfg.extractor)
         with SupervisedPool(_extract_one, cfg.workers, kill_after_s(cfg.timeout_s), _init_worker, (cfg,)) as pool, \
                 tqdm(desc="extract", unit="rec", dynamic_ncols=True) as bar:
@@ -313,6 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per-record extraction time limit in seconds; a worker still busy at twice this (stuck in "
                         "C code) is killed and replaced (default: %(default)s)")
     p.add_argument("--force", action="store_true", help="redo inputs whose output already exists")
+    add_executor_flags(p)
     return p
 
 
@@ -320,8 +341,10 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "inputs", "out_dir", "metrics")
     cfg = ExtractConfig(extractor=args.extractor, workers=int(args.workers), max_bytes=int(args.max_bytes),
                         timeout_s=float(args.timeout_s))
-    m = run_extract([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.metrics), cfg,
-                    force=args.force)
+    with make_executor(args.executor, cfg.workers, args.address, args.task_timeout_s) as executor:
+        cluster = None if isinstance(executor, LocalExecutor) else executor  # local: records spread over a pool
+        m = run_extract([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.metrics), cfg,
+                        force=args.force, executor=cluster)
     return (f"extract: {m['records_read']} records -> {m['docs_out']} documents in {args.out_dir} "
             f"({m['docs_per_s']} docs/s); drops {m['drops']}{summary_note(m)}")
 

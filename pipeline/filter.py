@@ -36,7 +36,7 @@ from pipeline.bad_input import InputIssues, merged_stats, require_readable, summ
 from pipeline.classifiers import ClassifierFilter, provenance_path, trained_on_generated
 from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
 from pipeline.documents import from_generated_crawl, input_files, output_name, read_documents
-from pipeline.executor import EXECUTORS, LocalExecutor, make_executor
+from pipeline.executor import LocalExecutor, add_executor_flags, make_executor
 from pipeline.steps import Step, StepStats, run_steps
 from workbench.files import read_json, write_json, write_jsonl, write_metrics
 
@@ -212,12 +212,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
     p.add_argument("--workers", type=int, default=FilterConfig.workers,
                    help="processes; each input file is one task (default: %(default)s)")
-    p.add_argument("--executor", choices=EXECUTORS, default="local", help="where tasks run (default: %(default)s)")
-    p.add_argument("--address", help="ray/dask cluster address (default: start a local one)")
     p.add_argument("--force", action="store_true", help="redo inputs whose output already exists")
     p.add_argument("--allow-generated-classifiers", action="store_true",
                    help="apply classifiers trained on generated text to documents that do not come from the "
                         "generated crawl (refused by default: their scores on real pages are arbitrary)")
+    add_executor_flags(p)
     return p
 
 
@@ -225,9 +224,10 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "inputs", "out_dir", "rejected_dir", "metrics")
     cfg = FilterConfig(steps=section.get("steps", FilterConfig().steps), workers=int(args.workers),
                        allow_generated_classifiers=bool(args.allow_generated_classifiers))
-    executor = make_executor(args.executor, cfg.workers, args.address)
-    m = run_filter([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.rejected_dir),
-                   Path(args.metrics), cfg, executor, force=args.force)
+    build_steps(cfg)  # bad settings or a missing model: fail before a cluster starts
+    with make_executor(args.executor, cfg.workers, args.address, args.task_timeout_s) as executor:
+        m = run_filter([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.rejected_dir),
+                       Path(args.metrics), cfg, executor, force=args.force)
     return (f"filter: {m['docs_in']} -> {m['docs_out']} documents in {args.out_dir} ({m['docs_per_s']} docs/s); "
             f"drops {m['drops']}{summary_note(m)}")
 
