@@ -21,6 +21,7 @@ from pathlib import Path
 
 from bench.extract import DEFAULT_WEB
 from bench.real_pages import is_english, real_documents
+from bench.results import RESULTS_DIR, Result, record
 from pipeline.quality_rules import ALPHA_WORDS, GopherQualityFilter, alpha_words_ratio
 
 THRESHOLD = GopherQualityFilter.min_alpha_words_ratio
@@ -95,13 +96,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="folder of real-page WARCs (*.warc.gz)")
     ap.add_argument("--cache", type=Path, help="keep the extracted documents here (default: a temporary folder)")
     ap.add_argument("--workers", type=int, default=2, help="extraction processes (default: %(default)s)")
+    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
+                    help="where the rows go, as gopher_words.jsonl (default: %(default)s)")
+    ap.add_argument("--no-record", action="store_true", help="print only")
     args = ap.parse_args(argv)
     warcs = sorted(args.web_dir.glob("*.warc.gz"))
     if not warcs:
         ap.error(f"no *.warc.gz in {args.web_dir}")
     with tempfile.TemporaryDirectory() as tmp:
-        print(report(measure(real_documents(warcs, args.cache or Path(tmp), args.workers))))
+        m = measure(real_documents(warcs, args.cache or Path(tmp), args.workers))
+    print(report(m))
+    if not args.no_record:
+        path = record("gopher_words", results_rows(m), "python -m bench.gopher_words", args.results_dir)
+        print(f"rows appended to {path}")
     return 0
+
+
+def results_rows(m: dict) -> list[Result]:
+    """Per definition: English pages the rule and the whole Gopher step drop, and bad pages each catches; the
+    datatrove definition is the baseline (ratio = ours / datatrove's)."""
+    rows = []
+    for a in ALPHA_WORDS:
+        base = m["datatrove"] if a != "datatrove" else None
+        for key, metric, unit in (("english", "english_dropped_by_rule", f"of {m['english']} English pages"),
+                                  ("english_eval", "eval_pages_dropped_by_rule", f"of {m['english_eval']} eval pages"),
+                                  ("gopher_step", "english_dropped_by_step", f"of {m['english']} English pages"),
+                                  ("bad", "bad_caught_by_rule", f"of {m['bad']} bad pages"),
+                                  ("bad_step", "bad_caught_by_step", f"of {m['bad']} bad pages")):
+            value = m[a][key]
+            rows.append(Result(a, metric, value, unit, "datatrove" if base else None, base[key] if base else None,
+                               value / base[key] if base and base[key] else None))
+    return rows
 
 
 if __name__ == "__main__":
