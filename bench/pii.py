@@ -4,13 +4,17 @@ The pages of ``--web-dir`` (default ../shared/data/web/*.warc.gz) go through the
 is listed with 30 characters either side. ``--baseline FILE`` counts the masks of another ``pii.py`` (an older
 revision) on the same documents, e.g. ``git show main:pipeline/pii.py > /tmp/pii_main.py``.
 
-    python -m bench.pii [--web-dir ../shared/data/web] [--baseline /tmp/pii_main.py] [--show 40]
+    python -m bench.pii [--web-dir ../shared/data/web] [--baseline /tmp/pii_main.py | --baseline-rev 39a6c80]
+                        [--show 40]
+
+The counts go to benchmarks/results/pii.jsonl (``--no-record``: print only), for ``python -m bench.report``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import subprocess
 import sys
 import tempfile
 from collections import Counter
@@ -18,6 +22,7 @@ from pathlib import Path
 
 from bench.extract import DEFAULT_WEB
 from bench.real_pages import real_documents
+from bench.results import RESULTS_DIR, ROOT, Result, record
 from pipeline.pii import mask_phone_numbers, phone_number_spans
 
 
@@ -45,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.pii", description=__doc__.split("\n\n")[0])
     ap.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="folder of real-page WARCs (*.warc.gz)")
     ap.add_argument("--baseline", type=Path, help="another pii.py whose phone masks to count on the same pages")
+    ap.add_argument("--baseline-rev", help="the same for pipeline/pii.py at this git revision (git show REV:...)")
+    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
+                    help="where the rows go, as pii.jsonl (default: %(default)s)")
+    ap.add_argument("--no-record", action="store_true", help="print only")
     ap.add_argument("--show", type=int, default=1000, help="list at most this many masks (default: %(default)s)")
     ap.add_argument("--cache", type=Path, help="keep the extracted documents here (default: a temporary folder)")
     ap.add_argument("--workers", type=int, default=2, help="extraction processes (default: %(default)s)")
@@ -55,16 +64,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline and not args.baseline.is_file():
         ap.error(f"--baseline: no such file {args.baseline}")
     with tempfile.TemporaryDirectory() as tmp:
+        if args.baseline_rev:
+            shown = subprocess.run(["git", "show", f"{args.baseline_rev}:pipeline/pii.py"], cwd=ROOT,
+                                   capture_output=True, text=True)
+            if shown.returncode:
+                ap.error(f"--baseline-rev {args.baseline_rev}: {shown.stderr.strip()}")
+            args.baseline = Path(tmp) / "pii_baseline.py"
+            args.baseline.write_text(shown.stdout, encoding="utf-8")
         docs = real_documents(warcs, args.cache or Path(tmp), args.workers)
+        before = load_masker(args.baseline) if args.baseline else None
     masks = phone_masks(docs)
     assert len(masks) == sum(mask_phone_numbers(d["text"])[1] for d in docs)
     pages = Counter(url for url, _, _ in masks)
     print(f"{len(docs)} pages: {len(masks)} phone masks on {len(pages)} pages")
-    if args.baseline:
-        before = load_masker(args.baseline)
-        print(f"baseline {args.baseline}: {sum(before(d['text'])[1] for d in docs)} phone masks")
+    base_name = base_count = None
+    if before is not None:
+        base_name = f"pii.py@{args.baseline_rev}" if args.baseline_rev else f"pii.py from {args.baseline}"
+        base_count = sum(before(d["text"])[1] for d in docs)
+        print(f"baseline {base_name}: {base_count} phone masks")
     for url, _, around in masks[:args.show]:
         print(f"  {url[:60]:<60}  {around}")
+    if not args.no_record:
+        command = "python -m bench.pii" + (f" --baseline-rev {args.baseline_rev}" if args.baseline_rev else "")
+        rows = [Result("ours", "phone_masks", len(masks), f"on {len(docs)} pages", base_name, base_count),
+                Result("ours", "pages_with_phone_masks", len(pages), f"of {len(docs)} pages")]
+        print(f"rows appended to {record('pii', rows, command, args.results_dir)}")
     return 0
 
 
