@@ -10,7 +10,6 @@ previous good one is used.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -20,7 +19,7 @@ import torch
 
 from model.config import ModelConfig
 from model.transformer import TransformerLM
-from workbench.files import atomic_open, write_json
+from workbench.files import atomic_open, file_sha256, write_json
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +29,6 @@ _CKPT_RE = re.compile(r"^ckpt-(\d+)\.pt$")
 
 class CheckpointError(RuntimeError):
     pass
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def read_latest(run_dir: Path) -> dict:
@@ -58,7 +49,7 @@ def save_checkpoint(run_dir: str | Path, step: int, state: dict, keep_last: int 
     # through a file handle: a path would name the zip's inner folder after the random temp file
     with atomic_open(path, "wb") as fh:
         torch.save(state, fh)
-    entry = {"file": path.name, "step": step, "sha256": _sha256(path)}
+    entry = {"file": path.name, "step": step, "sha256": file_sha256(path)}
 
     previous = [c for c in read_latest(run_dir).get("checkpoints", []) if c.get("file") != path.name]
     kept = sorted([entry, *previous], key=lambda c: c["step"], reverse=True)[:max(1, keep_last)]
@@ -74,7 +65,7 @@ def save_checkpoint(run_dir: str | Path, step: int, state: dict, keep_last: int 
 def load_file(path: str | Path, map_location="cpu", sha256: str | None = None) -> dict:
     """Load one checkpoint file, checking its SHA-256 when known."""
     path = Path(path)
-    if sha256 is not None and _sha256(path) != sha256:
+    if sha256 is not None and file_sha256(path) != sha256:
         raise CheckpointError(f"{path}: checksum mismatch (truncated or corrupt checkpoint)")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)

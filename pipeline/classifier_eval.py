@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.classifiers import PREFIX, FastTextClassifier, task_spec
-from pipeline.labelled import csv_examples, file_sha256
+from pipeline.labelled import csv_examples
+from workbench.files import file_sha256
 
 
 def read_labelled(path: str | Path) -> tuple[list[str], list[str]]:

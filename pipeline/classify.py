@@ -36,14 +36,13 @@ from pipeline.classifiers import (
 )
 from pipeline.labelled import (
     davidson_examples,
-    file_sha256,
     jigsaw_examples,
     page_files,
     quality_examples,
     write_split,
 )
 from pipeline.sample.labels import write_labelled_data
-from workbench.files import write_json, write_metrics
+from workbench.files import file_sha256, write_json, write_metrics
 from workbench.params import ParamsError, load_section, params_path
 
 HYPERPARAMETERS = {"lr": (float, "learning rate"), "epoch": (int, "passes over the data"),

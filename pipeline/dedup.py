@@ -42,7 +42,7 @@ from tqdm import tqdm
 
 from pipeline.bad_input import InputIssues, require_readable, summary_note
 from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
-from pipeline.documents import input_files, output_name
+from pipeline.documents import input_files, output_name, parse_document_line
 from pipeline.minhash import (
     EMPTY,
     band_keys,
@@ -260,27 +260,6 @@ def _lines(path: Path, errors: list[tuple[int, str]] | None = None) -> Iterator[
             errors.append((lineno + 1, f"{type(e).__name__}: {e}"))
 
 
-def _parse(line: bytes) -> tuple[dict | None, bool, str]:
-    """(document or None, clean, problem). As ``pipeline.documents.read_documents``: a line must be a JSON object
-    with a string ``text``; invalid UTF-8 and lone surrogates in the text become U+FFFD / "?" (the problem of a
-    document kept). ``clean``: none of that happened, so the line's bytes can be copied as they are."""
-    try:
-        text, clean = line.decode("utf-8"), True
-    except UnicodeDecodeError:
-        text, clean = line.decode("utf-8", "replace"), False
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        return None, False, f"invalid JSON ({e.msg})"
-    if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
-        return None, False, "not a document (needs a string 'text')"
-    try:
-        doc["text"].encode("utf-8")
-    except UnicodeEncodeError:
-        doc["text"], clean = doc["text"].encode("utf-8", "replace").decode("utf-8"), False
-    return doc, clean, "" if clean else "invalid UTF-8 replaced"
-
-
 @dataclass
 class _Corpus:
     """What the first read learns about every readable document, by position in input order."""
@@ -297,7 +276,7 @@ class _Corpus:
         for f, path in enumerate(self.files):
             errors, docs = [], 0
             for lineno, line in _lines(path, errors):
-                doc, ok, problem = _parse(line)
+                doc, ok, problem = parse_document_line(line)
                 if doc is None:
                     self.issues.skipped.append(f"{path}:{lineno}: {problem}")
                     continue
@@ -348,7 +327,7 @@ def _cluster_phase(corpus: _Corpus, fps: np.ndarray, keys: np.ndarray, cfg: Dedu
     for f, path in enumerate(corpus.files):
         for lineno, line in _lines(path):
             if (f, lineno) in index:
-                shingles[index[f, lineno]] = shingle_hash_set(_parse(line)[0]["text"], cfg.ngrams)
+                shingles[index[f, lineno]] = shingle_hash_set(parse_document_line(line)[0]["text"], cfg.ngrams)
     roots = verified_clusters(keys, shingles.__getitem__, cfg.jaccard_threshold, active, stats)
     return _Clusters(corpus.ids, exact_of, roots, Counter(roots))
 
@@ -383,13 +362,13 @@ class _Writer:
             doc, decision = self._without_seen_lines(line)
         if decision is not None:
             self.drops[decision["reason"]] += 1
-            rejected.append({**(doc or _parse(line)[0]), **decision})
+            rejected.append({**(doc or parse_document_line(line)[0]), **decision})
         elif doc is None and not self.clusters.clustered(i) and self.corpus.clean[i]:
             out.write(line if line.endswith(b"\n") else line + b"\n")  # unchanged: copied as is
             self.docs_out += 1
             self.chars_out += self.corpus.lengths[i]
         else:
-            doc = doc or _parse(line)[0]
+            doc = doc or parse_document_line(line)[0]
             if self.clusters.clustered(i):
                 doc["minhash_cluster"] = self.corpus.ids[self.clusters.roots[i]]
             out.write(_dumps(doc))
@@ -398,7 +377,7 @@ class _Writer:
 
     def _without_seen_lines(self, line: bytes) -> tuple[dict, dict | None]:
         """The document without the lines earlier kept documents had; dropped when nothing is left."""
-        doc = _parse(line)[0]
+        doc = parse_document_line(line)[0]
         text, removed = drop_seen_lines(doc["text"], self.seen_lines)
         self.lines_removed += removed
         if removed and not normalize_text(text):

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pipeline.bad_input import InputIssues
-from workbench.files import read_json
+from workbench.files import check_unique_outputs, expand_inputs, read_json
 
 EOT = "<|endoftext|>"
 
@@ -32,21 +32,10 @@ def input_files(inputs: list[Path]) -> list[Path]:
     """Every documents file of ``inputs`` (files, or folders of ``*.jsonl.gz`` / ``*.jsonl``), in order.
 
     A missing input, no documents at all, or two inputs with the same output name are one-line errors."""
-    files = []
-    for p in inputs:
-        p = Path(p)
-        if p.is_dir():
-            files += sorted(p.glob("*.jsonl.gz")) + sorted(p.glob("*.jsonl"))
-        elif p.is_file():
-            files.append(p)
-        else:
-            raise FileNotFoundError(f"input not found: {p}")
+    files = expand_inputs(inputs, lambda d: sorted(d.glob("*.jsonl.gz")) + sorted(d.glob("*.jsonl")))
     if not files:
         raise FileNotFoundError(f"no .jsonl/.jsonl.gz documents in {', '.join(map(str, inputs))}")
-    names = [output_name(f) for f in files]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ValueError(f"two inputs would write the same output name {dupes[0]!r}")
+    check_unique_outputs(files, output_name)
     return files
 
 
@@ -87,25 +76,33 @@ def _document(raw: bytes, where: str, issues: InputIssues) -> dict | None:
     """The document on one line, or None (a blank line, or a bad one recorded in ``issues``)."""
     if not raw.strip():
         return None
+    doc, clean, problem = parse_document_line(raw)
+    if doc is None:
+        issues.skipped.append(f"{where}: {problem}")
+    elif not clean:
+        issues.repaired.append(f"{where}: {problem}")
+    return doc
+
+
+def parse_document_line(line: bytes) -> tuple[dict | None, bool, str]:
+    """(document or None, clean, problem) for one JSONL line: it must be a JSON object with a string ``text``;
+    invalid UTF-8 and lone surrogates in the text become U+FFFD / "?" (the problem of a document kept). ``clean``:
+    none of that happened, so the line's bytes can be copied as they are."""
     try:
-        line, clean = raw.decode("utf-8"), True
+        text, clean = line.decode("utf-8"), True
     except UnicodeDecodeError:
-        line, clean = raw.decode("utf-8", "replace"), False
+        text, clean = line.decode("utf-8", "replace"), False
     try:
-        doc = json.loads(line)
+        doc = json.loads(text)
     except json.JSONDecodeError as e:
-        issues.skipped.append(f"{where}: invalid JSON ({e.msg})")
-        return None
+        return None, False, f"invalid JSON ({e.msg})"
     if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
-        issues.skipped.append(f"{where}: not a document (needs a string 'text')")
-        return None
+        return None, False, "not a document (needs a string 'text')"
     try:
         doc["text"].encode("utf-8")
     except UnicodeEncodeError:
         doc["text"], clean = doc["text"].encode("utf-8", "replace").decode("utf-8"), False
-    if not clean:
-        issues.repaired.append(f"{where}: invalid UTF-8 replaced")
-    return doc
+    return doc, clean, "" if clean else "invalid UTF-8 replaced"
 
 
 def document_paths(input_path: str | Path) -> list[Path]:

@@ -30,7 +30,7 @@ from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
 from pipeline.executor import LocalExecutor, add_executor_flags, make_executor, thread_time_limit
 from pipeline.supervised import Lost, SupervisedPool
 from pipeline.warc import Payload, is_generated_crawl, iter_payloads
-from workbench.files import read_json, write_json, write_jsonl, write_metrics
+from workbench.files import check_unique_outputs, expand_inputs, read_json, write_json, write_jsonl, write_metrics
 
 log = logging.getLogger(__name__)
 
@@ -181,20 +181,11 @@ def input_files(inputs: list[Path]) -> list[Path]:
     """Every WARC/WET file of ``inputs`` (files, or folders of ``*.warc[.gz]`` / ``*.wet[.gz]``), in order.
 
     A missing input, no WARC/WET file at all, or two inputs with the same output name are one-line errors."""
-    files = []
-    for p in map(Path, inputs):
-        if p.is_dir():
-            files += sorted(f for f in p.iterdir() if f.name.endswith(WARC_SUFFIXES) and f.is_file())
-        elif p.is_file():
-            files.append(p)
-        else:
-            raise FileNotFoundError(f"input not found: {p}")
+    files = expand_inputs(inputs, lambda d: sorted(f for f in d.iterdir()
+                                                    if f.name.endswith(WARC_SUFFIXES) and f.is_file()))
     if not files:
         raise FileNotFoundError(f"no {'/'.join(WARC_SUFFIXES)} files in {', '.join(map(str, inputs))}")
-    names = [output_name(f) for f in files]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ValueError(f"two inputs would write the same output name {dupes[0]!r}")
+    check_unique_outputs(files, output_name)
     return files
 
 

@@ -16,7 +16,6 @@ proxies, not adult-content labels (docs/benchmarks.md has what they measure on r
 from __future__ import annotations
 
 import csv
-import hashlib
 import heapq
 import html
 import random
@@ -26,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pipeline.classifiers import PREFIX, clean_text
-from workbench.files import atomic_open, read_jsonl
+from workbench.files import atomic_open, expand_inputs, read_jsonl
 
 JIGSAW_COLUMNS = ("toxic", "severe_toxic", "obscene", "threat", "insult", "identity_hate")
 PAGE_SUFFIXES = (".warc.gz", ".warc", ".wet.gz", ".wet", ".jsonl.gz", ".jsonl", ".txt")
@@ -58,14 +57,6 @@ def write_split(examples: list[tuple[str, str]], out_dir, stem: str, seed: int,
         with atomic_open(path) as fh:
             fh.writelines(fasttext_line(label, text) for label, text in rows)
     return paths
-
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # -- tweets and comments ---------------------------------------------------------------------------------------
@@ -144,14 +135,8 @@ def csv_examples(csv_path, task: str) -> tuple[str, list[tuple[str, str]]]:
 # -- web pages (quality) ----------------------------------------------------------------------------------------
 def page_files(paths) -> list[Path]:
     """The page files of ``paths`` (files, or folders searched for WARC/WET/JSONL/.txt files), in order."""
-    files = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            files += sorted(f for f in p.rglob("*") if f.is_file() and f.name.endswith(PAGE_SUFFIXES))
-        elif p.is_file():
-            files.append(p)
-        else:
-            raise FileNotFoundError(f"pages not found: {p}")
+    files = expand_inputs(paths, lambda d: sorted(f for f in d.rglob("*") if f.is_file()
+                                                   and f.name.endswith(PAGE_SUFFIXES)), "pages not found")
     if not files:
         raise ValueError(f"no WARC, WET, JSONL or .txt pages in {', '.join(map(str, paths))}")
     return files

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import io
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -102,6 +103,38 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{lineno}: invalid JSON: {e.msg}") from None
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def expand_inputs(inputs: Iterable[str | os.PathLike], list_folder: Callable[[Path], list[Path]],
+                  missing: str = "input not found") -> list[Path]:
+    """The files of ``inputs``, in order: a file as given, a folder as ``list_folder(folder)``. A path that does
+    not exist is a FileNotFoundError ``"<missing>: <path>"``; an empty result is the caller's to judge."""
+    files = []
+    for p in map(Path, inputs):
+        if p.is_dir():
+            files += list_folder(p)
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise FileNotFoundError(f"{missing}: {p}")
+    return files
+
+
+def check_unique_outputs(files: list[Path], output_name: Callable[[Path], str]) -> None:
+    """ValueError when two input files would write the same output name."""
+    names = [output_name(f) for f in files]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"two inputs would write the same output name {dupes[0]!r}")
 
 
 def details_path(metrics_path: str | os.PathLike) -> Path:
