@@ -27,11 +27,15 @@ one and checked against TrainConfig), then flags. Exit 2 with one ``error:`` lin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import dataclasses
 import io
 import math
+import multiprocessing
+import os
 import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +49,7 @@ from workbench.files import read_json, write_bytes
 from workbench.params import add_params_flag, load_section, params_path
 
 FLOPS_MODES = ("6N", "exact")
+LR_RULES = ("constant", "inverse_width")
 # TrainConfig fields the sweep sets per run; `train:` may set any other TrainConfig field
 SET_BY_SWEEP = ("data", "out_dir", "metrics", "preset", "d_model", "n_layers", "n_heads", "d_ff", "max_steps",
                 "max_tokens", "time_budget_s", "eval_interval", "ckpt_interval")
@@ -69,6 +74,13 @@ class SweepConfig:
     # models of a sweep reach far less (d_model 32 on vocab 8192: ~1e10 FLOP/s on one busy core; 6N counts the
     # free embedding lookup)
     est_flops_per_s: float = 3e10
+    # runs trained at once, each in its own process: tiny models are per-step overhead bound, so on a CPU two
+    # one-thread runs finish sooner than one two-thread run (set train.threads so workers x threads <= cores)
+    workers: int = 1
+    # peak (and final) learning rate per shape: train.lr for every run, or train.lr * lr_base_width / d_model
+    # ("inverse_width", as muP scales hidden-layer Adam rates: narrow models take larger steps)
+    lr_rule: str = "constant"
+    lr_base_width: int = 128
     train: dict = field(default_factory=lambda: dict(DEFAULT_TRAIN))  # TrainConfig overrides for every run
 
     def __post_init__(self) -> None:
@@ -87,6 +99,10 @@ class SweepConfig:
         if not self.shapes or len(set(self.shapes)) < len(self.shapes):
             raise ValueError(f"SweepConfig.shapes must be a non-empty list of distinct [d_model, n_layers, n_heads], "
                              f"got {[list(s) for s in self.shapes]}")
+        self._check_scalars()
+        _check_train(self.train)
+
+    def _check_scalars(self) -> None:
         if self.flops_per_token not in FLOPS_MODES:
             raise ValueError(f"SweepConfig.flops_per_token={self.flops_per_token!r}: expected one of {FLOPS_MODES}")
         for name in ("total_flops", "est_flops_per_s"):
@@ -94,17 +110,12 @@ class SweepConfig:
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"SweepConfig.{name} must be a positive number, got {getattr(self, name)!r}")
             object.__setattr__(self, name, value)
-        if not isinstance(self.train, dict):
-            raise ValueError(f"SweepConfig.train must be a mapping of TrainConfig fields, got {self.train!r}")
-        known = {f.name for f in dataclasses.fields(TrainConfig)}
-        unknown, fixed = sorted(set(self.train) - known), sorted(set(self.train) & set(SET_BY_SWEEP))
-        if unknown or fixed:
-            raise ValueError(f"SweepConfig.train: {'unknown TrainConfig field(s) ' + str(unknown) if unknown else ''}"
-                             f"{'; ' if unknown and fixed else ''}{'set by the sweep: ' + str(fixed) if fixed else ''}")
-        try:
-            TrainConfig(**self.train)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"SweepConfig.train: {exc}") from None
+        if self.lr_rule not in LR_RULES:
+            raise ValueError(f"SweepConfig.lr_rule={self.lr_rule!r}: expected one of {LR_RULES}")
+        for name in ("lr_base_width", "workers"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"SweepConfig.{name} must be a positive integer, got {value!r}")
 
     @classmethod
     def from_dict(cls, data: dict) -> SweepConfig:
@@ -113,6 +124,21 @@ class SweepConfig:
         if not isinstance(train, dict):
             raise ValueError(f"SweepConfig.train must be a mapping of TrainConfig fields, got {train!r}")
         return cls(**{**data, "train": {**DEFAULT_TRAIN, **train}})
+
+
+def _check_train(train) -> None:
+    """``train`` must be TrainConfig overrides that leave the per-run fields (SET_BY_SWEEP) to the sweep."""
+    if not isinstance(train, dict):
+        raise ValueError(f"SweepConfig.train must be a mapping of TrainConfig fields, got {train!r}")
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown, fixed = sorted(set(train) - known), sorted(set(train) & set(SET_BY_SWEEP))
+    if unknown or fixed:
+        raise ValueError(f"SweepConfig.train: {'unknown TrainConfig field(s) ' + str(unknown) if unknown else ''}"
+                         f"{'; ' if unknown and fixed else ''}{'set by the sweep: ' + str(fixed) if fixed else ''}")
+    try:
+        TrainConfig(**train)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"SweepConfig.train: {exc}") from None
 
 
 def _numbers(values, name: str) -> tuple[float, ...]:
@@ -145,6 +171,13 @@ def budget_label(flops: float) -> str:
 
 
 # ---------------------------------------------------------------- plan
+def shape_lr(cfg: SweepConfig, d_model: int) -> dict:
+    """The learning rates of a run of width ``d_model`` under ``cfg.lr_rule`` (TrainConfig overrides)."""
+    if cfg.lr_rule == "constant":
+        return {}
+    scale, base = cfg.lr_base_width / d_model, TrainConfig(**cfg.train)
+    return {"lr": base.lr * scale, "min_lr": base.min_lr * scale}
+
 @dataclass(frozen=True)
 class Run:
     run_id: str
@@ -165,8 +198,9 @@ def plan_runs(cfg: SweepConfig) -> tuple[list[Run], list[str]]:
     for budget in cfg.budgets:
         for d_model, n_layers, n_heads in cfg.shapes:
             run_id = f"C{budget_label(budget)}_d{d_model}_L{n_layers}_H{n_heads}"
-            base = TrainConfig(**cfg.train, data=cfg.data, out_dir=str(Path(cfg.out_dir) / run_id), d_model=d_model,
-                               n_layers=n_layers, n_heads=n_heads)
+            base = TrainConfig(**(cfg.train | shape_lr(cfg, d_model)), data=cfg.data,
+                               out_dir=str(Path(cfg.out_dir) / run_id), d_model=d_model, n_layers=n_layers,
+                               n_heads=n_heads)
             mcfg = model_config(base, vocab_size)  # the same ModelConfig model/train.py will build
             per_token = 6.0 * mcfg.param_count() if cfg.flops_per_token == "6N" else \
                 float(mcfg.flops_per_token(base.context_length))
@@ -246,8 +280,34 @@ def run_one(run: Run) -> dict:
     return train(run.train, resume=any(out_dir.glob("ckpt-*.pt")))
 
 
+def _run_quietly(run: Run) -> dict:
+    """run_one in a worker process, its output silenced (the parent prints a line per finished run)."""
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull), contextlib.redirect_stdout(devnull):
+        return run_one(run)
+
+
+def _results(todo: list[Run], workers: int):
+    """(run, summary or the exception it raised) as runs finish: in turn with one worker, else from a spawn pool."""
+    if workers == 1:
+        for run in todo:
+            try:
+                yield run, run_one(run)
+            except Exception as exc:  # handed to run_all, which knows the recoverable kinds
+                yield run, exc
+        return
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_run_quietly, run): run for run in todo}
+        try:
+            for future in as_completed(futures):
+                exc = future.exception()
+                yield futures[future], exc if exc is not None else future.result()
+        finally:
+            for future in futures:
+                future.cancel()
+
+
 # ---------------------------------------------------------------- CLI
-FLAGS = ("results", "out_dir", "total_flops")  # SweepConfig fields that are also flags
+FLAGS = ("results", "out_dir", "total_flops", "workers")  # SweepConfig fields that are also flags
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -260,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="folder of run folders <out-dir>/<run_id> (default: %(default)s)")
     parser.add_argument("--total-flops", type=float, default=SweepConfig.total_flops,
                         help="hard cap on spent + planned FLOPs (default: %(default)s)")
+    parser.add_argument("--workers", type=int, default=SweepConfig.workers,
+                        help="runs trained at once, one process each (default: %(default)s)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and the budget check, run nothing")
     return parser
 
@@ -290,20 +352,24 @@ def print_plan(runs: list[Run], skipped: list[str], done: dict[str, dict], cfg: 
 
 
 def run_all(todo: list[Run], done: dict[str, dict], spent: float, cfg: SweepConfig) -> tuple[int, float]:
-    """Train each run in turn, rewriting the results CSV after each; returns (exit code, FLOPs spent)."""
-    bar = tqdm(todo, desc="sweep", unit="run", dynamic_ncols=True, file=sys.stderr)
-    for run in bar:
-        bar.set_postfix_str(run.run_id)
-        try:
-            row = result_row(run, run_one(run))
-        except (ValueError, FileNotFoundError) as exc:
-            print(f"error: {run.run_id}: {exc}", file=sys.stderr)
+    """Train every run (``cfg.workers`` at once), rewriting the results CSV, in plan order, after each finishes;
+    returns (exit code, FLOPs spent)."""
+    order = {run.run_id: i for i, run in enumerate(todo)}
+    bar = tqdm(total=len(todo), desc="sweep", unit="run", dynamic_ncols=True, file=sys.stderr)
+    for run, outcome in _results(todo, cfg.workers):
+        if isinstance(outcome, (ValueError, FileNotFoundError)):
+            print(f"error: {run.run_id}: {outcome}", file=sys.stderr)
             return 2, spent
-        except TrainingDiverged as exc:
-            print(f"error: {run.run_id}: training diverged: {exc}", file=sys.stderr)
+        if isinstance(outcome, TrainingDiverged):
+            print(f"error: {run.run_id}: training diverged: {outcome}", file=sys.stderr)
             return 1, spent
+        if isinstance(outcome, BaseException):
+            raise outcome
+        row = result_row(run, outcome)
         done[run.run_id] = row
-        write_results(cfg.results, list(done.values()))
+        write_results(cfg.results, sorted(done.values(), key=lambda r: order.get(r["run_id"], -1)))
+        bar.update()
+        bar.set_postfix_str(run.run_id)
         spent += row["flops_actual"]
         tqdm.write(f"{run.run_id}: val loss {row['val_loss']:.4f}, {row['flops_actual']:.3g} FLOPs in "
                    f"{row['seconds']:.0f} s | spent {spent:.3g}, left {cfg.total_flops - spent:.3g} of total_flops",

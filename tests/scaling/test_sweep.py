@@ -4,6 +4,7 @@ checked before anything runs), FLOPs accounting within one step of each budget, 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
@@ -148,3 +149,33 @@ def test_help_shows_the_params_values(tmp_path, shards, capsys):
     with pytest.raises(SystemExit):
         main(["--params", str(params_file(tmp_path, shards, total_flops=2.5e9)), "--help"])
     assert "(default: 2500000000.0)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_two_workers_train_the_same_runs_as_one(tmp_path, shards):
+    """Runs are independent and seeded: a pool of two processes must reproduce the sequential losses, rows in plan
+    order."""
+    serial, pooled = tmp_path / "serial", tmp_path / "pooled"
+    for folder, workers in ((serial, 1), (pooled, 2)):
+        folder.mkdir()
+        params = params_file(folder, shards, workers=workers)
+        assert main(["--params", str(params)]) == 0
+    one, two = read_rows(serial / "results.csv"), read_rows(pooled / "results.csv")
+    assert [r["run_id"] for r in two] == [r["run_id"] for r in one]
+    assert [float(r["val_loss"]) for r in two] == pytest.approx([float(r["val_loss"]) for r in one], rel=1e-6)
+
+
+def test_bad_workers_exit_2(tmp_path, shards, capsys):
+    assert main(["--params", str(params_file(tmp_path, shards, workers=0))]) == 2
+    assert "SweepConfig.workers must be a positive integer, got 0" in capsys.readouterr().err
+
+
+def test_inverse_width_lr_rule_scales_each_shapes_rates(tmp_path, shards):
+    from scaling.sweep import plan_runs
+    cfg = SweepConfig.from_dict({"data": str(shards), "budgets": BUDGETS, "shapes": SHAPES, "train": TRAIN,
+                                 "lr_rule": "inverse_width", "lr_base_width": 32})
+    runs, _ = plan_runs(cfg)
+    by_width = {r.train.d_model: (r.train.lr, r.train.min_lr) for r in runs}
+    assert by_width[16] == pytest.approx((2 * 3e-3, 2 * 3e-4))  # half the base width: twice the rates
+    assert by_width[32] == pytest.approx((3e-3, 3e-4))
+    constant, _ = plan_runs(dataclasses.replace(cfg, lr_rule="constant"))
+    assert {r.train.lr for r in constant} == {3e-3}
