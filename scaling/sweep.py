@@ -77,6 +77,11 @@ class SweepConfig:
     # runs trained at once, each in its own process: tiny models are per-step overhead bound, so on a CPU two
     # one-thread runs finish sooner than one two-thread run (set train.threads so workers x threads <= cores)
     workers: int = 1
+    # the window of optimizer steps a run may have: shorter runs are still in the warm-up transient, where the loss
+    # sits near the unigram entropy whatever N is and no power law in N and D describes it; longer ones are far
+    # left of the optimum (tiny models on many epochs) and cost the most wall time per FLOP. 0: no cap
+    min_run_steps: int = 1
+    max_run_steps: int = 0
     # peak (and final) learning rate per shape: train.lr for every run, or train.lr * lr_base_width / d_model
     # ("inverse_width", as muP scales hidden-layer Adam rates: narrow models take larger steps)
     lr_rule: str = "constant"
@@ -112,10 +117,10 @@ class SweepConfig:
             object.__setattr__(self, name, value)
         if self.lr_rule not in LR_RULES:
             raise ValueError(f"SweepConfig.lr_rule={self.lr_rule!r}: expected one of {LR_RULES}")
-        for name in ("lr_base_width", "workers"):
+        for name, least in (("lr_base_width", 1), ("workers", 1), ("min_run_steps", 1), ("max_run_steps", 0)):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"SweepConfig.{name} must be a positive integer, got {value!r}")
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"SweepConfig.{name} must be an integer >= {least}, got {value!r}")
 
     @classmethod
     def from_dict(cls, data: dict) -> SweepConfig:
@@ -211,6 +216,10 @@ def plan_runs(cfg: SweepConfig) -> tuple[list[Run], list[str]]:
                 continue
             tcfg = dataclasses.replace(base, max_tokens=int(tokens))
             steps = tcfg.total_steps
+            if not cfg.min_run_steps <= steps <= (cfg.max_run_steps or steps):
+                skipped.append(f"{run_id}: {steps} steps is outside [min_run_steps, max_run_steps] = "
+                               f"[{cfg.min_run_steps}, {cfg.max_run_steps or 'no cap'}]: skipped")
+                continue
             tcfg = dataclasses.replace(tcfg, warmup_steps=min(base.warmup_steps, steps // 10), eval_interval=steps,
                                        ckpt_interval=steps)
             runs.append(Run(run_id, budget, tcfg, mcfg.param_count(), mcfg.param_count(False), per_token, steps,

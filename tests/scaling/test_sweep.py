@@ -166,7 +166,7 @@ def test_two_workers_train_the_same_runs_as_one(tmp_path, shards):
 
 def test_bad_workers_exit_2(tmp_path, shards, capsys):
     assert main(["--params", str(params_file(tmp_path, shards, workers=0))]) == 2
-    assert "SweepConfig.workers must be a positive integer, got 0" in capsys.readouterr().err
+    assert "SweepConfig.workers must be an integer >= 1, got 0" in capsys.readouterr().err
 
 
 def test_inverse_width_lr_rule_scales_each_shapes_rates(tmp_path, shards):
@@ -179,3 +179,14 @@ def test_inverse_width_lr_rule_scales_each_shapes_rates(tmp_path, shards):
     assert by_width[32] == pytest.approx((3e-3, 3e-4))
     constant, _ = plan_runs(dataclasses.replace(cfg, lr_rule="constant"))
     assert {r.train.lr for r in constant} == {3e-3}
+
+
+def test_runs_outside_the_step_window_are_skipped_and_named(tmp_path, shards):
+    from scaling.sweep import plan_runs
+    base = {"data": str(shards), "budgets": BUDGETS, "shapes": SHAPES, "train": TRAIN}
+    every, _ = plan_runs(SweepConfig.from_dict(base))
+    steps = {r.run_id: r.steps for r in every}
+    low, high = sorted(steps.values())[1], sorted(steps.values())[-2]
+    kept, skipped = plan_runs(SweepConfig.from_dict(base | {"min_run_steps": low, "max_run_steps": high}))
+    assert {r.run_id for r in kept} == {k for k, v in steps.items() if low <= v <= high}
+    assert len(skipped) == 2 and all("outside [min_run_steps, max_run_steps]" in m for m in skipped)
