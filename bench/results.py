@@ -80,11 +80,18 @@ def git_commit() -> str:
         return "unknown"
 
 
-def record(area: str, results: list[Result], command: str, results_dir: Path | None = None) -> Path:
-    """Append ``results`` as rows of ``<results_dir>/<area>.jsonl`` (atomically: the whole file is rewritten)."""
+def record(area: str, results: list[Result], command: str, results_dir: Path | None = None, **meta) -> Path:
+    """Append ``results`` as rows of ``<results_dir>/<area>.jsonl`` (atomically: the whole file is rewritten).
+
+    ``meta`` (machine=, date=, commit=) overrides this machine, today and HEAD: for rows imported from a run made
+    elsewhere (bench.gpu_import)."""
     path = Path(results_dir or RESULTS_DIR) / f"{area}.jsonl"
-    meta = {"area": area, "machine": machine(), "date": datetime.date.today().isoformat(), "command": command,
-            "commit": git_commit()}
+    unknown = set(meta) - {"machine", "date", "commit"}
+    if unknown:
+        raise ValueError(f"record: unknown meta field(s) {sorted(unknown)} (machine, date, commit)")
+    meta = {"area": area, "machine": meta.get("machine") or machine(),
+            "date": meta.get("date") or datetime.date.today().isoformat(), "command": command,
+            "commit": meta.get("commit") or git_commit()}
     old = path.read_text(encoding="utf-8") if path.is_file() else ""
     new = "".join(json.dumps({**meta, **asdict(r)}, sort_keys=True) + "\n" for r in results)
     write_text(path, old + new)
