@@ -8,8 +8,8 @@ any number in the prose, the tables and the headings, except:
 - dates (2026-11-26) and years (1900-2099 written without a thousands comma);
 - versions: a dotted number with two or more dots (3.11.7, 0.23.x), or one after ``v``/``version``/a package
   name (torch 2.13, Python 3.12, Triton 3.6.0);
-- numbers glued to a name: hardware and identifiers (H200, d64, lid.176, ZeRO-1, FSDP2, top-2, 16k);
-- references: issue, item, line, section, table, step and appendix numbers (``issue 23``, ``issues 4, 5 and 10``,
+- numbers glued to a name: hardware and identifiers (H200, d64, lid.176, ZeRO-1, FSDP2, top-2, 16k, 2-core);
+- references: issue, item, line, section, table, appendix and run numbers (``issue 23``, ``issues 4, 5 and 10``,
   ``line 12``, ``§7``, ``(a)``);
 - the machine's description in a ``**Machine:**`` or ``**Date:**`` line.
 
@@ -32,13 +32,13 @@ VERSION = re.compile(r"\b\d+(?:\.\d+){2,}(?:\.x)?\b|\b\d+\.\d+\.x\b|"
                      r"(?i:\b(?:v|version\s+|python\s+|torch\s+|triton\s+|cuda\s+|numpy\s+|datatrove\s+|datasketch\s+|"
                      r"trafilatura\s+|resiliparse\s+|tokenizers\s+|tiktoken\s+|langid\s+|fasttext-numpy2\s+))"
                      r"\d+(?:\.\d+)*")
-REFERENCE = re.compile(r"(?i:\b(?:issues?|items?|lines?|sections?|tables?|steps? no\.|app\.|appendix|part)\s+|§|#)"
+REFERENCE = re.compile(r"(?i:\b(?:issues?|items?|lines?|sections?|tables?|steps? no\.|app\.|appendix|part|runs?)\s+|§|#)"
                        r"[A-Z]?\d+(?:\.\d+)*(?:(?:,\s*|\s+and\s+|\s*[–-]\s*)\d+)*")
 ENUM = re.compile(r"^\s*\d+\.\s|\(\d+\)", re.M)  # list numbering: "1. ", "(3)"
 YEAR = re.compile(r"(?<![\d,.])(?:19|20)\d\d(?![\d,.]\d)")
 MACHINE_LINE = re.compile(r"^\s*-\s*\*\*(?:Machine|Date):\*\*.*$", re.M)
 # a number not glued to a name on its left; on its right only a ratio mark ("1.5x") may touch it
-FIGURE = re.compile(r"(?<![\w.\-/−])[-−]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.]*[A-Za-wyz_]|\.\d)")
+FIGURE = re.compile(r"(?<![\w.\-/−])[-−]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.]*[A-Za-wyz_]|\.\d|-[A-Za-z])")
 SOURCE = re.compile(r"source:\s*\S", re.I)
 HEADING = re.compile(r"^(#{2,3})\s+(.*)$", re.M)
 

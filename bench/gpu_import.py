@@ -34,7 +34,7 @@ NUMBER = re.compile(r"^-?[\d,]*\.?\d+(?:[x%])?$")
 
 def slug(text: str) -> str:
     """A column or row label as a name without spaces (the results markers split on whitespace)."""
-    return re.sub(r"[^\w.,=+/-]+", "_", text.strip()).strip("_").replace("+", "_").lower()
+    return re.sub(r"[^a-z0-9.=/-]+", "_", text.strip().lower().replace("+", "_")).strip("_")
 
 
 def parse_value(cell: str) -> tuple[float, str] | None:

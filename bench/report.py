@@ -106,6 +106,14 @@ def unbacked_numbers(text: str, rows: dict) -> list[str]:
     return bad
 
 
+def list_figures(typed: dict) -> int:
+    for section, found in typed.items():
+        print(f"## {section or '(top)'}: {len(found)} hand-typed figures")
+        print("".join(f"  line {o.line}: {o.figure}  | {o.text[:100]}\n" for o in found), end="")
+    print(f"{sum(map(len, typed.values()))} hand-typed figures in {len(typed)} sections")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n\n")[0])
     ap.add_argument("--doc", type=Path, default=DOC, help="markdown file with results markers (%(default)s)")
@@ -117,19 +125,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --check: ignore hand-typed figures in this section (an h2 title, or 'h2 / h3')")
     args = ap.parse_args(argv)
     try:
-        rows = latest(read_rows(args.results_dir))
         text = args.doc.read_text(encoding="utf-8")
+        typed = by_section(offenders(text))
+        if args.list:
+            return list_figures(typed)
+        rows = latest(read_rows(args.results_dir))
         new = generate(text, rows)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    typed = by_section(offenders(text))
-    if args.list:
-        for section, found in typed.items():
-            print(f"## {section or '(top)'}: {len(found)} hand-typed figures")
-            print("".join(f"  line {o.line}: {o.figure}  | {o.text[:100]}\n" for o in found), end="")
-        print(f"{sum(map(len, typed.values()))} hand-typed figures in {len(typed)} sections")
-        return 0
     if args.check:
         bad = unbacked_numbers(text, rows)
         if new != text or bad:
