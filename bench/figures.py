@@ -32,8 +32,8 @@ VERSION = re.compile(r"\b\d+(?:\.\d+){2,}(?:\.x)?\b|\b\d+\.\d+\.x\b|"
                      r"(?i:\b(?:v|version\s+|python\s+|torch\s+|triton\s+|cuda\s+|numpy\s+|datatrove\s+|datasketch\s+|"
                      r"trafilatura\s+|resiliparse\s+|tokenizers\s+|tiktoken\s+|langid\s+|fasttext-numpy2\s+))"
                      r"\d+(?:\.\d+)*")
-REFERENCE = re.compile(r"(?i:\b(?:issues?|items?|lines?|sections?|tables?|steps? no\.|app\.|appendix|part|runs?)\s+|§|#)"
-                       r"[A-Z]?\d+(?:\.\d+)*(?:(?:,\s*|\s+and\s+|\s*[–-]\s*)\d+)*")
+REFERENCE = re.compile(r"(?i:\b(?:issues?|items?|lines?|sections?|tables?|steps? no\.|app\.|appendix|part|runs?)"
+                       r"\s+|§|#)[A-Z]?\d+(?:\.\d+)*(?:(?:,\s*|\s+and\s+|\s*[–-]\s*)\d+)*")
 ENUM = re.compile(r"^\s*\d+\.\s|\(\d+\)", re.M)  # list numbering: "1. ", "(3)"
 YEAR = re.compile(r"(?<![\d,.])(?:19|20)\d\d(?![\d,.]\d)")
 MACHINE_LINE = re.compile(r"^\s*-\s*\*\*(?:Machine|Date):\*\*.*$", re.M)
