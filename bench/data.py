@@ -9,7 +9,8 @@
 6. fastText classifiers' held-out accuracy / macro-F1: the generated quality/toxicity/NSFW data and the Davidson
    tweets (hate + offensive vs neither).
 
-Record results in docs/benchmarks.md with the date, the machine and this command.
+Parts 4-6 append results rows (bench.results) that ``python -m bench.report`` turns into docs/benchmarks.md's
+generated sections.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from bench import dedup as bench_dedup
 from bench import filter as bench_filter
 from bench.extract import DEFAULT_WEB, bench_extract, format_rows
+from bench.results import Result, record
 from bench.tokenizer import DEFAULT_CORPUS, DEFAULT_GPT2, EOT, bench_bpe_training, bench_encode, format_table
 from pipeline.classifiers import DAVIDSON_CONFIG
 from pipeline.classify import run_train
@@ -56,8 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--davidson", type=Path, default=DEFAULT_WEB.parent / "toxicity" / "davidson_labeled_data.csv",
                         help="Davidson et al. labeled_data.csv for the toxicity classifier")
     parser.add_argument("--filter-pages", type=int, default=600, help="pages per input set for the filter chain")
-    parser.add_argument("--dedup-docs", type=int, default=100_000, help="documents for the dedup stage run")
+    parser.add_argument("--dedup-docs", type=int, default=20_000, help="documents for the dedup stage run")
     parser.add_argument("--only", choices=PARTS, nargs="*", help="run only these parts")
+    parser.add_argument("--no-record", action="store_true",
+                        help="print only (the parts that record rows: filter, dedup, classify)")
     args = parser.parse_args(argv)
     parts = set(args.only or PARTS)
     print(f"# bench.data {time.strftime('%Y-%m-%d')} on {platform.node()} "
@@ -80,12 +84,16 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("## Encoding: skipped, shared TinyStories / GPT-2 files absent\n")
     if "filter" in parts:
-        bench_filter.main(["--web-dir", str(args.web_dir), "--limit", str(args.filter_pages)])
+        bench_filter.main(["--web-dir", str(args.web_dir), "--limit", str(args.filter_pages)]
+                          + (["--no-record"] if args.no_record else []))
     if "dedup" in parts:
         print("## MinHash dedup")
-        bench_dedup.main(["--docs", str(args.dedup_docs)])
+        bench_dedup.main(["--docs", str(args.dedup_docs)] + (["--no-record"] if args.no_record else []))
     if "classify" in parts:
-        print("## fastText classifiers, held-out 20%\n" + format_classifiers(bench_classifiers(args.davidson)) + "\n")
+        rows = bench_classifiers(args.davidson)
+        print("## fastText classifiers, held-out 20%\n" + format_classifiers(rows) + "\n")
+        if not args.no_record:
+            print(f"rows appended to {record('classifiers', classifier_results(rows), CLASSIFY_COMMAND)}")
     return 0
 
 
@@ -100,6 +108,20 @@ def bench_classifiers(davidson: Path) -> list[dict]:
             m = run_train("toxicity", davidson=davidson, out=Path(scratch) / "davidson.bin", config=DAVIDSON_CONFIG)
             rows.append({"data": "Davidson tweets (toxicity)", **m})
     return rows
+
+
+CLASSIFY_COMMAND = "python -m bench.data --only classify"
+
+
+def classifier_results(rows: list[dict]) -> list[Result]:
+    """Held-out accuracy, macro-F1, weighted F1 and AUC of each trained classifier (n = held-out examples)."""
+    out = []
+    for r in rows:
+        name = r["data"].replace(" ", "_").replace("(", "").replace(")", "").lower()
+        for metric in ("accuracy", "macro_f1", "weighted_f1", "auc"):
+            if r.get(metric) is not None:
+                out.append(Result(name, metric, r[metric], f"held out, n={r['n']}"))
+    return out
 
 
 def format_classifiers(rows: list[dict]) -> str:

@@ -5,6 +5,8 @@ unrelated documents share almost no 5-gram. About 10% are planted near-duplicate
 (one word in a hundred swapped, one or two sentences added, sometimes one dropped, as ``sample.near_duplicate``
 does) and 3% exact copies (case and punctuation changed). Truth: an original with its copies is one cluster.
 
+Timings are interleaved repeats (ours, datasketch, ours, ...; the stage alone, repeated): median and min-max.
+
 1. Signatures, one core, same texts: ours (``minhash_signatures``) vs ``datasketch.MinHash`` fed the same
    normalized 5-grams; both timings include normalization and shingling.
 2. Near-duplicate clustering on a subset: ours (LSH + Jaccard verification) vs ``datasketch.MinHashLSH`` with
@@ -12,7 +14,7 @@ does) and 3% exact copies (case and punctuation changed). Truth: an original wit
 3. The stage (``run_dedup``, fresh process) on all N documents in 4 gzip JSONL files: seconds, docs/s,
    recall/precision against the planted truth, and the stage process's peak RSS (VmHWM; workers not included).
 
-    python -m bench.dedup --docs 100000
+    python -m bench.dedup --docs 20000
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import argparse
 import gzip
 import json
 import random
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,6 +32,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from bench.results import RESULTS_DIR, Result, interleaved, record
 from pipeline.dedup import DedupConfig, near_duplicate_clusters
 from pipeline.minhash import UnionFind, jaccard, minhash_signatures, normalize_text, shingle_hash_set
 from pipeline.sample.text import TOPICS, EnglishProse
@@ -86,20 +91,31 @@ def pair_scores(truth: list, pred: list) -> dict:
     return {"truth_pairs": t, "recall": both / t if t else 1.0, "precision": both / p if p else 1.0}
 
 
-def bench_signatures(texts: list[str], num_hashes: int = 112, ngrams: int = 5) -> list[dict]:
+def datasketch_signatures(texts: list[str], num_hashes: int = 112, ngrams: int = 5) -> list:
+    """``datasketch.MinHash`` fed the same normalized word n-grams our signatures hash."""
     from datasketch import MinHash
 
-    start = time.perf_counter()
-    minhash_signatures(texts, num_hashes, ngrams)
-    ours = time.perf_counter() - start
-    start = time.perf_counter()
+    out = []
     for text in texts:
         words = normalize_text(text).split()
         m = MinHash(num_perm=num_hashes, seed=1)
         m.update_batch([" ".join(words[i:i + ngrams]).encode() for i in range(max(1, len(words) - ngrams + 1))])
-    theirs = time.perf_counter() - start
-    return [{"impl": "ours (numpy)", "docs": len(texts), "seconds": ours, "docs_per_s": len(texts) / ours},
-            {"impl": "datasketch MinHash", "docs": len(texts), "seconds": theirs, "docs_per_s": len(texts) / theirs}]
+        out.append(m)
+    return out
+
+
+def bench_signatures(texts: list[str], num_hashes: int = 112, ngrams: int = 5, repeats: int = 3) -> Result:
+    """docs/s of our signatures and datasketch's, interleaved repeats."""
+    ours, theirs = interleaved(lambda: minhash_signatures(texts, num_hashes, ngrams),
+                               lambda: datasketch_signatures(texts, num_hashes, ngrams), repeats)
+    return rate_result("signatures", "docs_per_s", len(texts), ours, theirs, "docs/s", "datasketch MinHash")
+
+
+def rate_result(name, metric, n, ours, theirs, unit, baseline) -> Result:
+    rates = [n / t for t in ours]
+    base = statistics.median(n / t for t in theirs) if theirs else None
+    return Result(name, metric, statistics.median(rates), unit, baseline if theirs else None, base,
+                  repeats=len(rates), min=min(rates), median=statistics.median(rates), max=max(rates))
 
 
 def datasketch_clusters(texts: list[str], cfg: DedupConfig) -> list[int]:
@@ -122,19 +138,26 @@ def datasketch_clusters(texts: list[str], cfg: DedupConfig) -> list[int]:
     return [uf.find(i) for i in range(len(texts))]
 
 
-def bench_clustering(docs: list[dict], truths: dict[str, list[int]], cfg: DedupConfig) -> list[dict]:
+def bench_clustering(docs: list[dict], truths: dict[str, list[int]], cfg: DedupConfig,
+                     repeats: int = 3) -> list[Result]:
+    """Ours (14 x 8 bands + verification) vs datasketch's MinHashLSH, interleaved: docs/s, and each one's pairwise
+    recall/precision; ours with 28 x 4 bands once more for its recall."""
     texts = [d["text"] for d in docs]
     wide = DedupConfig(num_hashes=cfg.num_hashes, num_bands=cfg.num_hashes // 4, ngrams=cfg.ngrams,
                        jaccard_threshold=cfg.jaccard_threshold, seed=cfg.seed)
-    rows = []
-    for name, fn in ((f"ours {cfg.num_bands}x{cfg.rows} + verify", lambda: near_duplicate_clusters(docs, cfg)),
-                     (f"ours {wide.num_bands}x{wide.rows} + verify", lambda: near_duplicate_clusters(docs, wide)),
-                     (f"datasketch {cfg.num_bands}x{cfg.rows}", lambda: datasketch_clusters(texts, cfg))):
-        start = time.perf_counter()
-        pred = fn()
-        seconds = time.perf_counter() - start
-        rows.append({"impl": name, "docs": len(docs), "seconds": seconds, "docs_per_s": len(docs) / seconds,
-                     **{k: pair_scores(t, pred) for k, t in truths.items()}})
+    preds = {}
+    ours, theirs = interleaved(lambda: preds.__setitem__("ours", near_duplicate_clusters(docs, cfg)),
+                               lambda: preds.__setitem__("datasketch", datasketch_clusters(texts, cfg)), repeats)
+    preds["ours_wide"] = near_duplicate_clusters(docs, wide)
+    rows = [rate_result(f"clustering_{cfg.num_bands}x{cfg.rows}", "docs_per_s", len(docs), ours, theirs, "docs/s",
+                        f"datasketch {cfg.num_bands}x{cfg.rows}")]
+    names = {"ours": f"ours_{cfg.num_bands}x{cfg.rows}", "ours_wide": f"ours_{wide.num_bands}x{wide.rows}",
+             "datasketch": f"datasketch_{cfg.num_bands}x{cfg.rows}"}
+    for key, name in names.items():
+        for truth, label in (("all", "all planted"), ("at_thr", f"Jaccard >= {cfg.jaccard_threshold}")):
+            score = pair_scores(truths[truth], preds[key])
+            rows.append(Result(name, f"recall_{truth}", score["recall"], f"pairs, {label}"))
+        rows.append(Result(name, "precision", pair_scores(truths["all"], preds[key])["precision"], "pairs"))
     return rows
 
 
@@ -153,6 +176,7 @@ def truth_at(truth: list[int], js: dict[int, float], threshold: float) -> list[i
 _STAGE = """
 import json, re, resource, sys
 from pathlib import Path
+from bench.results import RESULTS_DIR, Result, interleaved, record
 from pipeline.dedup import DedupConfig, run_dedup
 d = Path(sys.argv[1])
 m = run_dedup(d / "in", d / "out", d / "metrics.json", DedupConfig(workers=int(sys.argv[2])), rejected_dir=d / "rej")
@@ -166,7 +190,11 @@ print(json.dumps(m))
 
 def bench_stage(docs: list[dict], truths: dict[str, list[int]], scratch: Path, workers: int = 1,
                 files: int = 4) -> dict:
-    """Write the documents as gzip JSONL, run the stage in a fresh process, score its clusters."""
+    """Write the documents as gzip JSONL, run the stage in a fresh process on empty outputs (the stage resumes
+    otherwise), score its clusters."""
+    for old in ("out", "rej"):
+        shutil.rmtree(scratch / old, ignore_errors=True)
+    (scratch / "metrics.json").unlink(missing_ok=True)
     per = -(-len(docs) // files)
     for f in range(files):
         with gzip.open(scratch / "in" / f"part-{f}.jsonl.gz", "wt", encoding="utf-8", compresslevel=1) as fh:
@@ -189,11 +217,14 @@ def bench_stage(docs: list[dict], truths: dict[str, list[int]], scratch: Path, w
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.dedup", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--docs", type=int, default=100_000, help="documents for the stage run")
+    parser.add_argument("--docs", type=int, default=20_000, help="documents for the stage run")
     parser.add_argument("--sig-docs", type=int, default=2000, help="documents for the signature comparison")
     parser.add_argument("--cluster-docs", type=int, default=10_000, help="documents for ours vs MinHashLSH")
     parser.add_argument("--workers", type=int, default=1, help="signature processes in the stage run")
     parser.add_argument("--seed", type=int, default=0, help="generator seed")
+    parser.add_argument("--repeats", type=int, default=3, help="timed repeats (ours and datasketch interleaved)")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where dedup.jsonl rows go")
+    parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args(argv)
     if args.docs < 10 or args.sig_docs < 1 or args.cluster_docs < 10 or args.workers < 1:
         parser.error("--docs and --cluster-docs must be >= 10, --sig-docs and --workers >= 1")
@@ -212,31 +243,28 @@ def main(argv: list[str] | None = None) -> int:
     print(f"recall/precision are pairwise, against 'all' planted copies and against those with Jaccard >= {thr}\n")
     truths = {"all": truth, "at_thr": truth_at(truth, js, thr)}
 
-    sig = bench_signatures([d["text"] for d in docs[:args.sig_docs]], cfg.num_hashes, cfg.ngrams)
-    print(f"## Signatures ({cfg.num_hashes} hashes, word {cfg.ngrams}-grams, one core)")
-    print(f"{'impl':<24}{'docs':>8}{'seconds':>10}{'docs/s':>10}{'x datasketch':>14}")
-    for row in sig:
-        print(f"{row['impl']:<24}{row['docs']:>8}{row['seconds']:>10.2f}{row['docs_per_s']:>10.0f}"
-              f"{row['docs_per_s'] / sig[1]['docs_per_s']:>13.2f}x")
-
+    sig = bench_signatures([d["text"] for d in docs[:args.sig_docs]], cfg.num_hashes, cfg.ngrams, args.repeats)
     k = min(args.cluster_docs, args.docs)
-    rows = bench_clustering(docs[:k], {name: t[:k] for name, t in truths.items()}, cfg)
-    print(f"\n## Near-duplicate clustering, {k} documents, one core")
-    print(f"{'impl':<24}{'seconds':>9}{'docs/s':>8}{'x datasketch':>14}{'recall all':>12}{'recall >=thr':>14}"
-          f"{'precision':>11}")
-    for row in rows:
-        print(f"{row['impl']:<24}{row['seconds']:>9.2f}{row['docs_per_s']:>8.0f}"
-              f"{row['docs_per_s'] / rows[-1]['docs_per_s']:>13.2f}x{row['all']['recall']:>12.4f}"
-              f"{row['at_thr']['recall']:>14.4f}{row['all']['precision']:>11.4f}")
-
+    clusters = bench_clustering(docs[:k], {name: t[:k] for name, t in truths.items()}, cfg, args.repeats)
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "in").mkdir()
-        m = bench_stage(docs, truths, Path(tmp), args.workers)
-    print(f"\n## Stage run_dedup, {args.docs} documents in 4 gzip files, workers={args.workers}")
-    print(f"seconds {m['seconds']:.1f} | docs/s {m['docs_per_s']:.0f} | peak RSS {m['peak_rss_mb']:.0f} MB | "
-          f"drops {m['drops']} | clusters {m['clusters']} | comparisons {m['comparisons']}")
-    print(f"recall {m['all']['recall']:.4f} (>= {thr}: {m['at_thr']['recall']:.4f}) | precision "
-          f"{m['all']['precision']:.4f} | true pairs {m['all']['truth_pairs']} ({m['at_thr']['truth_pairs']} >= {thr})")
+        runs = [bench_stage(docs, truths, Path(tmp), args.workers) for _ in range(args.repeats)]
+    m = runs[-1]
+    stage = [rate_result("stage", "docs_per_s", args.docs, [r["seconds"] for r in runs], [], "docs/s", None),
+             Result("stage", "peak_rss_mb", max(r["peak_rss_mb"] for r in runs), "MB"),
+             Result("stage", "recall_all", m["all"]["recall"], "pairs, all planted"),
+             Result("stage", "recall_at_thr", m["at_thr"]["recall"], f"pairs, Jaccard >= {thr}"),
+             Result("stage", "precision", m["all"]["precision"], "pairs")]
+    results = [sig, *clusters, *stage]
+    print(f"signatures on {args.sig_docs} docs, clustering on {k}, the stage on {args.docs} in 4 gzip files "
+          f"(workers={args.workers}); {args.repeats} interleaved repeats")
+    for r in results:
+        spread = f"  ({r.min:.4g}-{r.max:.4g})" if r.repeats > 1 else ""
+        base = f"  vs {r.baseline} {r.baseline_value:.4g}: {r.ratio:.2f}x" if r.baseline_value else ""
+        print(f"{r.name:<22}{r.metric:<16}{r.value:>10.4g} {r.unit}{spread}{base}")
+    if not args.no_record:
+        command = f"python -m bench.dedup --docs {args.docs}"
+        print(f"rows appended to {record('dedup', results, command, args.results_dir)}")
     return 0
 
 

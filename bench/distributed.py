@@ -45,6 +45,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from bench.results import RESULTS_DIR, Result, record
 from bench.timing import format_table
 from model.config import ModelConfig
 from model.distributed import DDP, NaiveDDP, apply_fsdp, broadcast_module, unique_parameters
@@ -339,6 +340,31 @@ def time_table(results: list[dict]) -> tuple[str, float]:
     return format_table(headers, rows), naive / t0["bucketed"]["ms"]
 
 
+def results_rows(results: list[dict], world: int) -> list[Result]:
+    """Rank 0's model-state MiB per mode against the fp32 ZeRO formula, and each mode's ms/step (median, min-max of
+    its interleaved steps) with ratio = naive's median / this one's (> 1: faster than naive)."""
+    rows = []
+    n = results[0]["memory"]["ddp"]["n_params"]
+    for stage, mode in enumerate(MEMORY_MODES):
+        r0 = results[0]["memory"][mode]
+        f32 = zero_model_state_bytes(n, world, stage, precision="fp32")
+        for part in ("params", "grads", "optimizer"):
+            rows.append(Result(mode, f"{part}_mib", r0[part] / 2**20, "MiB per rank", "fp32 formula",
+                               f32[part] / 2**20))
+        rows.append(Result(mode, "model_state_mib", (r0["params"] + r0["grads"] + r0["optimizer"]) / 2**20,
+                           "MiB per rank", "fp32 formula", f32["total"] / 2**20))
+    t0 = results[0]["time"]
+    naive = t0["naive"]["ms"]
+    for mode in TIME_MODES:
+        r = t0[mode]
+        rows.append(Result(mode, "ms_per_step", r["ms"], "ms (ratio: naive / this)", "naive", naive, naive / r["ms"],
+                           len(r["ms_all"]), min(r["ms_all"]), r["ms"], max(r["ms_all"])))
+        rows.append(Result(mode, "payload_mib", r["payload"] / 2**20, "MiB per step per rank"))
+        rows.append(Result(mode, "ring_sent_mib", r["ring"] / 2**20, "MiB per step per rank (modelled)"))
+        rows.append(Result(mode, "collectives", sum(r["calls"].values()), "calls per step"))
+    return rows
+
+
 def build_parser() -> argparse.ArgumentParser:
     d = DistBenchConfig()
     p = argparse.ArgumentParser(prog="python -m bench.model_train --distributed", description=__doc__.split("\n\n")[0])
@@ -357,6 +383,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bucket-mb", type=float, default=d.bucket_mb,
                    help=f"DDP bucket size in MB for 'bucketed' and zero1 (default {d.bucket_mb:g})")
     p.add_argument("--json", default=None, help="also write every rank's raw results to this JSON file")
+    p.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where distributed.jsonl rows go")
+    p.add_argument("--no-record", action="store_true", help="print only")
     return p
 
 
@@ -389,6 +417,10 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     verdict = "met" if speedup >= GOAL else "NOT met"
     print(f"\ngoal: bucketed >= {GOAL}x faster than naive: {verdict} ({speedup:.2f}x)")
+    if not args.no_record:
+        command = "python -m bench.model_train --distributed" + (" " + " ".join(argv) if argv else "")
+        path = record("distributed", results_rows(results, bench.world), command, args.results_dir)
+        print(f"rows appended to {path}")
     return 0
 
 

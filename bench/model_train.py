@@ -19,14 +19,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import statistics
 import sys
+import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from bench.distributed import main as distributed_main
-from bench.timing import format_table, timed
+from bench.results import RESULTS_DIR, Result, record
+from bench.timing import format_table
 from bench.variants import main as variants_main
 from model.config import ModelConfig
 from model.generate import generate
@@ -80,7 +84,32 @@ class RefGPT(nn.Module):
         return self.head(self.norm(x))
 
 
-def bench_train(cfg: ModelConfig, args, device: torch.device) -> None:
+def _interleaved_steps(steps: list, warmup: int, iters: int, device: torch.device) -> list[list[float]]:
+    """Seconds per call of each of ``steps``, taking turns (one call each per round) so host drift hits all alike."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for _ in range(warmup):
+        for step in steps:
+            step()
+    times = [[] for _ in steps]
+    for _ in range(iters):
+        for step, out in zip(steps, times, strict=True):
+            sync()
+            start = time.perf_counter()
+            step()
+            sync()
+            out.append(time.perf_counter() - start)
+    return times
+
+
+def _rate(name: str, metric: str, amount: float, times: list[float], base_name=None, base_times=None) -> Result:
+    """``amount`` per second: median over ``times``, its min-max, and the ratio to the baseline's median."""
+    rates = [amount / t for t in times]
+    base = statistics.median(amount / t for t in base_times) if base_times else None
+    return Result(name, metric, statistics.median(rates), metric.replace("_per_s", "/s"), base_name, base,
+                  repeats=len(rates), min=min(rates), median=statistics.median(rates), max=max(rates))
+
+
+def bench_train(cfg: ModelConfig, args, device: torch.device) -> list[Result]:
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
     gen = torch.Generator().manual_seed(0)
     data = torch.randint(cfg.vocab_size, (args.batch, cfg.context_length + 1), generator=gen).to(device)
@@ -91,8 +120,8 @@ def bench_train(cfg: ModelConfig, args, device: torch.device) -> None:
     variants = [("reference (nn.*, F.sdpa)", lambda: RefGPT(cfg)),
                 ("TransformerLM naive", lambda: TransformerLM(cfg.replace(attention="naive"))),
                 ("TransformerLM sdpa", lambda: TransformerLM(cfg.replace(attention="sdpa")))]
-    rows, ref_tps = [], None
-    for name, build in variants:
+    steps = []
+    for _, build in variants:
         torch.manual_seed(0)
         model = build().to(device).train()
         fwd = torch.compile(model) if args.compile else model
@@ -104,41 +133,47 @@ def bench_train(cfg: ModelConfig, args, device: torch.device) -> None:
             loss.backward()
             model.zero_grad(set_to_none=True)
 
-        seconds = timed(step, args.warmup, args.steps, device)
-        tps = tokens / seconds
-        ref_tps = ref_tps or tps
+        steps.append(step)
+    times = _interleaved_steps(steps, args.warmup, args.steps, device)
+    rows, results = [], []
+    for (name, _), t in zip(variants, times, strict=True):
+        seconds = statistics.median(t)
+        tps, ref_tps = tokens / seconds, tokens / statistics.median(times[0])
         mfu = f"{100 * tps * flops / peak:.1f}%" if peak else "-"
         rows.append([name, f"{1000 * seconds:.1f}", f"{tps:,.0f}", f"{tps / ref_tps:.2f}x",
                      f"{tps * flops / 1e12:.2f}", mfu])
-        del model, fwd, step
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+        ref = None if t is times[0] else (variants[0][0], times[0])
+        results.append(_rate(name, "tokens_per_s", tokens, t, *(ref or (None, None))))
     print(f"\n(a) training step (forward + backward), {args.batch} x {cfg.context_length} tokens, "
-          f"median of {args.steps} after {args.warmup} warmup{', compiled' if args.compile else ''}")
+          f"median of {args.steps} after {args.warmup} warmup, the models taking turns"
+          f"{', compiled' if args.compile else ''}")
     print(format_table(["model", "ms/step", "tokens/s", "vs ref", "TFLOP/s", "MFU"], rows))
+    return results
 
 
-def bench_generate(cfg: ModelConfig, args, device: torch.device) -> None:
+def bench_generate(cfg: ModelConfig, args, device: torch.device) -> list[Result]:
     prompt_len = 32
     cfg = cfg.replace(attention="sdpa", context_length=max(cfg.context_length, prompt_len + args.gen_tokens))
     torch.manual_seed(0)
     model = TransformerLM(cfg).to(device).eval()
     bf16 = device.type == "cuda"
-    rows = []
+    rows, results = [], []
     for batch in (1, 8):
         prompts = torch.randint(cfg.vocab_size, (batch, prompt_len)).tolist()
-        rates = {}
-        for use_cache in (True, False):
-            def run(n=args.gen_tokens, prompts=prompts, use_cache=use_cache):
-                generate(model, prompts, n, temperature=0, use_cache=use_cache, bf16=bf16)
-
+        runs = [lambda n=args.gen_tokens, prompts=prompts, c=use_cache: generate(
+            model, prompts, n, temperature=0, use_cache=c, bf16=bf16) for use_cache in (True, False)]
+        for run in runs:
             run(4)  # warmup
-            seconds = timed(run, args.gen_warmup, args.gen_iters, device)
-            rates[use_cache] = batch * args.gen_tokens / seconds
-        rows.append([str(batch), f"{rates[True]:,.0f}", f"{rates[False]:,.0f}", f"{rates[True] / rates[False]:.1f}x"])
+        cached, uncached = _interleaved_steps(runs, args.gen_warmup, args.gen_iters, device)
+        new_tokens = batch * args.gen_tokens
+        rate, base = (new_tokens / statistics.median(t) for t in (cached, uncached))
+        rows.append([str(batch), f"{rate:,.0f}", f"{base:,.0f}", f"{rate / base:.1f}x"])
+        results.append(_rate(f"kv_cache/batch{batch}", "new_tokens_per_s", new_tokens, cached,
+                             f"no_cache/batch{batch}", uncached))
     print(f"\n(b) greedy generation, prompt {prompt_len} + {args.gen_tokens} new tokens, attention=sdpa"
-          f"{', bf16' if bf16 else ''}, median of {args.gen_iters}")
+          f"{', bf16' if bf16 else ''}, median of {args.gen_iters}, with and without the cache taking turns")
     print(format_table(["batch", "KV cache tok/s", "no cache tok/s", "speedup"], rows))
+    return results
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -152,11 +187,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=None, help="untimed warmup steps (default: 2 CPU, 5 CUDA)")
     p.add_argument("--compile", action="store_true", help="torch.compile the models for the training benchmark")
     p.add_argument("--gen-tokens", type=int, default=256, help="new tokens per generation (default 256)")
-    p.add_argument("--gen-iters", type=int, default=None, help="timed generations per row (default: 1 CPU, 3 CUDA)")
+    p.add_argument("--gen-iters", type=int, default=3, help="timed generations per row, interleaved (default 3)")
     p.add_argument("--gen-warmup", type=int, default=0, help="untimed full-length generations per row (default 0)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
     p.add_argument("--skip-train", action="store_true", help="skip the training benchmark (a)")
     p.add_argument("--skip-generate", action="store_true", help="skip the generation benchmark (b)")
+    p.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
+                   help="where the rows go, as model_train.jsonl (default: %(default)s)")
+    p.add_argument("--no-record", action="store_true", help="print only")
     p.add_argument("--variants", action="store_true",
                    help="run the architecture-variant benchmark instead (MoE, GQA, checkpointing, speculative "
                         "decoding, int8; its own flags: python -m bench.model_train --variants --help)")
@@ -186,7 +224,6 @@ def main(argv: list[str] | None = None) -> int:
     args.context = args.context or (1024 if cuda else 256)
     args.steps = args.steps or (20 if cuda else 5)
     args.warmup = args.warmup if args.warmup is not None else (5 if cuda else 2)
-    args.gen_iters = args.gen_iters or (3 if cuda else 1)
     try:
         cfg = ModelConfig.from_preset(args.preset, vocab_size=args.vocab, context_length=args.context)
     except ValueError as exc:
@@ -201,10 +238,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"model: preset {args.preset} (d_model={cfg.d_model}, n_layers={cfg.n_layers}, n_heads={cfg.n_heads}, "
           f"d_ff={cfg.d_ff}), vocab {cfg.vocab_size}, context {cfg.context_length}, "
           f"{cfg.param_count() / 1e6:.1f}M params, {cfg.flops_per_token() / 1e6:.1f} MFLOP/training token")
+    results = []
     if not args.skip_train:
-        bench_train(cfg, args, device)
+        results += bench_train(cfg, args, device)
     if not args.skip_generate:
-        bench_generate(cfg, args, device)
+        results += bench_generate(cfg, args, device)
+    if results and not args.no_record:
+        command = "python -m bench.model_train" + (" " + " ".join(argv) if argv else "")
+        print(f"rows appended to {record('model_train', results, command, args.results_dir)}")
     return 0
 
 

@@ -9,8 +9,11 @@ A generated section sits between two markers; everything between them is rewritt
 ``metrics`` (optional) picks and orders the metrics; ``names`` (optional) picks and orders the rows.
 
     python -m bench.report            rewrite the sections in place
-    python -m bench.report --check    exit 1 when the doc differs from what the results give, or when a number in a
-                                      generated section has no results row (what CI runs, via the tests)
+    python -m bench.report --check    exit 1 when the doc differs from what the results give, when a number in a
+                                      generated section has no results row, or when a number outside them is a
+                                      hand-typed figure citing no source (bench/figures.py has the rule); what CI
+                                      runs, via the tests, with --allow-section for sections still being converted
+    python -m bench.report --list     print the hand-typed figures per section, change nothing
 """
 
 from __future__ import annotations
@@ -20,11 +23,11 @@ import re
 import sys
 from pathlib import Path
 
+from bench.figures import SECTION, by_section, exempted, offenders
 from bench.results import RESULTS_DIR, latest, read_rows
 from workbench.files import write_text
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
-SECTION = re.compile(r"(<!-- results (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
 NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?")
 
 
@@ -103,15 +106,30 @@ def unbacked_numbers(text: str, rows: dict) -> list[str]:
     return bad
 
 
+def list_figures(typed: dict) -> int:
+    for section, found in typed.items():
+        print(f"## {section or '(top)'}: {len(found)} hand-typed figures")
+        print("".join(f"  line {o.line}: {o.figure}  | {o.text[:100]}\n" for o in found), end="")
+    print(f"{sum(map(len, typed.values()))} hand-typed figures in {len(typed)} sections")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n\n")[0])
     ap.add_argument("--doc", type=Path, default=DOC, help="markdown file with results markers (%(default)s)")
     ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="folder of *.jsonl results")
-    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 when the doc is out of date")
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 when the doc is out of date or "
+                    "holds a hand-typed figure")
+    ap.add_argument("--list", action="store_true", help="print the hand-typed figures per section; change nothing")
+    ap.add_argument("--allow-section", action="append", default=[], metavar="TITLE",
+                    help="with --check: ignore hand-typed figures in this section (an h2 title, or 'h2 / h3')")
     args = ap.parse_args(argv)
     try:
-        rows = latest(read_rows(args.results_dir))
         text = args.doc.read_text(encoding="utf-8")
+        typed = by_section(offenders(text))
+        if args.list:
+            return list_figures(typed)
+        rows = latest(read_rows(args.results_dir))
         new = generate(text, rows)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -122,6 +140,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {args.doc}: generated sections are out of date"
                   f"{'; numbers without a results row: ' + ', '.join(bad) if bad else ''}; "
                   "run python -m bench.report", file=sys.stderr)
+            return 1
+        typed = {k: v for k, v in typed.items() if not exempted(k, args.allow_section)}
+        if typed:
+            first = next(iter(typed.values()))[0]
+            print(f"error: {args.doc}:{first.line}: hand-typed figure {first.figure} in section "
+                  f"'{first.section}' cites no source ({sum(map(len, typed.values()))} in {len(typed)} sections; "
+                  "python -m bench.report --list shows them)", file=sys.stderr)
             return 1
         print(f"{args.doc}: {len(SECTION.findall(text))} generated sections match the results")
         return 0

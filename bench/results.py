@@ -15,6 +15,7 @@ medians within the one run.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import platform
@@ -80,11 +81,25 @@ def git_commit() -> str:
         return "unknown"
 
 
-def record(area: str, results: list[Result], command: str, results_dir: Path | None = None) -> Path:
-    """Append ``results`` as rows of ``<results_dir>/<area>.jsonl`` (atomically: the whole file is rewritten)."""
+@functools.cache
+def commit_at_start() -> str:
+    """The commit when this module was first imported, i.e. when the bench started: ``record`` runs at the end,
+    and a long bench must not stamp its rows with a commit made while it ran."""
+    return git_commit()
+
+
+def record(area: str, results: list[Result], command: str, results_dir: Path | None = None, **meta) -> Path:
+    """Append ``results`` as rows of ``<results_dir>/<area>.jsonl`` (atomically: the whole file is rewritten).
+
+    ``meta`` (machine=, date=, commit=) overrides this machine, today and HEAD: for rows imported from a run made
+    elsewhere (bench.gpu_import)."""
     path = Path(results_dir or RESULTS_DIR) / f"{area}.jsonl"
-    meta = {"area": area, "machine": machine(), "date": datetime.date.today().isoformat(), "command": command,
-            "commit": git_commit()}
+    unknown = set(meta) - {"machine", "date", "commit"}
+    if unknown:
+        raise ValueError(f"record: unknown meta field(s) {sorted(unknown)} (machine, date, commit)")
+    meta = {"area": area, "machine": meta.get("machine") or machine(),
+            "date": meta.get("date") or datetime.date.today().isoformat(), "command": command,
+            "commit": meta.get("commit") or commit_at_start()}
     old = path.read_text(encoding="utf-8") if path.is_file() else ""
     new = "".join(json.dumps({**meta, **asdict(r)}, sort_keys=True) + "\n" for r in results)
     write_text(path, old + new)
@@ -133,3 +148,6 @@ def timing_result(name: str, metric: str, times: list[float], baseline: str | No
     base = statistics.median(baseline_times) * scale if baseline_times else None
     return Result(name, metric, med, unit, baseline, base, base / med if base else None, len(times),
                   min(times) * scale, med, max(times) * scale)
+
+
+commit_at_start()  # pinned at import: the start of the bench

@@ -16,6 +16,7 @@ Every row is measured in this run; ratios are against the first row of its table
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from bench.results import RESULTS_DIR, Result, record
 from bench.timing import format_table
 from model.checkpoint import load_model
 from model.config import ModelConfig
@@ -37,8 +39,8 @@ from model.train_config import TrainConfig
 from model.transformer import TransformerLM
 
 
-def interleaved_medians(fns: dict, rounds: int, device: torch.device) -> dict:
-    """Median seconds of each function, timed in turns (one call each per round, after one untimed
+def interleaved_times(fns: dict, rounds: int, device: torch.device) -> dict[str, list[float]]:
+    """Seconds of each function's calls, timed in turns (one call each per round, after one untimed
     round) so that a busy host slows every variant alike."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     times = {name: [] for name in fns}
@@ -50,7 +52,16 @@ def interleaved_medians(fns: dict, rounds: int, device: torch.device) -> dict:
             sync()
             if r:
                 times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
+
+
+def spread(name: str, metric: str, values: list[float], unit: str, baseline: str | None = None,
+           baseline_values: list[float] | None = None) -> Result:
+    """A Result for repeated values: the median, its min-max, and the median of the baseline's."""
+    med = statistics.median(values)
+    base = statistics.median(baseline_values) if baseline_values else None
+    return Result(name, metric, med, unit, baseline, base, repeats=len(values), min=min(values), median=med,
+                  max=max(values))
 
 
 def _train_run(data: str, out: Path, steps: int, **overrides) -> dict:
@@ -82,7 +93,7 @@ def bench_moe(args) -> None:
     print(format_table(["model", "params", "active params", "val loss", "vs dense", "tokens/s", "speed"], rows))
 
 
-def bench_gqa(args, device: torch.device) -> None:
+def bench_gqa(args, device: torch.device) -> list[Result]:
     base = ModelConfig.from_preset(args.preset, vocab_size=8192, context_length=32 + args.gen_tokens,
                                    attention="sdpa")
     prompts = torch.randint(base.vocab_size, (args.gen_batch, 32), generator=torch.Generator().manual_seed(0))
@@ -91,10 +102,13 @@ def bench_gqa(args, device: torch.device) -> None:
         torch.manual_seed(0)
         models[kv] = TransformerLM(base.replace(n_kv_heads=kv)).to(device).eval()
         caches[kv] = models[kv].new_cache(args.gen_batch, base.context_length).nbytes
-    seconds = interleaved_medians(
+    times = interleaved_times(
         {kv: (lambda m=m: generate(m, prompts.tolist(), args.gen_tokens, temperature=0)) for kv, m in models.items()},
         args.rounds, device)
-    rows, ref = [], None
+    seconds = {kv: statistics.median(t) for kv, t in times.items()}
+    new_tokens = args.gen_batch * args.gen_tokens
+    rates = {kv: [new_tokens / x for x in t] for kv, t in times.items()}
+    rows, ref, results = [], None, []
     for kv, model in models.items():
         cfg, cache_bytes = model.cfg, caches[kv]
         tps = args.gen_batch * args.gen_tokens / seconds[kv]
@@ -102,9 +116,13 @@ def bench_gqa(args, device: torch.device) -> None:
         name = "MHA" if kv == cfg.n_heads else ("MQA" if kv == 1 else f"GQA {cfg.n_heads // kv} q/kv")
         rows.append([f"{name} (n_kv_heads={kv})", f"{cfg.param_count():,}", f"{cache_bytes / 2**20:.2f} MiB",
                      f"{cache_bytes / ref[0]:.2f}", f"{tps:,.0f}", f"{tps / ref[1]:.2f}x"])
+        label, mha = f"n_kv_heads={kv}", f"n_kv_heads={cfg.n_heads}"
+        results += [Result(label, "kv_cache_mib", cache_bytes / 2**20, "MiB", mha, ref[0] / 2**20),
+                    spread(label, "decode_tokens_per_s", rates[kv], "new tokens/s", mha, rates[cfg.n_heads])]
     print(f"\n(b) KV cache and greedy decoding: preset {args.preset}, batch {args.gen_batch}, prompt 32 + "
           f"{args.gen_tokens} new tokens, attention sdpa, random weights, median of {args.rounds} (in turns)")
     print(format_table(["attention", "params", "KV cache", "vs MHA", "decode tok/s", "speed"], rows))
+    return results
 
 
 def _activation_bytes(model: TransformerLM, x: torch.Tensor, y: torch.Tensor) -> int:
@@ -121,7 +139,7 @@ def _activation_bytes(model: TransformerLM, x: torch.Tensor, y: torch.Tensor) ->
     return sum(saved)
 
 
-def bench_checkpointing(args, device: torch.device) -> None:
+def bench_checkpointing(args, device: torch.device) -> list[Result]:
     cuda = device.type == "cuda"
     base = ModelConfig.from_preset(args.preset, vocab_size=8192, context_length=args.context, attention="sdpa")
     data = torch.randint(base.vocab_size, (args.batch, args.context + 1), generator=torch.Generator().manual_seed(0))
@@ -148,13 +166,22 @@ def bench_checkpointing(args, device: torch.device) -> None:
         else:
             memory[name] = _activation_bytes(model, x, y)
         steps[name] = step
-    seconds = interleaved_medians(steps, args.rounds, device)
+    times = interleaved_times(steps, args.rounds, device)
+    seconds = {name: statistics.median(t) for name, t in times.items()}
     rows = [[name, f"{memory[name] / 2**20:.1f} MiB", f"{memory[name] / memory['none']:.2f}",
              f"{1000 * seconds[name]:.1f}", f"{seconds[name] / seconds['none']:.2f}x"] for name in variants]
     what = "peak allocated during a step (bf16)" if cuda else "bytes saved for backward (fp32)"
     print(f"\n(c) activation checkpointing: preset {args.preset}, {args.batch} x {args.context} tokens, "
           f"median of {args.rounds} steps (in turns); memory = {what} (the LM head and loss are never recomputed)")
     print(format_table(["recompute", "activation memory", "vs none", "ms/step", "time vs none"], rows))
+    results = []
+    for name in variants:
+        label = name.replace(" ", "_")
+        results += [Result(label, "activation_mib", memory[name] / 2**20, "MiB " + ("peak" if cuda else "saved"),
+                           "none", memory["none"] / 2**20),
+                    spread(label, "ms_per_step", [1000 * t for t in times[name]], "ms", "none",
+                           [1000 * t for t in times["none"]])]
+    return results
 
 
 def bench_speculative(args, device: torch.device) -> None:
@@ -180,7 +207,7 @@ def bench_speculative(args, device: torch.device) -> None:
                         "identical"], rows))
 
 
-def bench_int8(args, device: torch.device) -> None:
+def bench_int8(args, device: torch.device) -> list[Result]:
     val = load_tokens(args.data, "val")
     model = load_model(args.target, device=str(device)).eval()
     ctx = model.cfg.context_length
@@ -193,6 +220,9 @@ def bench_int8(args, device: torch.device) -> None:
     print(f"\n(e) weight-only int8: {args.target}, validation perplexity over {args.ppl_batches} x 16 windows "
           f"of {ctx} tokens of {args.data}/val.bin")
     print(format_table(["weights", "model bytes", "vs fp32", "val perplexity", "change"], rows))
+    return [Result("fp32", "model_mib", fp32_bytes / 2**20, "MiB"), Result("fp32", "val_perplexity", fp32_ppl),
+            Result("int8", "model_mib", int8_bytes / 2**20, "MiB", "fp32", fp32_bytes / 2**20),
+            Result("int8", "val_perplexity", int8_ppl, "", "fp32", fp32_ppl)]
 
 
 PARTS = ("moe", "gqa", "checkpointing", "speculative", "int8")
@@ -216,6 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spec-tokens", type=int, default=64, help="new tokens per prompt in (d)")
     p.add_argument("--ppl-batches", type=int, default=8, help="validation batches of 16 windows in (e)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
+                   help="where the rows of (b), (c) and (e) go, as variants.jsonl (default: %(default)s)")
+    p.add_argument("--no-record", action="store_true", help="print only")
     return p
 
 
@@ -238,12 +271,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"device: {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'} "
           f"({torch.get_num_threads()} threads); torch {torch.__version__}")
-    started = time.perf_counter()
+    started, results = time.perf_counter(), []
     for part in args.only:
-        {"moe": lambda: bench_moe(args), "gqa": lambda: bench_gqa(args, device),
-         "checkpointing": lambda: bench_checkpointing(args, device),
-         "speculative": lambda: bench_speculative(args, device), "int8": lambda: bench_int8(args, device)}[part]()
+        run = {"moe": lambda: bench_moe(args), "gqa": lambda: bench_gqa(args, device),
+               "checkpointing": lambda: bench_checkpointing(args, device),
+               "speculative": lambda: bench_speculative(args, device), "int8": lambda: bench_int8(args, device)}
+        rows = run[part]()  # (a) and (d) print only: too slow to re-run for rows on a shared CPU (None)
+        results += [dataclasses.replace(r, name=f"{part}/{r.name}") for r in rows or []]
     print(f"\n{time.perf_counter() - started:.0f} s in all")
+    if results and not args.no_record:
+        command = "python -m bench.model_train --variants" + (" " + " ".join(argv) if argv else "")
+        print(f"rows appended to {record('variants', results, command, args.results_dir)}")
     return 0
 
 

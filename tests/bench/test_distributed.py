@@ -15,7 +15,7 @@ import bench.model_train as bench
 from bench.distributed import MEMORY_MODES, TIME_MODES, DistBenchConfig, main, ring_fraction
 
 TINY = ["--world", "2", "--preset", "nano", "--vocab", "64", "--depth", "2", "--width", "16",
-        "--time-vocab", "32", "--context", "8", "--batch", "2", "--steps", "1", "--warmup", "0"]
+        "--time-vocab", "32", "--context", "8", "--batch", "2", "--steps", "1", "--warmup", "0", "--no-record"]
 
 
 @pytest.fixture(scope="module")

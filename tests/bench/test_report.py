@@ -5,10 +5,18 @@ import json
 from bench import report
 from bench.results import Result, interleaved, latest, read_rows, record, timing_result
 
+# issue 23: removed when sections "Extraction", "BPE training", "Encoding" (issues 26/27), "Alignment" (issue 21)
+# and "Scaling laws" (issue 19) are generated. Their h2/h3 titles as they stand in docs/benchmarks.md:
+NOT_YET_GENERATED = [
+    "Pipeline: extraction, BPE training, encoding",  # its preamble and the Extraction, BPE and Encoding h3s
+    "Alignment: SFT → DPO → GRPO on the embedded default, rollout and GRPO speed",
+    "Scaling laws: fits on the CS336 IsoFLOP data",  # with "The default sweep"
+]
+
 
 def _doc(tmp_path, body="old\n"):
     doc = tmp_path / "bench.md"
-    doc.write_text(f"# B\n\ntext 1.5x by hand, outside: allowed\n\n<!-- results area=demo metrics=speed,acc -->\n"
+    doc.write_text(f"# B\n\ntext 1.5x (source: Rae et al. 2021)\n\n<!-- results area=demo metrics=speed,acc -->\n"
                    f"{body}<!-- /results -->\n", encoding="utf-8")
     return doc
 
@@ -35,7 +43,7 @@ def test_report_writes_sections_and_check_catches_drift_and_typed_figures(tmp_pa
     text = doc.read_text()
     assert "| ours | speed | 1,234 | docs/s | theirs | 617.2 | 2 | 1 |" in text
     assert "| ours | acc | 0.95 |" in text and "by `python -m demo`" in text
-    assert "text 1.5x by hand, outside: allowed" in text  # outside the markers nothing changes
+    assert "text 1.5x (source: Rae et al. 2021)" in text  # outside the markers nothing changes
     assert report.main([*args, "--check"]) == 0
     doc.write_text(text.replace("| ours | acc | 0.95 |", "| ours | acc | 0.97 |"))  # a hand-typed figure
     capsys.readouterr()
@@ -62,6 +70,8 @@ def test_interleaved_timing_and_ratio():
 
 
 def test_the_committed_doc_matches_the_committed_results():
-    """What CI runs: docs/benchmarks.md's generated sections equal what benchmarks/results/ gives."""
+    """What CI runs: docs/benchmarks.md's generated sections equal what benchmarks/results/ gives, and no number
+    outside them is a hand-typed figure without a source (bench.figures), but in the sections not yet generated."""
     assert report.SECTION.search(report.DOC.read_text(encoding="utf-8")), "no generated section in the doc"
-    assert report.main(["--check"]) == 0
+    allow = [a for title in NOT_YET_GENERATED for a in ("--allow-section", title)]
+    assert report.main(["--check", *allow]) == 0

@@ -23,7 +23,7 @@ def test_variants_bench_runs_every_part(tmp_path, capsys):
     code = bench_main(["--variants", "--device", "cpu", "--data", str(tmp_path), "--target", str(target),
                        "--preset", "nano", "--context", "16", "--batch", "4", "--train-steps", "2", "--rounds", "1",
                        "--gen-batch", "2", "--gen-tokens", "4", "--draft-steps", "2", "--spec-prompts", "1",
-                       "--spec-tokens", "4", "--ppl-batches", "1"])
+                       "--spec-tokens", "4", "--ppl-batches", "1", "--no-record"])
     out = capsys.readouterr().out
     assert code == 0
     for title in ("(a) dense vs MoE", "(b) KV cache", "(c) activation checkpointing", "(d) speculative decoding",

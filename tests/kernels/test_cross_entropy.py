@@ -4,14 +4,12 @@ Mirrors Liger-Kernel `test/transformers/test_fused_linear_cross_entropy.py`: los
 odd shapes, dtypes, ignore_index, chunking, an upstream scale; plus the memory claim of the issue
 (bytes saved for backward and peak live intermediates >= 3x below eager at V = 32768)."""
 
-import weakref
 
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.autograd.graph import saved_tensors_hooks
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from bench.ce_memory import memory_bytes  # the measurement bench.ce_memory records
 from kernels import cross_entropy as ce
 from kernels.cross_entropy import (
     ce_loss_grad_rows_triton,
@@ -213,60 +211,13 @@ def test_no_grad_forward():
     torch.testing.assert_close(loss.double().cpu(), _ref64(h, w, t).cpu(), atol=1e-5, rtol=1e-5)
 
 
-class _LiveBytes(TorchDispatchMode):
-    """Peak bytes of tensor storages created inside the mode and still alive (CPU allocator stand-in)."""
-
-    def __init__(self):
-        super().__init__()
-        self.live, self.count, self.peak, self.seen = {}, {}, 0, set()
-
-    def _drop(self, key, ident):
-        self.seen.discard(ident)
-        self.count[key] -= 1
-        if self.count[key] == 0:
-            del self.count[key], self.live[key]
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for o in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(o, torch.Tensor) and id(o) not in self.seen:
-                key = o.untyped_storage().data_ptr()
-                self.seen.add(id(o))
-                self.live.setdefault(key, o.untyped_storage().nbytes())
-                self.count[key] = self.count.get(key, 0) + 1
-                weakref.finalize(o, self._drop, key, id(o))
-        self.peak = max(self.peak, sum(self.live.values()))
-        return out
-
-
-def _memory(fn, h, w, t, **kw):
-    """(bytes saved for backward, peak live intermediate bytes over forward + backward), counting only storage the
-    implementation allocates: the inputs (hidden, weight, targets) are the caller's, whoever saves them."""
-    h = h.detach().clone().requires_grad_()
-    w = w.detach().clone().requires_grad_()
-    inputs = {x.untyped_storage().data_ptr() for x in (h, w, t)}
-    saved = {}
-
-    def pack(x):
-        if x.untyped_storage().data_ptr() not in inputs:
-            saved[x.untyped_storage().data_ptr()] = x.untyped_storage().nbytes()
-        return x
-
-    with _LiveBytes() as mode:
-        with saved_tensors_hooks(pack, lambda x: x):
-            loss = fn(h, w, t, **kw)
-        loss.backward()
-        del loss
-    return sum(saved.values()), mode.peak
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_memory_at_32k_vocab_is_3x_below_eager(dtype):
     """Issue 5's goal: memory for the loss at vocab 32k drops >= 3x vs eager, on the Triton path (the interpreter
     on CPU), in fp32 (the least favourable dtype) and fp16 (eager keeps an extra fp32 copy of the logits)."""
     h, w, t = _inputs(256, 64, 32768, dtype)  # the fused loss keeps dW (V x d) instead of the logits (N x V)
-    eager_saved, eager_peak = _memory(linear_cross_entropy_torch, h, w, t)
-    fused_saved, fused_peak = _memory(fused_linear_cross_entropy, h, w, t)
+    eager_saved, eager_peak = memory_bytes(linear_cross_entropy_torch, h, w, t)
+    fused_saved, fused_peak = memory_bytes(fused_linear_cross_entropy, h, w, t)
     print(f"\n{dtype}: saved-for-backward eager {eager_saved / 2**20:.1f} MiB, fused {fused_saved / 2**20:.1f} MiB "
           f"(x{eager_saved / max(fused_saved, 1):.1f}); peak live eager {eager_peak / 2**20:.1f} MiB, "
           f"fused {fused_peak / 2**20:.1f} MiB (x{eager_peak / fused_peak:.1f})")

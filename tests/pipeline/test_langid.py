@@ -229,6 +229,9 @@ def test_small_real_warcs_agree_with_html_lang():
     assert sum(identify_language(t)[0] == lang for lang, t in pages) / len(pages) >= 0.97
 
 
+GOAL_REAL_AGREEMENT = 0.955  # issue 20's acceptance goal for agreement with <html lang> on the real pages
+
+
 @pytest.mark.slow
 def test_real_pages_agree_with_html_lang():
     """897 real pages (trafilatura's evaluation set, mostly de/en, plus the small WARCs), ~60 s, most of it extraction.
@@ -236,7 +239,7 @@ def test_real_pages_agree_with_html_lang():
     Measured: fasttext (the default) 0.9554, langid 0.9565, resiliparse 0.9498, lingua 0.9576, vote 0.9588. The
     declarations cap what any identifier can reach (0.9588): most disagreements are pages whose text two independent
     identifiers both read as another language than the one declared (German pages declared en-US by their theme).
-    The default's bound, 0.955, is issue 20's acceptance goal."""
+    The bound, 0.955, is issue 20's acceptance goal (the doc's langid section states it and the ceiling)."""
     paths = sorted(WEB.glob("*.warc.gz"))
     if not paths:
         pytest.skip(f"no real WARCs under {WEB}")
@@ -247,7 +250,10 @@ def test_real_pages_agree_with_html_lang():
     preds["default"] = [identify_language(t)[0] for _, t in pages]
     agree = {b: sum(p == g for p, g in zip(ps, truth)) / len(pages) for b, ps in preds.items()}
     print(f"real pages: {len(pages)}, agreement {agree}")
-    assert agree["default"] >= 0.955 and agree["langid"] >= 0.955 and agree["resiliparse"] >= 0.945
+    # issue 20's goal for the default, and for langid.py (the default before it); resiliparse is an alternative
+    # with no goal of its own: its agreement is reported (bench.langid), not asserted. Issue 23: no bound is set
+    # just under a measured value.
+    assert agree["default"] >= GOAL_REAL_AGREEMENT and agree["langid"] >= GOAL_REAL_AGREEMENT
     misses = [i for i, (p, g) in enumerate(zip(preds["langid"], truth)) if p != g]
     label_noise = sum(preds["resiliparse"][i] == preds["langid"][i] for i in misses)
     assert label_noise >= 0.8 * len(misses)
@@ -257,4 +263,4 @@ def test_real_pages_agree_with_html_lang():
         return
     vote = sum(identify_language(t, "vote")[0] == g for g, t in pages) / len(pages)
     print(f"vote: {vote:.4f}")
-    assert vote >= 0.958
+    assert vote >= GOAL_REAL_AGREEMENT
