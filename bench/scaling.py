@@ -92,6 +92,42 @@ def seed_rows(first: dict, second: dict) -> list[Result]:
             Result("seed 1", "inside_seed0_ci", float(lo <= other <= hi), "1 = inside", extra=extra)]
 
 
+def published_fit_rows(fit: dict) -> list[Result]:
+    """A fit of published IsoFLOP runs (the CS336 data): each method's N_opt exponent with its CI, its predictions
+    at the target budgets, its leave-the-largest-budget-out error, and the parametric law's parameters."""
+    rows = []
+    methods = {"isoflop": fit.get("isoflop", {}).get("parabola"), "isoflop_grid": fit.get("isoflop", {}).get(
+        "grid_minimum"), "parametric": fit.get("parametric")}
+    for method, section in methods.items():
+        if not section:
+            continue
+        stat = section["n_opt"]["exponent"]
+        lo, hi = stat["ci95"]
+        rows.append(Result(method, "n_opt_exponent", float(stat["value"]), f"95% CI [{lo:.4g}, {hi:.4g}]"))
+        lobo = (fit.get("leave_largest_budget_out") or {}).get(method)
+        if lobo and "rel_error" in lobo:
+            rows.append(Result(method, "lobo_rel_error", float(lobo["rel_error"]),
+                               f"best run of C={lobo['budget']:.3g} predicted from the smaller budgets"))
+    for pred in fit.get("predictions", []):
+        c = f"C={pred['target_flops']:.0e}"
+        for q, unit in (("n_opt", "params"), ("d_opt", "tokens"), ("loss", "nats/token")):
+            rows.append(Result(f"{pred['method']} @ {c}", q, float(pred[q]),
+                               f"{unit}, 95% CI [{pred[q + '_lo']:.4g}, {pred[q + '_hi']:.4g}]"))
+    law = fit.get("parametric")
+    if law:
+        rows += [Result("parametric", name, float(law[name]["value"]), "law parameter") for name in
+                 ("E", "A", "B", "alpha", "beta")]
+        rows.append(Result("parametric", "max_rel_loss_error", float(law["max_rel_loss_error"]), "over the runs"))
+    return rows
+
+
+def run_published_fit(path: Path, python: str = sys.executable) -> dict:
+    out = Path("data/scaling_published_fit")
+    subprocess.run([python, "-m", "scaling.fit", str(path), "--target-flops", "1e23", "1e24", "--method", "both",
+                    "--params", "none", "--out-dir", str(out), "--no-plots"], check=True)
+    return read_json(out / "fit.json")
+
+
 def stage_rows(path: Path) -> list[Result]:
     if not path.is_file():
         return []
@@ -117,15 +153,31 @@ def run_seed_sweep(params: dict, seed: int, python: str = sys.executable) -> dic
     return read_json(folder / "fit" / "fit.json")
 
 
+def _print(rows: list[Result]) -> None:
+    for r in rows:
+        value = f"{r.value:.4g}" if np.isfinite(r.value) else str(r.value)
+        print(f"{r.name:<28}{r.metric:<20}{value:>12}  {r.unit}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.scaling", description=__doc__.split("\n\n")[0])
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--fit-dir", type=Path, default=FIT_DIR)
     ap.add_argument("--stage-times", type=Path, default=Path("reports/stage_times.csv"))
     ap.add_argument("--seed-check", action="store_true", help="repeat the sweep with seed 1 (minutes)")
+    ap.add_argument("--published", type=Path, metavar="RESULTS",
+                    help="instead: fit published IsoFLOP runs (../shared/data/scaling/isoflops_curves.json) and record "
+                         "them as area scaling_published")
     ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     ap.add_argument("--no-record", action="store_true", help="print only")
     args = ap.parse_args(argv)
+    if args.published:
+        rows = published_fit_rows(run_published_fit(args.published))
+        _print(rows)
+        if not args.no_record:
+            command = f"python -m bench.scaling --published {args.published}"
+            print(f"recorded {len(rows)} rows in {record('scaling_published', rows, command, args.results_dir)}")
+        return 0
     params = yaml.safe_load(Path(args.params).read_text())
     fit_path = args.fit_dir / "fit.json"
     if not fit_path.is_file():
@@ -137,9 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = vertex_rows(fit, results) + holdout_rows(fit) + stage_rows(args.stage_times)
     if args.seed_check:
         rows += seed_rows(fit, run_seed_sweep(params, 1))
-    for r in rows:
-        value = f"{r.value:.4g}" if np.isfinite(r.value) else str(r.value)
-        print(f"{r.name:<28}{r.metric:<18}{value:>12}  {r.unit}")
+    _print(rows)
     if not args.no_record:
         command = "python -m bench.scaling" + (" --seed-check" if args.seed_check else "")
         print(f"recorded {len(rows)} rows in {record('scaling', rows, command, args.results_dir)}")

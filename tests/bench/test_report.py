@@ -10,7 +10,6 @@ from bench.results import Result, interleaved, latest, read_rows, record, timing
 NOT_YET_GENERATED = [
     "Pipeline: extraction, BPE training, encoding",  # its preamble and the Extraction, BPE and Encoding h3s
     "Alignment: SFT → DPO → GRPO on the embedded default, rollout and GRPO speed",
-    "Scaling laws: fits on the CS336 IsoFLOP data",  # with "The default sweep"
 ]
 
 
