@@ -8,6 +8,7 @@ goes through every extractor in turn (rotating the order page by page) so drift 
 them alike, ``--repeats`` times; the ratio is against ours with trafilatura in the same run.
 
     python -m bench.extract --web-dir ../shared/data/web [--repeats 2] [--plot docs/extraction_frontier.png]
+    python -m bench.extract --stage   # the extract stage on ../shared/data/web/*.warc.gz, cascade vs trafilatura
 """
 
 from __future__ import annotations
@@ -155,6 +156,42 @@ def bench_extract(web_dir: Path = DEFAULT_WEB, only: list[str] | None = None, re
     return rows
 
 
+def bench_stage(warcs: list[Path], repeats: int = 2, extractors=("cascade", "trafilatura")) -> list[Result]:
+    """``python -m pipeline extract`` on ``warcs`` with one worker for each extractor in turn, ``repeats`` times:
+    records/s (against trafilatura, same run), and the records lost to exceptions or the time limit."""
+    import tempfile
+
+    from pipeline.extract import ExtractConfig, run_extract
+
+    seconds = {e: [] for e in extractors}
+    metrics = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for r in range(repeats):
+            for e in extractors:
+                out = Path(scratch) / f"{e}-{r}"
+                start = time.perf_counter()
+                metrics[e] = run_extract(warcs, out, out / "metrics.json", ExtractConfig(extractor=e, workers=1))
+                seconds[e].append(time.perf_counter() - start)
+    base = extractors[-1]
+    rows = []
+    for e in extractors:
+        m = metrics[e]
+        rates = [m["records_read"] / s for s in seconds[e]]
+        vs = (f"stage --extractor {base}", statistics.median(m["records_read"] / s for s in seconds[base])) \
+            if e != base else (None, None)
+        rows.append(Result(f"stage --extractor {e}", "records_per_s", round(statistics.median(rates), 1),
+                           f"records/s, 1 worker, {len(warcs)} WARCs", *vs, None, repeats, round(min(rates), 1),
+                           round(statistics.median(rates), 1), round(max(rates), 1)))
+        for reason in ("extract_error", "extract_timeout", "extract_crash"):
+            rows.append(Result(f"stage --extractor {e}", reason, m["drops"].get(reason, 0),
+                               f"of {m['records_read']} records"))
+        rows.append(Result(f"stage --extractor {e}", "docs_out", m["docs_out"], f"of {m['records_read']} records"))
+    for r in rows:
+        if r.metric == "records_per_s" and r.baseline_value:
+            r.ratio = round(r.value / r.baseline_value, 3)
+    return rows
+
+
 def format_rows(rows: list[dict]) -> str:
     lines = [f"{'extractor':<24}{'kept test':>10}{'dropped test':>13}{'kept all':>10}{'dropped all':>12}"
              f"{'pages/s':>9}{'x ours-trafilatura':>20}"]
@@ -213,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-tried", action="store_true", help="only the stage's extractors and the plain ones")
     parser.add_argument("--limit", type=int, help="only the first N pages (a smoke run; not recorded)")
     parser.add_argument("--plot", type=Path, help="write the speed-vs-quality PNG here")
+    parser.add_argument("--stage", action="store_true",
+                        help="instead: time the extract stage on every WARC of --web-dir, cascade vs trafilatura")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
                         help="where the rows go, as extract.jsonl (default: %(default)s)")
     parser.add_argument("--no-record", action="store_true", help="print only")
@@ -220,6 +259,14 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.web_dir / "trafilatura-evaldata.json").is_file():
         print(f"error: {args.web_dir}/trafilatura-evaldata.json not found", flush=True)
         return 2
+    if args.stage:
+        stage_rows = bench_stage(sorted(args.web_dir.glob("*.warc.gz")), args.repeats)
+        for r in stage_rows:
+            print(f"{r.name:<32}{r.metric:<16}{r.value:>10}  {r.unit}" + (f"  ({r.ratio}x)" if r.ratio else ""))
+        if not args.no_record:
+            command = f"python -m bench.extract --stage --repeats {args.repeats}"
+            print(f"rows appended to {record('extract', stage_rows, command, args.results_dir)}")
+        return 0
     rows = bench_extract(args.web_dir, repeats=args.repeats, tried=not args.no_tried, limit=args.limit)
     print(format_rows(rows))
     if args.plot:
