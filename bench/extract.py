@@ -208,7 +208,7 @@ def results_rows(rows: list[dict]) -> list[Result]:
     for r in rows:
         vs = (BASELINE,) if r is not base else (None,)
         for metric in ("kept_test", "dropped_test", "kept_all", "dropped_all"):
-            out.append(Result(r["impl"], metric, round(r[metric], 4), f"of {r['pages']} pages' snippets",
+            out.append(Result(r["impl"], metric, round(r[metric], 4), "share of snippets",
                               *vs, round(base[metric], 4) if r is not base else None))
         out.append(Result(r["impl"], "pages_per_s", round(r["docs_per_s"], 1), "pages/s, one core", *vs,
                           round(base["docs_per_s"], 1) if r is not base else None,
