@@ -1,12 +1,14 @@
 """WARC/WET files → documents: decode HTML, extract the main text, write gzip JSONL.
 
 ``extract_text`` decodes bytes (UTF-8 first, then the declared charset, then detection) and runs
-a main-content extractor: trafilatura (Barbaresi, ACL 2021; the default, best precision) or
-Resiliparse (Bevendorff et al., 2018; ~13x faster, keeps more boilerplate). ``run_extract`` streams every input file
-(or folder of them), fans records out to supervised worker processes (``pipeline.supervised``: a worker that dies or
-hangs in C code is replaced and its record counted as ``extract_crash`` / ``extract_timeout``), bounds each record in
-bytes and seconds, counts every drop with its reason, names unreadable or empty files (``pipeline.bad_input``), and
-writes one ``<input>.jsonl.gz`` per input atomically, so a rerun skips inputs that are already done.
+a main-content extractor: trafilatura (Barbaresi, ACL 2021; the default, best precision),
+Resiliparse (Bevendorff et al., 2018; ~13x faster, keeps more boilerplate), or ``cascade`` (a lexbor pre-pass and
+trafilatura's fast mode, full trafilatura where that looks unreliable; ``pipeline.extract_cascade``).
+``run_extract`` streams every input file (or folder of them), fans records out to supervised worker processes
+(``pipeline.supervised``: a worker that dies or hangs in C code is replaced and its record counted as
+``extract_crash`` / ``extract_timeout``), bounds each record in bytes and seconds, counts every drop with its
+reason, names unreadable or empty files (``pipeline.bad_input``), and writes one ``<input>.jsonl.gz`` per input
+atomically, so a rerun skips inputs that are already done.
 ``python -m pipeline.extract`` is the stage (defaults: the ``extract`` section of params.yaml).
 """
 
@@ -28,13 +30,14 @@ from tqdm import tqdm
 from pipeline.bad_input import InputIssues, merged_stats, require_readable, summary_note
 from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
 from pipeline.executor import LocalExecutor, add_executor_flags, make_executor, thread_time_limit
+from pipeline.extract_cascade import fast_text, needs_fallback
 from pipeline.supervised import Lost, SupervisedPool
 from pipeline.warc import Payload, is_generated_crawl, iter_payloads
 from workbench.files import check_unique_outputs, expand_inputs, read_json, write_json, write_jsonl, write_metrics
 
 log = logging.getLogger(__name__)
 
-EXTRACTORS = ("trafilatura", "resiliparse")
+EXTRACTORS = ("trafilatura", "resiliparse", "cascade")
 WARC_SUFFIXES = (".warc.gz", ".warc", ".wet.gz", ".wet")  # what a folder given as input is searched for
 # drop reasons that are the record's fault or the extractor's, named one by one (the rest are only counted)
 _NAMED_DROPS = {"extract_crash": "its worker died", "extract_timeout": "over the time limit",
@@ -93,6 +96,10 @@ def main_text(html: str, extractor: str = "trafilatura") -> str | None:
         import trafilatura
 
         text = trafilatura.extract(html, include_comments=False, include_tables=True, deduplicate=False)
+    elif extractor == "cascade":
+        text, page_chars = fast_text(html)
+        if needs_fallback(text, page_chars):
+            return main_text(html, "trafilatura")
     elif extractor == "resiliparse":
         from resiliparse.extract.html2text import extract_plain_text
         from resiliparse.parse.html import HTMLTree
@@ -136,9 +143,11 @@ def _import_extractor(extractor: str) -> None:
     not spend its time limit importing it."""
     import resiliparse.parse.encoding  # noqa: F401 - decode_html's fallback
 
-    if extractor == "trafilatura":
+    if extractor in ("trafilatura", "cascade"):
         import trafilatura  # noqa: F401
-    else:
+    if extractor == "cascade":
+        import selectolax.lexbor  # noqa: F401
+    if extractor == "resiliparse":
         import resiliparse.extract.html2text  # noqa: F401
         import resiliparse.parse.html  # noqa: F401
 

@@ -19,7 +19,7 @@ RUSSIAN = "Старый смотритель маяка каждый вечер 
 JAPANESE = "灯台守は毎晩らせん階段を上り、百十二段の階段を数えながら海を見下ろしていました。"
 
 
-@pytest.mark.parametrize("extractor", ["trafilatura", "resiliparse"])
+@pytest.mark.parametrize("extractor", ["trafilatura", "resiliparse", "cascade"])
 def test_extract_text_keeps_article_and_drops_boilerplate(extractor):
     text = extract_text(page("The Lighthouse Keeper", PROSE), extractor)
     assert PROSE[0] in text and PROSE[2] in text
@@ -108,7 +108,7 @@ def test_config_validation_names_the_field():
 
 
 @pytest.mark.skipif(not SHARED_WEB.is_dir(), reason="../shared/data/web not present")
-@pytest.mark.parametrize("extractor", ["trafilatura", "resiliparse"])
+@pytest.mark.parametrize("extractor", ["trafilatura", "resiliparse", "cascade"])
 def test_every_shared_warc_extracts_without_crashing(tmp_path, extractor):
     inputs = sorted(SHARED_WEB.glob("*.warc.gz"))
     m = run_extract(inputs, tmp_path / "docs", tmp_path / "m.json", ExtractConfig(extractor=extractor, workers=2))
