@@ -28,6 +28,8 @@ from pathlib import Path
 import regex
 from tqdm import tqdm
 
+from pipeline import native
+
 GPT2_PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 """The GPT-2 pre-tokenization pattern (openai/gpt-2 ``encoder.py``), as given in CS336."""
 
@@ -42,9 +44,19 @@ _findall = regex.compile(GPT2_PAT).findall
 _findall_ascii = re.compile(GPT2_PAT_ASCII).findall
 
 
-def pretokenize(text: str) -> list[str]:
+def pretokenize_reference(text: str) -> list[str]:
     """Split text (holding no special token) into GPT-2 pre-tokens; ASCII text takes a fast path."""
     return _findall_ascii(text) if text.isascii() else _findall(text)
+
+
+def pretokenize(text: str) -> list[str]:
+    """GPT-2 pre-tokens of text, by the compiled scanner when it is built (``pipeline.native``), else the regex."""
+    if native.NATIVE is not None:
+        try:
+            return native.NATIVE.pretokenize(text)
+        except UnicodeEncodeError:  # lone surrogates: the scanner reads UTF-8, the regex code points
+            pass
+    return pretokenize_reference(text)
 
 
 def special_tokens_pattern(special_tokens: list[str]) -> regex.Pattern | None:
