@@ -7,7 +7,8 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 
-SOURCES = ["pipeline/csrc/bpe_native.c", "pipeline/csrc/unicode_classes.h"]
+CSRC = "pipeline/csrc/"
+SOURCES = [CSRC + "bpe_native.c", CSRC + "bpe_train.c", CSRC + "bpe_train.h", CSRC + "unicode_classes.h"]
 
 
 def source_sha256() -> str:
@@ -21,8 +22,8 @@ setup(
     ext_modules=[
         Extension(
             "pipeline._bpe_native",
-            sources=SOURCES[:1],
-            depends=SOURCES[1:],
+            sources=SOURCES[:2],
+            depends=SOURCES[2:],
             define_macros=[("LMW_SOURCE_SHA256", f'"{source_sha256()}"')],
             extra_compile_args=["-O3", "-std=c11"],
             optional=True,

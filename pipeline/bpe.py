@@ -206,7 +206,25 @@ def _merge_word(word: tuple[int, ...], a: int, b: int, new: int) -> tuple[tuple[
 def merge_counts(
     word_counts: dict[bytes, int], vocab: dict[int, bytes], num_merges: int
 ) -> list[tuple[bytes, bytes]]:
-    """Learn up to ``num_merges`` merges from pre-token counts, adding new tokens to ``vocab``.
+    """Learn up to ``num_merges`` merges from pre-token counts, adding new tokens to ``vocab`` (ids ``0..n-1``).
+
+    The compiled loop (``pipeline/csrc/bpe_train.c``) when it is built, else ``merge_counts_reference``; both give
+    the same merges.
+    """
+    if native.NATIVE is None or list(vocab) != list(range(len(vocab))):
+        return merge_counts_reference(word_counts, vocab, num_merges)
+    pairs = native.NATIVE.train_merges(list(vocab.values()), list(word_counts), list(word_counts.values()), num_merges)
+    merges = []
+    for a, b in pairs:
+        vocab[len(vocab)] = vocab[a] + vocab[b]
+        merges.append((vocab[a], vocab[b]))
+    return merges
+
+
+def merge_counts_reference(
+    word_counts: dict[bytes, int], vocab: dict[int, bytes], num_merges: int
+) -> list[tuple[bytes, bytes]]:
+    """Learn up to ``num_merges`` merges from pre-token counts, adding new tokens to ``vocab`` (the reference).
 
     Incremental: ``pair_counts`` changes only next to each merge, and ``where`` (pair -> words
     that may contain it; a superset, never scanned in full) gains the words of new pairs. Heap

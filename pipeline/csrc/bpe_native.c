@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "bpe_train.h"
 #include "unicode_classes.h"
 
 #ifndef LMW_SOURCE_SHA256
@@ -531,12 +532,14 @@ static PyObject *pretokenize(PyObject *self, PyObject *text) {
 
 static PyMethodDef module_methods[] = {
     {"pretokenize", (PyCFunction)pretokenize, METH_O, "pretokenize(text) -> GPT-2 pre-tokens of text"},
+    {"train_merges", (PyCFunction)lmw_train_merges, METH_VARARGS,
+     "train_merges(vocab, words, counts, num_merges) -> merged (a, b) id pairs, in order (bpe.merge_counts)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "pipeline._bpe_native", "Compiled BPE encode loop (see pipeline/csrc/bpe_native.c).", -1,
-    module_methods,
+    module_methods, NULL, NULL, NULL, NULL,
 };
 
 #define N_RANGES(r) (sizeof(r) / sizeof((r)[0]))

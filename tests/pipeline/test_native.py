@@ -13,7 +13,7 @@ import pytest
 import regex
 
 from bench.tokenizer import tiktoken_gpt2 as build_tiktoken_gpt2
-from pipeline import native
+from pipeline import bpe, native
 from pipeline.bpe import GPT2_PAT, pretokenize_reference
 from pipeline.tokenizer import Tokenizer
 
@@ -189,3 +189,67 @@ def test_pickled_tokenizer_rebuilds_its_backend(gpt2_pair):
     copy = pickle.loads(pickle.dumps(compiled))
     assert copy.backend == compiled.backend
     assert copy.encode("we'll see 中文 🙂") == reference.encode("we'll see 中文 🙂")
+
+
+# -- training -----------------------------------------------------------------------------------------------
+
+
+def _both_merges(word_counts: dict[bytes, int], num_merges: int, specials: tuple[bytes, ...] = (b"<|endoftext|>",)):
+    """Merges and vocab of the compiled loop and of the reference, from the same counts."""
+    def vocab():
+        return {i: bytes([i]) for i in range(256)} | {256 + k: s for k, s in enumerate(specials)}
+
+    compiled_vocab, reference_vocab = vocab(), vocab()
+    compiled = bpe.merge_counts(word_counts, compiled_vocab, num_merges)
+    reference = bpe.merge_counts_reference(word_counts, reference_vocab, num_merges)
+    return compiled, reference, compiled_vocab, reference_vocab
+
+
+@needs_native
+def test_training_merges_match_the_reference_on_random_counts():
+    """Tiny alphabets make ties, repeats (aaaa: overlapping pairs) and tokens with equal bytes but other ids."""
+    rng = random.Random(4)
+    for _ in range(300):
+        alphabet = rng.choice([b"ab", b"abc", b"a", b"xy z", "中文".encode()])
+        counts = {bytes(rng.choices(alphabet, k=rng.randint(1, rng.choice((3, 12, 80))))): rng.randint(1, 5)
+                  for _ in range(rng.randint(1, 40))}
+        compiled, reference, cv, rv = _both_merges(counts, rng.randint(1, 60))
+        assert compiled == reference and cv == rv, counts
+
+
+def _corpus_merges(path: Path, vocab_size: int = 10_000):
+    counts = bpe.count_pretokens(path, [EOT], num_workers=1)
+    return _both_merges(counts, vocab_size - 257)
+
+
+@needs_native
+def test_training_merges_match_the_reference_on_tinystories():
+    path = SHARED / "tinystories" / "tinystories_sample_2M.txt"
+    if not path.is_file():
+        pytest.skip(f"{path} not present")
+    compiled, reference, _, _ = _corpus_merges(path)
+    assert len(compiled) == 10_000 - 257 and compiled == reference
+
+
+@needs_native
+def test_training_merges_match_the_reference_on_the_generated_crawl(sample_crawl, tmp_path):
+    path = tmp_path / "crawl.txt"
+    path.write_text("".join(doc["text"] + EOT for doc in sample_crawl.docs), encoding="utf-8")
+    compiled, reference, _, _ = _corpus_merges(path, 4000)
+    assert len(compiled) == 4000 - 257 and compiled == reference
+
+
+@needs_native
+@pytest.mark.slow
+def test_training_merges_match_the_reference_on_real_pages(tmp_path_factory):
+    """Real multilingual text with long CJK pre-tokens; the reference takes a minute or more on 2 cores."""
+    from bench.real_pages import real_documents
+
+    warcs = sorted((SHARED / "web").glob("*.warc.gz"))
+    if not warcs:
+        pytest.skip("no real pages under ../shared/data/web")
+    docs = real_documents(warcs, tmp_path_factory.mktemp("real_pages_train"), workers=2)
+    path = tmp_path_factory.mktemp("real_corpus") / "real.txt"
+    path.write_text("".join(doc["text"] + EOT for doc in docs), encoding="utf-8")
+    compiled, reference, _, _ = _corpus_merges(path)
+    assert len(compiled) == 10_000 - 257 and compiled == reference
