@@ -8,7 +8,8 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 CSRC = "pipeline/csrc/"
-SOURCES = [CSRC + "bpe_native.c", CSRC + "bpe_train.c", CSRC + "bpe_train.h", CSRC + "unicode_classes.h"]
+SOURCES = [CSRC + name for name in (
+    "bpe_native.c", "bpe_train.c", "bpe_train.h", "pretokenizer.h", "unicode_classes.h")]
 
 
 def source_sha256() -> str:

@@ -105,7 +105,7 @@ def find_chunk_boundaries(path: str | os.PathLike, num_chunks: int, special_toke
     return boundaries
 
 
-def _count_chunk(args: tuple[str, int, int, list[str]]) -> Counter[str]:
+def _count_chunk(args: tuple[str, int, int, list[str]]) -> Counter[bytes]:
     """Worker: read bytes ``[start, end)`` of the file, split on specials, count pre-tokens."""
     path, start, end, special_tokens = args
     with open(path, "rb") as fh:
@@ -116,10 +116,13 @@ def _count_chunk(args: tuple[str, int, int, list[str]]) -> Counter[str]:
     except UnicodeDecodeError as e:
         raise ValueError(f"{path}: invalid UTF-8 at byte {start + e.start}") from None
     split = special_tokens_pattern(special_tokens)
+    docs = split.split(text) if split else [text]
+    if native.NATIVE is not None:
+        return Counter(native.NATIVE.count_pretokens(docs))
     counts: Counter[str] = Counter()
-    for doc in split.split(text) if split else [text]:
-        counts.update(pretokenize(doc))
-    return counts
+    for doc in docs:
+        counts.update(pretokenize_reference(doc))
+    return Counter({word.encode("utf-8"): n for word, n in counts.items()})
 
 
 def count_pretokens(
@@ -131,7 +134,7 @@ def count_pretokens(
     num_chunks = max(num_workers, -(-size // CHUNK_BYTES))
     bounds = find_chunk_boundaries(input_path, num_chunks, special_tokens)
     jobs = [(str(input_path), a, b, list(special_tokens)) for a, b in zip(bounds, bounds[1:], strict=False)]
-    total: Counter[str] = Counter()
+    total: Counter[bytes] = Counter()
     bar = dict(desc="bpe: pre-tokenize", unit="chunk", total=len(jobs), disable=None)
     if num_workers == 1 or len(jobs) <= 1:
         for job in tqdm(jobs, **bar):
@@ -140,7 +143,7 @@ def count_pretokens(
         with mp.Pool(min(num_workers, len(jobs))) as pool:
             for counts in tqdm(pool.imap_unordered(_count_chunk, jobs), **bar):
                 total.update(counts)
-    return Counter({word.encode("utf-8"): n for word, n in total.items()})
+    return total
 
 
 _INVERT = {i: 256 - i for i in range(256)}  # str.translate table: byte x -> chr(256 - x)

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 CSRC = Path(__file__).with_name("csrc")
-SOURCES = ("bpe_native.c", "bpe_train.c", "bpe_train.h", "unicode_classes.h")  # the order setup.py hashes them in
+SOURCES = ("bpe_native.c", "bpe_train.c", "bpe_train.h", "pretokenizer.h", "unicode_classes.h")  # setup.py's order
 
 
 def source_sha256() -> str | None:

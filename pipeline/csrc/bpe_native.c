@@ -2,16 +2,6 @@
  * lowest-rank-first merge loop, with a cache of pre-token -> ids. ``pipeline/tokenizer.py`` holds the readable
  * reference (``Tokenizer._bpe``, ``pipeline.bpe.pretokenize``) and falls back to it when this module is absent;
  * tests/pipeline/test_native.py checks the two against each other, the ``regex`` module and tiktoken.
- *
- * Pre-tokenizer: GPT2_PAT = '(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ (openai/gpt-2
- * encoder.py), tried left to right at each position. Every code point falls in one class (letter, number, space,
- * other; unicode_classes.h is generated from ``regex`` itself), so each alternative is a run of one class:
- *   - an apostrophe followed by s, d, m, t, ll, ve or re is a contraction;
- *   - else an ASCII space followed by a letter, number or other code point starts a run of that class;
- *   - else a run of one class; a whitespace run of two or more that is followed by a non-space gives up its last
- *     code point (the look-ahead of \s+(?!\S)), which then starts the next pre-token.
- * The scanner walks the UTF-8 bytes of the text; CPython strings with lone surrogates cannot be encoded, so they
- * raise UnicodeEncodeError as the reference does.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -19,69 +9,17 @@
 #include <string.h>
 
 #include "bpe_train.h"
+#include "pretokenizer.h"
 #include "unicode_classes.h"
 
 #ifndef LMW_SOURCE_SHA256
 #define LMW_SOURCE_SHA256 ""
 #endif
 
-enum { C_OTHER = 0, C_LETTER = 1, C_NUMBER = 2, C_SPACE = 3 };
-#define N_CODE_POINTS 0x110000
-static uint8_t *char_class; /* code point -> class, filled once at import */
+uint8_t *lmw_char_class;
 
 static void fill_class(const unsigned int (*ranges)[2], size_t n, uint8_t cls) {
-    for (size_t i = 0; i < n; i++) memset(char_class + ranges[i][0], cls, ranges[i][1] - ranges[i][0]);
-}
-
-/* Class of the code point at s[i] (valid UTF-8) and its length in bytes. */
-static inline int class_at(const uint8_t *s, Py_ssize_t i, Py_ssize_t *len) {
-    uint8_t b = s[i];
-    uint32_t c;
-    if (b < 0x80) { *len = 1; return char_class[b]; }
-    if (b < 0xE0) { *len = 2; c = ((uint32_t)(b & 0x1F) << 6) | (s[i + 1] & 0x3F); }
-    else if (b < 0xF0) {
-        *len = 3; c = ((uint32_t)(b & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
-    } else {
-        *len = 4;
-        c = ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) | ((uint32_t)(s[i + 2] & 0x3F) << 6)
-            | (s[i + 3] & 0x3F);
-    }
-    return char_class[c];
-}
-
-/* End (byte offset) of the pre-token starting at byte i < n; *chars gets its length in code points. */
-static Py_ssize_t next_pretoken(const uint8_t *s, Py_ssize_t n, Py_ssize_t i, Py_ssize_t *chars) {
-    Py_ssize_t len, j, count;
-    if (s[i] == '\'' && i + 1 < n) {
-        uint8_t c1 = s[i + 1];
-        if (c1 == 's' || c1 == 'd' || c1 == 'm' || c1 == 't') { *chars = 2; return i + 2; }
-        if (i + 2 < n) {
-            uint8_t c2 = s[i + 2];
-            if ((c1 == 'l' && c2 == 'l') || (c1 == 'v' && c2 == 'e') || (c1 == 'r' && c2 == 'e')) {
-                *chars = 3;
-                return i + 3;
-            }
-        }
-    }
-    int cls = class_at(s, i, &len);
-    j = i + len;
-    count = 1;
-    if (s[i] == ' ' && j < n) {
-        int next = class_at(s, j, &len);
-        if (next != C_SPACE) { cls = next; j += len; count = 2; }
-    }
-    while (j < n) {
-        if (class_at(s, j, &len) != cls) break;
-        j += len;
-        count++;
-    }
-    if (cls == C_SPACE && j < n && count > 1) { /* \s+(?!\S): leave the last space to the next pre-token */
-        j--;
-        while ((s[j] & 0xC0) == 0x80) j--;
-        count--;
-    }
-    *chars = count;
-    return j;
+    for (size_t i = 0; i < n; i++) memset(lmw_char_class + ranges[i][0], cls, ranges[i][1] - ranges[i][0]);
 }
 
 /* ---- growable arrays and hashing ---------------------------------------------------------------------- */
@@ -532,6 +470,8 @@ static PyObject *pretokenize(PyObject *self, PyObject *text) {
 
 static PyMethodDef module_methods[] = {
     {"pretokenize", (PyCFunction)pretokenize, METH_O, "pretokenize(text) -> GPT-2 pre-tokens of text"},
+    {"count_pretokens", (PyCFunction)lmw_count_pretokens, METH_O,
+     "count_pretokens(texts) -> {pre-token bytes: count} (what bpe.count_pretokens counts)"},
     {"train_merges", (PyCFunction)lmw_train_merges, METH_VARARGS,
      "train_merges(vocab, words, counts, num_merges) -> merged (a, b) id pairs, in order (bpe.merge_counts)"},
     {NULL, NULL, 0, NULL},
@@ -545,9 +485,9 @@ static struct PyModuleDef module_def = {
 #define N_RANGES(r) (sizeof(r) / sizeof((r)[0]))
 
 PyMODINIT_FUNC PyInit__bpe_native(void) {
-    if (!char_class) {
-        char_class = PyMem_RawCalloc(N_CODE_POINTS, 1);
-        if (!char_class) return PyErr_NoMemory();
+    if (!lmw_char_class) {
+        lmw_char_class = PyMem_RawCalloc(N_CODE_POINTS, 1);
+        if (!lmw_char_class) return PyErr_NoMemory();
         fill_class(LETTER_RANGES, N_RANGES(LETTER_RANGES), C_LETTER);
         fill_class(NUMBER_RANGES, N_RANGES(NUMBER_RANGES), C_NUMBER);
         fill_class(SPACE_RANGES, N_RANGES(SPACE_RANGES), C_SPACE);

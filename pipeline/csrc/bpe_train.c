@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "bpe_train.h"
+#include "pretokenizer.h"
 
 typedef struct { uint32_t *data; size_t len, cap; } U32Vec;
 
@@ -365,5 +366,115 @@ done:
     PyMem_RawFree(old.data);
     PyMem_RawFree(changed.data);
     trainer_free(&t);
+    return result;
+}
+
+/* ---- pre-token counting: UTF-8 bytes -> count ------------------------------------------------------------ */
+
+typedef struct { uint64_t hash; uint32_t key_at, key_len; int64_t count; } CountSlot; /* key_len 0: empty */
+
+typedef struct {
+    CountSlot *slots; size_t mask, used;
+    uint8_t *keys; size_t keys_len, keys_cap;
+} Counts;
+
+static uint64_t hash_key(const uint8_t *p, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n, v;
+    while (n >= 8) { memcpy(&v, p, 8); h = mix(h ^ v); p += 8; n -= 8; }
+    v = 0;
+    memcpy(&v, p, n);
+    return mix(h ^ v ^ ((uint64_t)n << 56));
+}
+
+static int counts_grow(Counts *c) {
+    size_t n = (c->mask + 1) * 2;
+    CountSlot *slots = PyMem_RawCalloc(n, sizeof(CountSlot));
+    if (!slots) return -1;
+    for (size_t i = 0; i <= c->mask; i++) {
+        if (!c->slots[i].key_len) continue;
+        size_t j = c->slots[i].hash & (n - 1);
+        while (slots[j].key_len) j = (j + 1) & (n - 1);
+        slots[j] = c->slots[i];
+    }
+    PyMem_RawFree(c->slots);
+    c->slots = slots;
+    c->mask = n - 1;
+    return 0;
+}
+
+static int counts_add(Counts *c, const uint8_t *key, size_t len) {
+    uint64_t hash = hash_key(key, len);
+    size_t i = hash & c->mask;
+    for (;; i = (i + 1) & c->mask) {
+        CountSlot *slot = &c->slots[i];
+        if (!slot->key_len) break;
+        if (slot->hash == hash && slot->key_len == len && !memcmp(c->keys + slot->key_at, key, len)) {
+            slot->count++;
+            return 0;
+        }
+    }
+    if (c->keys_len + len > c->keys_cap) {
+        size_t cap = c->keys_cap ? c->keys_cap : 1 << 16;
+        while (cap < c->keys_len + len) cap *= 2;
+        uint8_t *keys = PyMem_RawRealloc(c->keys, cap);
+        if (!keys) return -1;
+        c->keys = keys;
+        c->keys_cap = cap;
+    }
+    memcpy(c->keys + c->keys_len, key, len);
+    c->slots[i] = (CountSlot){hash, (uint32_t)c->keys_len, (uint32_t)len, 1};
+    c->keys_len += len;
+    if (++c->used * 2 > c->mask + 1) return counts_grow(c);
+    return 0;
+}
+
+static int count_text(Counts *c, PyObject *text) {
+    PyObject *owner = NULL;
+    const uint8_t *s;
+    Py_ssize_t n, i = 0, chars;
+    if (!PyUnicode_Check(text)) { PyErr_SetString(PyExc_TypeError, "texts must hold str"); return -1; }
+    if (PyUnicode_IS_ASCII(text)) {
+        s = PyUnicode_1BYTE_DATA(text);
+        n = PyUnicode_GET_LENGTH(text);
+    } else {
+        if (!(owner = PyUnicode_AsUTF8String(text))) return -1;
+        s = (const uint8_t *)PyBytes_AS_STRING(owner);
+        n = PyBytes_GET_SIZE(owner);
+    }
+    int rc = 0;
+    while (i < n && rc == 0) {
+        Py_ssize_t end = next_pretoken(s, n, i, &chars);
+        rc = counts_add(c, s + i, end - i);
+        i = end;
+    }
+    Py_XDECREF(owner);
+    if (rc < 0) PyErr_NoMemory();
+    return rc;
+}
+
+PyObject *lmw_count_pretokens(PyObject *self, PyObject *texts) {
+    (void)self;
+    Counts c = {0};
+    PyObject *seq = PySequence_Fast(texts, "texts must be a sequence of str"), *result = NULL;
+    if (!seq) return NULL;
+    c.mask = (1u << 12) - 1;
+    if (!(c.slots = PyMem_RawCalloc(c.mask + 1, sizeof(CountSlot)))) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++)
+        if (count_text(&c, PySequence_Fast_GET_ITEM(seq, k)) < 0) goto done;
+    if (!(result = PyDict_New())) goto done;
+    for (size_t i = 0; i <= c.mask; i++) {
+        CountSlot *slot = &c.slots[i];
+        if (!slot->key_len) continue;
+        PyObject *key = PyBytes_FromStringAndSize((const char *)c.keys + slot->key_at, slot->key_len);
+        PyObject *value = PyLong_FromLongLong(slot->count);
+        int rc = key && value ? PyDict_SetItem(result, key, value) : -1;
+        Py_XDECREF(key);
+        Py_XDECREF(value);
+        if (rc < 0) { Py_CLEAR(result); break; }
+    }
+done:
+    Py_DECREF(seq);
+    PyMem_RawFree(c.slots);
+    PyMem_RawFree(c.keys);
     return result;
 }

@@ -253,3 +253,16 @@ def test_training_merges_match_the_reference_on_real_pages(tmp_path_factory):
     path.write_text("".join(doc["text"] + EOT for doc in docs), encoding="utf-8")
     compiled, reference, _, _ = _corpus_merges(path)
     assert len(compiled) == 10_000 - 257 and compiled == reference
+
+
+@needs_native
+def test_pretoken_counts_match_the_regex(tmp_path):
+    """The compiled counter against a Counter over ``regex.findall`` of every document."""
+    from collections import Counter
+
+    texts = _random_texts(seed=5, count=400) + ["the cat sat  on\\n\\nthe mat 😀 中文"] * 3
+    texts = [t.replace(EOT, "") for t in texts]
+    path = tmp_path / "corpus.txt"
+    path.write_text(EOT.join(texts), encoding="utf-8")
+    expected = Counter(p.encode("utf-8") for t in texts for p in regex.findall(GPT2_PAT, t))
+    assert bpe.count_pretokens(path, [EOT], num_workers=1) == expected
