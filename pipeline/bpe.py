@@ -36,6 +36,10 @@ GPT2_PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\
 CHUNK_BYTES = 16 << 20
 """Approximate bytes a worker reads at once; bounds each worker's memory on large corpora."""
 
+PARALLEL_MIN_BYTES = 32 << 20
+"""Smaller files are counted in-process: the compiled counter reads ~30 MB/s, so worker start-up would cost more
+time (and memory) than it saves."""
+
 _WS = r"\t\n\x0b\x0c\r "  # ASCII White_Space, which is what \s matches in ``regex`` below 0x80
 GPT2_PAT_ASCII = rf"""'(?:[sdmt]|ll|ve|re)| ?[A-Za-z]+| ?[0-9]+| ?[^{_WS}A-Za-z0-9]+|[{_WS}]+(?![^{_WS}])|[{_WS}]+"""
 """``GPT2_PAT`` restricted to ASCII text, for the standard ``re`` module (about 1.7x faster)."""
@@ -129,8 +133,8 @@ def count_pretokens(
     input_path: str | os.PathLike, special_tokens: list[str], num_workers: int | None = None
 ) -> Counter[bytes]:
     """Count every unique pre-token (as UTF-8 bytes) of the file, pre-tokenizing in parallel."""
-    num_workers = num_workers or os.cpu_count() or 1
     size = os.path.getsize(input_path)
+    num_workers = num_workers or (os.cpu_count() if size >= PARALLEL_MIN_BYTES or native.NATIVE is None else 1) or 1
     num_chunks = max(num_workers, -(-size // CHUNK_BYTES))
     bounds = find_chunk_boundaries(input_path, num_chunks, special_tokens)
     jobs = [(str(input_path), a, b, list(special_tokens)) for a, b in zip(bounds, bounds[1:], strict=False)]
