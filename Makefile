@@ -24,8 +24,12 @@ lint: $(STAMP)
 	$(RUN) lint-imports
 	$(RUN) python -m workbench.dvc_deps --check
 
+# the tokenizer's pure-Python reference, which runs where the compiled core (pipeline/csrc) could not be built
+FALLBACK_TESTS := tests/pipeline/test_native.py tests/pipeline/test_tokenizer.py tests/pipeline/test_bpe.py
+
 test: lint
 	$(RUN) python -m pytest $(PYTEST_ARGS)
+	$(RUN) LMW_NO_NATIVE=1 python -m pytest -q -m "not slow" $(FALLBACK_TESTS)
 
 test-fast: lint
 	$(RUN) python -m pytest -m "not slow" -x -q $(PYTEST_ARGS)
@@ -37,7 +41,8 @@ compile-check: $(STAMP)
 gpu-check:
 	$(PYTHON) -m bench.gpu_check $(GPU_CHECK_ARGS)
 
-$(STAMP): pyproject.toml
+# setup.py builds the compiled tokenizer core from pipeline/csrc during the editable install
+$(STAMP): pyproject.toml setup.py $(wildcard pipeline/csrc/*.c pipeline/csrc/*.h)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/python -m pip install --quiet -e '.[all]'

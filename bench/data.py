@@ -25,7 +25,7 @@ from bench import dedup as bench_dedup
 from bench import filter as bench_filter
 from bench.extract import DEFAULT_WEB, bench_extract, format_rows
 from bench.results import Result, record
-from bench.tokenizer import DEFAULT_CORPUS, DEFAULT_GPT2, EOT, bench_bpe_training, bench_encode, format_table
+from bench.tokenizer import DEFAULT_CORPUS, DEFAULT_GPT2, EOT, bench_bpe_training, bench_encode, rows_table
 from pipeline.classifiers import DAVIDSON_CONFIG
 from pipeline.classify import run_train
 from pipeline.extract import ExtractConfig, run_extract
@@ -76,11 +76,11 @@ def main(argv: list[str] | None = None) -> int:
             corpora = [c for c in (args.tinystories,) if c.is_file()]
             corpora.append(sample_corpus(args.docs, Path(scratch), args.pages))
             rows = [r for c in corpora for r in bench_bpe_training(c, args.vocab_size, [EOT])]
-        print(f"## BPE training, vocab {args.vocab_size}\n" + format_table(rows) + "\n")
+        print(f"## BPE training, vocab {args.vocab_size}\n" + rows_table(rows) + "\n")
     if "encode" in parts:
         if args.tinystories.is_file() and DEFAULT_GPT2[0].is_file():
-            rows = bench_encode(args.tinystories.read_text(encoding="utf-8"))
-            print("## Encoding with the GPT-2 vocabulary\n" + format_table(rows) + "\n")
+            rows = bench_encode(args.tinystories.read_text(encoding="utf-8"), "TinyStories")
+            print("## Encoding with the GPT-2 vocabulary\n" + rows_table(rows) + "\n")
         else:
             print("## Encoding: skipped, shared TinyStories / GPT-2 files absent\n")
     if "filter" in parts:

@@ -28,11 +28,17 @@ from pathlib import Path
 import regex
 from tqdm import tqdm
 
+from pipeline import native
+
 GPT2_PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 """The GPT-2 pre-tokenization pattern (openai/gpt-2 ``encoder.py``), as given in CS336."""
 
 CHUNK_BYTES = 16 << 20
 """Approximate bytes a worker reads at once; bounds each worker's memory on large corpora."""
+
+PARALLEL_MIN_BYTES = 32 << 20
+"""Smaller files are counted in-process: the compiled counter reads ~30 MB/s, so worker start-up would cost more
+time (and memory) than it saves."""
 
 _WS = r"\t\n\x0b\x0c\r "  # ASCII White_Space, which is what \s matches in ``regex`` below 0x80
 GPT2_PAT_ASCII = rf"""'(?:[sdmt]|ll|ve|re)| ?[A-Za-z]+| ?[0-9]+| ?[^{_WS}A-Za-z0-9]+|[{_WS}]+(?![^{_WS}])|[{_WS}]+"""
@@ -42,9 +48,19 @@ _findall = regex.compile(GPT2_PAT).findall
 _findall_ascii = re.compile(GPT2_PAT_ASCII).findall
 
 
-def pretokenize(text: str) -> list[str]:
+def pretokenize_reference(text: str) -> list[str]:
     """Split text (holding no special token) into GPT-2 pre-tokens; ASCII text takes a fast path."""
     return _findall_ascii(text) if text.isascii() else _findall(text)
+
+
+def pretokenize(text: str) -> list[str]:
+    """GPT-2 pre-tokens of text, by the compiled scanner when it is built (``pipeline.native``), else the regex."""
+    if native.NATIVE is not None:
+        try:
+            return native.NATIVE.pretokenize(text)
+        except UnicodeEncodeError:  # lone surrogates: the scanner reads UTF-8, the regex code points
+            pass
+    return pretokenize_reference(text)
 
 
 def special_tokens_pattern(special_tokens: list[str]) -> regex.Pattern | None:
@@ -93,7 +109,7 @@ def find_chunk_boundaries(path: str | os.PathLike, num_chunks: int, special_toke
     return boundaries
 
 
-def _count_chunk(args: tuple[str, int, int, list[str]]) -> Counter[str]:
+def _count_chunk(args: tuple[str, int, int, list[str]]) -> Counter[bytes]:
     """Worker: read bytes ``[start, end)`` of the file, split on specials, count pre-tokens."""
     path, start, end, special_tokens = args
     with open(path, "rb") as fh:
@@ -104,22 +120,25 @@ def _count_chunk(args: tuple[str, int, int, list[str]]) -> Counter[str]:
     except UnicodeDecodeError as e:
         raise ValueError(f"{path}: invalid UTF-8 at byte {start + e.start}") from None
     split = special_tokens_pattern(special_tokens)
+    docs = split.split(text) if split else [text]
+    if native.NATIVE is not None:
+        return Counter(native.NATIVE.count_pretokens(docs))
     counts: Counter[str] = Counter()
-    for doc in split.split(text) if split else [text]:
-        counts.update(pretokenize(doc))
-    return counts
+    for doc in docs:
+        counts.update(pretokenize_reference(doc))
+    return Counter({word.encode("utf-8"): n for word, n in counts.items()})
 
 
 def count_pretokens(
     input_path: str | os.PathLike, special_tokens: list[str], num_workers: int | None = None
 ) -> Counter[bytes]:
     """Count every unique pre-token (as UTF-8 bytes) of the file, pre-tokenizing in parallel."""
-    num_workers = num_workers or os.cpu_count() or 1
     size = os.path.getsize(input_path)
+    num_workers = num_workers or (os.cpu_count() if size >= PARALLEL_MIN_BYTES or native.NATIVE is None else 1) or 1
     num_chunks = max(num_workers, -(-size // CHUNK_BYTES))
     bounds = find_chunk_boundaries(input_path, num_chunks, special_tokens)
     jobs = [(str(input_path), a, b, list(special_tokens)) for a, b in zip(bounds, bounds[1:], strict=False)]
-    total: Counter[str] = Counter()
+    total: Counter[bytes] = Counter()
     bar = dict(desc="bpe: pre-tokenize", unit="chunk", total=len(jobs), disable=None)
     if num_workers == 1 or len(jobs) <= 1:
         for job in tqdm(jobs, **bar):
@@ -128,7 +147,7 @@ def count_pretokens(
         with mp.Pool(min(num_workers, len(jobs))) as pool:
             for counts in tqdm(pool.imap_unordered(_count_chunk, jobs), **bar):
                 total.update(counts)
-    return Counter({word.encode("utf-8"): n for word, n in total.items()})
+    return total
 
 
 _INVERT = {i: 256 - i for i in range(256)}  # str.translate table: byte x -> chr(256 - x)
@@ -194,7 +213,25 @@ def _merge_word(word: tuple[int, ...], a: int, b: int, new: int) -> tuple[tuple[
 def merge_counts(
     word_counts: dict[bytes, int], vocab: dict[int, bytes], num_merges: int
 ) -> list[tuple[bytes, bytes]]:
-    """Learn up to ``num_merges`` merges from pre-token counts, adding new tokens to ``vocab``.
+    """Learn up to ``num_merges`` merges from pre-token counts, adding new tokens to ``vocab`` (ids ``0..n-1``).
+
+    The compiled loop (``pipeline/csrc/bpe_train.c``) when it is built, else ``merge_counts_reference``; both give
+    the same merges.
+    """
+    if native.NATIVE is None or list(vocab) != list(range(len(vocab))):
+        return merge_counts_reference(word_counts, vocab, num_merges)
+    pairs = native.NATIVE.train_merges(list(vocab.values()), list(word_counts), list(word_counts.values()), num_merges)
+    merges = []
+    for a, b in pairs:
+        vocab[len(vocab)] = vocab[a] + vocab[b]
+        merges.append((vocab[a], vocab[b]))
+    return merges
+
+
+def merge_counts_reference(
+    word_counts: dict[bytes, int], vocab: dict[int, bytes], num_merges: int
+) -> list[tuple[bytes, bytes]]:
+    """Learn up to ``num_merges`` merges from pre-token counts, adding new tokens to ``vocab`` (the reference).
 
     Incremental: ``pair_counts`` changes only next to each merge, and ``where`` (pair -> words
     that may contain it; a superset, never scanned in full) gains the words of new pairs. Heap

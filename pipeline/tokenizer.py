@@ -6,9 +6,10 @@ split by the GPT-2 regex, and each pre-token's bytes are merged pair by pair, al
 with the lowest merge rank first. With GPT-2's ``vocab.json``/``merges.txt`` the ids equal
 tiktoken's ``gpt2`` encoding.
 
-Speed: pre-token -> ids results are cached (the cache is cleared when it grows past
-``CACHE_SIZE`` entries), so the hot path is one regex ``findall`` plus dict lookups; only unseen
-pre-tokens run the merge loop. ``encode_batch`` spreads texts over a process pool.
+Speed: the compiled core (``pipeline.native``, C: a scanner equal to the GPT-2 regex and the merge loop) runs
+``encode`` when it is built; the Python below is the readable reference it is tested against and the fallback
+(``LMW_NO_NATIVE=1``). Both cache pre-token -> ids (cleared when the cache grows past ``CACHE_SIZE`` entries),
+so only unseen pre-tokens run the merge loop. ``encode_batch`` spreads texts over a process pool.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import os
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 
+from pipeline import native
 from pipeline.bpe import pretokenize, special_tokens_pattern
 from workbench.files import atomic_open
 
@@ -115,6 +117,25 @@ class Tokenizer:
         self._special_prefixes = {s[:k] for s in self.special_token_ids for k in range(1, len(s))}
         self._longest_prefix = max(map(len, self._special_prefixes), default=0)
         self._cache: dict[str, list[int]] = {}
+        self._native = self._native_encoder()
+
+    def _native_encoder(self):
+        """The compiled encoder for these merges, or ``None`` (reference path) when it is not built."""
+        if native.NATIVE is None:
+            return None
+        by_rank = sorted(self._ranks.items(), key=lambda kv: kv[1])  # only the first rank of a repeated pair
+        return native.NATIVE.Encoder(self._byte_ids, [(a, b, self._merged[r]) for (a, b), r in by_rank])
+
+    @property
+    def backend(self) -> str:
+        """``"native"`` (the compiled core) or ``"python"`` (the reference)."""
+        return "python" if self._native is None else "native"
+
+    def clear_cache(self) -> None:
+        """Forget every cached pre-token (benchmarks time a cold tokenizer this way)."""
+        self._cache.clear()
+        if self._native is not None:
+            self._native.clear_cache()
 
     # -- files --------------------------------------------------------------------------------
 
@@ -233,6 +254,8 @@ class Tokenizer:
 
     def _encode_plain(self, text: str) -> list[int]:
         """Encode text that holds no special token."""
+        if self._native is not None:
+            return self._native.encode(text)
         get, bpe, out = self._cache.get, self._bpe, []
         extend = out.extend
         for pretoken in pretokenize(text):
@@ -274,6 +297,9 @@ class Tokenizer:
         ids = self.encode(buf[:done])
         if done >= hold:
             return ids, buf[done:]
+        if self._native is not None:
+            settled_ids, chars = self._native.encode_settled(buf[done:hold], 2)
+            return ids + settled_ids, buf[done + chars :]
         pretokens = pretokenize(buf[done:hold])
         settled = pretokens[:-2]
         for pretoken in settled:
@@ -317,4 +343,8 @@ class Tokenizer:
         return b"".join(vocab[i] for i in ids).decode("utf-8", errors="replace")
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_cache": {}}  # workers start with an empty cache
+        return {**self.__dict__, "_cache": {}, "_native": None}  # workers start with an empty cache
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._native = self._native_encoder()
