@@ -119,7 +119,8 @@ def parametric_stats(law: ParametricLaw, targets: np.ndarray,
     n, d = law.n_opt(targets), law.d_opt(targets)
     stats = {"E": law.E, "A": law.A, "B": law.B, "alpha": law.alpha, "beta": law.beta, "G": law.G,
              "n_opt.coef": law.G * 6 ** -law.n_exponent, "n_opt.exponent": law.n_exponent,
-             "d_opt.coef": 6 ** (law.n_exponent - 1) / law.G, "d_opt.exponent": 1 - law.n_exponent,
+             "d_opt.coef": 6 ** (law.n_exponent - 1) / np.float64(law.G),  # G underflows to 0: inf, not a raise
+             "d_opt.exponent": 1 - law.n_exponent,
              "pred.n_opt": n, "pred.d_opt": d, "pred.loss": law.loss(n, d)}
     if runs is not None:
         stats["pred.run_loss"] = law.loss(runs[0], runs[1])

@@ -173,3 +173,14 @@ def test_cli_params_section_is_strict_and_sets_the_defaults(tmp_path, capsys, mo
     assert main([str(results), "--no-plots", "--params", str(params)]) == 0
     report = json.loads((tmp_path / "sweep_fit" / "fit.json").read_text())
     assert "isoflop" not in report and report["bootstrap"] == 0 and report["target_flops"] == [1e22]
+
+
+def test_parametric_stats_of_a_law_whose_allocation_underflows_is_infinite_not_an_error():
+    """A bootstrap resample can drive G = (alpha A / (beta B))^(1/(alpha+beta)) to 0.0 in floating point: the
+    stats must come back non-finite (the resample is then skipped), not raise ZeroDivisionError."""
+    from scaling.parametric import ParametricLaw, parametric_stats
+    law = ParametricLaw(E=1.0, A=1e-300, B=1e300, alpha=0.05, beta=0.05)
+    assert law.G == 0.0
+    with np.errstate(all="ignore"):
+        stats = parametric_stats(law, np.array([1e20]))
+    assert not np.isfinite(stats["d_opt.coef"])
