@@ -45,6 +45,9 @@ def run_seed(seed: int, out: Path, params: str, skip_done: bool = True) -> pd.Da
             raise SystemExit(f"seed {seed}: {stage} failed")
         print(f"seed {seed}: {stage} {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
     csv = out / "alignment.csv"
+    newest = max((runs[s] / "latest").stat().st_mtime for s in STAGES)
+    if skip_done and csv.is_file() and csv.stat().st_mtime > newest:
+        return pd.read_csv(csv)
     argv = ["--params", params, "--seed", str(seed), "--safety-n", "0", "--out", str(csv),
             "--out-dir", str(out / "outputs"), "--plot", str(out / "alignment.png"),
             "--metrics", str(out / "alignment.json"), *[f"--model={s}={runs[s]}" for s in STAGES]]
