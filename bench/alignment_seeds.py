@@ -67,21 +67,22 @@ def paired_gain_in_se(out: Path, task: str, stage: str, baseline: str = "sft") -
     return sum(diff) / len(diff) / se if se else float("inf") if sum(diff) > 0 else 0.0
 
 
-def results(frames: dict[int, pd.DataFrame], gains: dict[int, float]) -> list[Result]:
+def results(frames: dict[int, pd.DataFrame], gains: dict[int, dict[str, float]]) -> list[Result]:
+    """Rows named ``<stage>/seed<k>``: accuracy per split (repeats = problems, min/max = the bootstrap 95 % CI; on
+    test, ratio = the gain over SFT in paired SE), SFT's pass@k, and per stage the mean and sd over seeds."""
     rows = []
     for seed, frame in frames.items():
         sft_test = frame[(frame["split"] == "test") & (frame["stage"] == "sft")].iloc[0]
         for rec in frame.to_dict("records"):
-            other = rec["stage"] != "sft" and rec["split"] == "test"
-            gain = gains[seed] if rec["stage"] == "grpo" and rec["split"] == "test" else None
+            vs_sft = rec["stage"] != "sft" and rec["split"] == "test"
             rows.append(Result(
-                f"{rec['stage']} seed {seed}", f"{rec['split']}_accuracy", rec["accuracy"],
-                baseline="sft" if other else None, baseline_value=sft_test["accuracy"] if other else None,
-                ratio=gain if gain is not None else (1.0 if not other else None),
+                f"{rec['stage']}/seed{seed}", f"{rec['split']}_accuracy", rec["accuracy"],
+                baseline="sft" if vs_sft else None, baseline_value=sft_test["accuracy"] if vs_sft else None,
+                ratio=gains[seed][rec["stage"]] if vs_sft else None,
                 repeats=int(rec["n_problems"]), min=rec["ci_low"], max=rec["ci_high"],
                 extra={"se": rec["se"], "ci_low": rec["ci_low"], "ci_high": rec["ci_high"], "seed": seed}))
-        rows += [Result(f"sft seed {seed}", f"test_pass_at_{int(sft_test['k'])}", sft_test["pass_at_k"],
-                        extra={"pass_at_1": sft_test["pass_at_1"]})]
+        rows.append(Result(f"sft/seed{seed}", f"test_pass_at_{int(sft_test['k'])}", sft_test["pass_at_k"],
+                           baseline="pass@1", baseline_value=sft_test["pass_at_1"]))
     for stage in STAGES:
         accs = [f[(f["split"] == "test") & (f["stage"] == stage)]["accuracy"].iloc[0] for f in frames.values()]
         mean, sd = mean_sd(accs)
@@ -103,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:
         out = args.out_dir / f"seed{seed}"
         frames[seed] = run_seed(seed, out, args.params)
-        gains[seed] = paired_gain_in_se(out, frames[seed]["task"].iloc[0], "grpo")
-        print(f"seed {seed}: GRPO - SFT on test = {gains[seed]:.2f} paired SE", file=sys.stderr, flush=True)
+        gains[seed] = {s: paired_gain_in_se(out, frames[seed]["task"].iloc[0], s) for s in STAGES if s != "sft"}
+        print(f"seed {seed}: (stage - SFT) on test in paired SE: {gains[seed]}", file=sys.stderr, flush=True)
     rows = results(frames, gains)
     for r in rows:
         print(f"{r.name:>14} {r.metric:<20} {r.value:.4f}  {r.extra or ''}")
