@@ -1,11 +1,14 @@
 """What each post-training stage buys: one held-out evaluation of every stage's model, a CSV and plots.
 
 ``python -m alignment.report`` (the DVC ``evaluate`` stage) evaluates the models named under
-``alignment_report.models`` in params.yaml (base -> sft -> dpo -> grpo) on the same held-out split with greedy
+``alignment_report.models`` in params.yaml (sft, dpo, rft, grpo) on the same held-out problems with greedy
 decoding (``alignment.evaluate``), and writes atomically, replacing what was there (a rerun is idempotent):
 
-- ``reports/alignment.csv``: one row per stage (accuracy, format rate, mean response tokens, seconds ...), the
-  columns of ``alignment.evaluate.CSV_COLUMNS``, plus ``delta`` (accuracy gain over the previous stage); then one
+- ``reports/alignment.csv``: one row per split and stage (the ``digits`` task: validation rows, then test rows;
+  other tasks: test), with accuracy, format rate, mean response tokens, seconds ... (the columns of
+  ``alignment.evaluate.CSV_COLUMNS``), ``delta`` (accuracy gain over the previous stage), ``seed``, ``split``,
+  ``n_problems``, the standard error ``se`` and a bootstrap 95 % interval ``ci_low``/``ci_high`` over problems
+  (``alignment.stats``), and for ``pass_k_stages`` pass@1 / pass@k from ``pass_k`` samples per test problem; then one
   ``task=safety`` row per stage: its refusal rate on the first ``safety_n`` SimpleSafetyTests prompts (greedy, the
   same template and token budget; judged by ``alignment.refusal``) with n and a Wilson 95 % interval
   (``refusal_ci_low``/``refusal_ci_high``). They are left out, with a note, when the CSV is not in ../shared/data;
