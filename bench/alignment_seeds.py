@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", type=Path, default=Path("/tmp/align/seeds"))
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    ap.add_argument("--area", default="alignment", help="results file (and doc section) the rows go to")
     ap.add_argument("--no-record", action="store_true", help="print, do not append to the results file")
     args = ap.parse_args(argv)
     frames, gains = {}, {}
@@ -111,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r.name:>14} {r.metric:<20} {r.value:.4f}  {r.extra or ''}")
     if not args.no_record:
         command = "python -m bench.alignment_seeds --seeds " + " ".join(map(str, args.seeds))
-        print(f"wrote {record('alignment', rows, command, args.results_dir)}")
+        if args.params != "params.yaml":
+            command += f" --params {args.params}"
+        print(f"wrote {record(args.area, rows, command, args.results_dir)}")
     return 0
 
 
