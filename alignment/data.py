@@ -10,8 +10,10 @@ import math
 import random
 from pathlib import Path
 
+from alignment.digits import digit_splits, solution, teacher_solution, wrong_solution
 from alignment.tasks import (
     DATA_DIR,
+    format_prompt,
     imperfect_teacher,
     load_gsm8k,
     load_preference_pairs,
@@ -20,12 +22,17 @@ from alignment.tasks import (
     task_splits,
 )
 
-TASKS = ("arithmetic", "gsm8k")  # what load_task reads (SFT, GRPO)
+TASKS = ("digits", "arithmetic", "gsm8k")  # what load_task reads (SFT, GRPO, RFT)
 HELD_OUT_FRACTION = 0.1  # of a pairs file: its last 10% are held out
 
 
 def load_task(cfg) -> tuple[list[dict], list[dict]]:
-    """(train, test) items of a loop's config: the arithmetic splits, or GSM8K train / test files."""
+    """(train, held-out) items of a loop's config: digits' train and *validation* splits (``n_test`` problems: the
+    loops choose on validation; only ``alignment.report`` scores the test split), the arithmetic splits, or GSM8K
+    train / test files."""
+    if cfg.task == "digits":
+        train, val, _ = digit_splits(cfg.n_train, cfg.n_test, 0, cfg.digits)
+        return train, val
     if cfg.task == "arithmetic":
         return task_splits(cfg.n_train, cfg.n_test, cfg.seed, cfg.digits, cfg.held_out)
     train = load_gsm8k(DATA_DIR / "gsm8k_train.jsonl")[: cfg.n_train]
@@ -35,6 +42,9 @@ def load_task(cfg) -> tuple[list[dict], list[dict]]:
 
 def demonstrations(cfg, train: list[dict]) -> list[tuple[str, str]]:
     """(prompt, response) SFT pairs of the train items, as the config's (possibly imperfect) teacher writes them."""
+    if cfg.task == "digits":
+        return [(format_prompt(item["question"], cfg.template), teacher_solution(item, cfg.teacher_slip))
+                for item in train]
     if cfg.teacher_slip:
         train = imperfect_teacher(train, cfg.teacher_slip, cfg.seed)
     return [sft_example(item, cfg.template) for item in train]
@@ -47,7 +57,9 @@ def load_pairs(cfg) -> tuple[list[dict], list[dict], list[dict]]:
     ``cfg.seed``). A pairs file: the first 90% train (at most ``n_train``), the last 10% held out (at most
     ``n_test``); bad lines are skipped with one warning. Task items are the arithmetic test split (or [])."""
     items: list[dict] = []
-    if cfg.task == "arithmetic":
+    if cfg.task == "digits":
+        train_items, items, _ = digit_splits(cfg.n_train, cfg.n_test, 0, cfg.digits)
+    elif cfg.task == "arithmetic":
         train_items, items = task_splits(cfg.n_train, cfg.n_test, cfg.seed, cfg.digits, cfg.held_out)
     if cfg.pairs:
         path = Path(cfg.pairs)
@@ -56,6 +68,9 @@ def load_pairs(cfg) -> tuple[list[dict], list[dict], list[dict]]:
         pairs = load_preference_pairs(path)
         held = math.ceil(len(pairs) * HELD_OUT_FRACTION) if len(pairs) > 1 else 0
         train, test = pairs[: len(pairs) - held][: cfg.n_train], pairs[len(pairs) - held:][: cfg.n_test]
+    elif cfg.task == "digits":  # the true solution over the teacher's systematic mistake (every carry forgotten)
+        train, test = [[{"prompt": format_prompt(item["question"], cfg.template), "chosen": solution(item),
+                         "rejected": wrong_solution(item)} for item in part] for part in (train_items, items)]
     else:
         rng = random.Random(cfg.seed)
         train = [preference_pair(item, rng, cfg.template) for item in train_items]

@@ -46,7 +46,7 @@ from alignment.preference import pair_log_probs, preference_eval
 from alignment.trl_engine import train_dpo_trl
 from model.optim import AdamW, clip_grad_norm, cosine_schedule
 
-TASKS = ("arithmetic", "none")  # none: no greedy task accuracy (pairs from a file only)
+TASKS = ("digits", "arithmetic", "none")  # none: no greedy task accuracy (pairs from a file only)
 METRIC_COLUMNS = ("step", "lr", "loss", "reward_accuracy", "reward_margin", "chosen_reward", "rejected_reward",
                   "logp_chosen", "logp_rejected", "grad_norm", "val_pref_accuracy", "val_margin", "val_accuracy",
                   "val_format_rate", "seconds")

@@ -4,7 +4,10 @@ Mirrors CS336 assignment 5's zero-shot baselines (``evaluate_vllm``: generate wi
 score each output with ``r1_zero_reward_fn``, write per-example outputs and the aggregate) and its
 supplementary SFT assignment's GSM8K / MMLU / SimpleSafetyTests evaluations:
 
-- ``arithmetic``: the project's generated task (the held-out test split), R1-Zero reward.
+- ``digits``: the default generated task (``alignment.digits``: column addition/subtraction held out by problem,
+  a digit-by-digit scratchpad); its verifier reads the answer digits with spaces removed. ``--split`` picks the
+  validation or test split.
+- ``arithmetic``: the project's earlier generated task (word problems) (the held-out test split), R1-Zero reward.
 - ``math``: MATH-style JSONL given with ``--data`` (``problem`` + ``solution`` with ``\\boxed{}``), R1-Zero reward
   (MATH is not in ../shared/data; CS336 A5 uses its ``validation.jsonl``).
 - ``gsm8k``: ``gsm8k_reward`` (``#### N``, ``<answer>``, ``\\boxed{}`` or the last number).
@@ -34,6 +37,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
+from alignment.digits import SPLITS, digit_splits, digits_reward
 from alignment.policy import TokenizerAdapter, clean_text
 from alignment.refusal import is_refusal, judge, refusal_summary
 from alignment.rewards import extract_answer, gsm8k_reward, parse_mmlu_letter, r1_zero_reward_fn
@@ -51,7 +55,7 @@ from model.checkpoint import load_model
 from pipeline.tokenizer import Tokenizer
 from workbench.files import write_jsonl
 
-TASKS = ("arithmetic", "gsm8k", "math", "mmlu", "safety")
+TASKS = ("digits", "arithmetic", "gsm8k", "math", "mmlu", "safety")
 CSV_COLUMNS = ("timestamp", "stage", "task", "model", "n", "accuracy", "format_rate", "refusal_rate",
                "refusal_ci_low", "refusal_ci_high", "mean_response_tokens", "seconds", "outputs")
 MMLU_QUESTION = "{question}\nA. {a}\nB. {b}\nC. {c}\nD. {d}\nAnswer with the letter of the correct choice."
@@ -73,6 +77,8 @@ def build_prompt(task: str, item: dict, template: str) -> str:
 def score(task: str, response: str, item: dict) -> dict:
     """``{"reward", "format_reward", "answer_reward"}`` (+ ``pred`` for MMLU); safety: ``{"judge", "refusal"}``
     (the refusal judge's label, and 1.0 when it is a refusal)."""
+    if task == "digits":
+        return digits_reward(response, item["answer"])
     if task in ("arithmetic", "math"):
         return r1_zero_reward_fn(response, item["answer"])
     if task == "gsm8k":
@@ -174,9 +180,16 @@ def append_report_row(path: str | Path, row: dict) -> Path:
 # ---- loading -------------------------------------------------------------------------------------
 
 def load_items(task: str, n: int | None, data: str | None = None, seed: int = 0, digits: int = 2,
-               held_out: str = "problems") -> list[dict]:
-    """Evaluation items: the arithmetic test split (seeded; ``digits``/``held_out`` as in the loops' configs),
-    GSM8K test, MMLU test, SimpleSafetyTests."""
+               held_out: str = "problems", split: str = "test") -> list[dict]:
+    """Evaluation items: the digits task's ``split`` (validation or test; ``digits`` as in the loops' configs), the
+    arithmetic test split (seeded; ``digits``/``held_out`` as in the loops' configs), GSM8K test, MMLU test,
+    SimpleSafetyTests."""
+    if task == "digits":
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+        n = n if n is not None else 200
+        _, val, test = digit_splits(0, n if split == "validation" else 0, n if split == "test" else 0, digits)
+        return val if split == "validation" else test
     if task == "arithmetic":
         return task_splits(0, n if n is not None else 200, seed, digits, held_out)[1]
     if task == "gsm8k":
@@ -247,6 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default=None,
                    help="data file/folder instead of the default under ../shared/data/alignment")
     p.add_argument("--seed", type=int, default=0, help="seed of the arithmetic task split (default 0)")
+    p.add_argument("--split", default="test", choices=SPLITS,
+                   help="digits task: the validation or the test split (default test)")
     p.add_argument("--template", default=None,
                    help="prompt template: 'r1_zero', 'short' or a string with {question} "
                         "(default: 'short' for arithmetic, 'r1_zero' otherwise)")
@@ -268,15 +283,16 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--n must be >= 1, got {args.n}")
         if args.batch_size < 1:
             raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
-        max_new = args.max_new_tokens if args.max_new_tokens is not None else (64 if args.task == "arithmetic" else 512)
+        generated = args.task in ("digits", "arithmetic")
+        max_new = args.max_new_tokens if args.max_new_tokens is not None else (64 if generated else 512)
         if max_new < 1:
             raise ValueError(f"--max-new-tokens must be >= 1, got {max_new}")
-        template = args.template or ("short" if args.task == "arithmetic" else "r1_zero")
+        template = args.template or ("short" if args.task in ("digits", "arithmetic") else "r1_zero")
         if template not in ("r1_zero", "short") and "{question}" not in template:
             raise ValueError(f"--template must be r1_zero, short or contain {{question}}, got {template!r}")
         if not all(c.isalnum() or c in "-_." for c in args.stage) or not args.stage:
             raise ValueError(f"--stage must be a plain name (letters, digits, - _ .), got {args.stage!r}")
-        items = load_items(args.task, args.n, args.data, args.seed)
+        items = load_items(args.task, args.n, args.data, args.seed, split=args.split)
         if not items:
             raise ValueError(f"no items to evaluate for task {args.task}")
         model, tokenizer = load_model_and_tokenizer(args.model, args.tokenizer, args.device)

@@ -57,8 +57,8 @@ from alignment.trl_engine import train_grpo_trl
 from model.optim import AdamW, clip_grad_norm
 
 METRIC_COLUMNS = ("step", "lr", "loss", "reward", "format_reward", "answer_reward", "frac_zero_std",
-                  "trained_fraction", "entropy", "response_tokens", "clip_fraction", "kl", "grad_norm",
-                  "rollout_seconds", "train_seconds", "val_accuracy", "val_format_rate", "seconds")
+                  "trained_fraction", "entropy", "response_tokens", "sampled_tokens", "clip_fraction", "kl",
+                  "grad_norm", "rollout_seconds", "train_seconds", "val_accuracy", "val_format_rate", "seconds")
 
 
 @dataclass(frozen=True)
@@ -337,6 +337,7 @@ def _step_row(run: _Run, step: int, lr: float, rollouts: _Rollouts, kept: int, s
             "answer_reward": float(meta["rewards/answer_mean"]),
             "frac_zero_std": float(meta["rewards/frac_zero_std"]), "trained_fraction": kept / n,
             "entropy": sums["entropy"] / count, "response_tokens": float(rollouts.batch.response_mask.sum()) / n,
+            "sampled_tokens": int(rollouts.batch.response_mask.sum()),  # the verifier budget RFT matches
             "clip_fraction": sums["clip_fraction"] / count if run.need_old else None,
             "kl": sums["kl"] / count if run.reference is not None else None, "grad_norm": sums["grad_norm"] / updates,
             "rollout_seconds": round(rollouts.seconds, 3), "train_seconds": round(train_seconds, 3)}

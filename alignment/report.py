@@ -1,11 +1,14 @@
 """What each post-training stage buys: one held-out evaluation of every stage's model, a CSV and plots.
 
 ``python -m alignment.report`` (the DVC ``evaluate`` stage) evaluates the models named under
-``alignment_report.models`` in params.yaml (base -> sft -> dpo -> grpo) on the same held-out split with greedy
+``alignment_report.models`` in params.yaml (sft, dpo, rft, grpo) on the same held-out problems with greedy
 decoding (``alignment.evaluate``), and writes atomically, replacing what was there (a rerun is idempotent):
 
-- ``reports/alignment.csv``: one row per stage (accuracy, format rate, mean response tokens, seconds ...), the
-  columns of ``alignment.evaluate.CSV_COLUMNS``, plus ``delta`` (accuracy gain over the previous stage); then one
+- ``reports/alignment.csv``: one row per split and stage (the ``digits`` task: validation rows, then test rows;
+  other tasks: test), with accuracy, format rate, mean response tokens, seconds ... (the columns of
+  ``alignment.evaluate.CSV_COLUMNS``), ``delta`` (accuracy gain over the previous stage), ``seed``, ``split``,
+  ``n_problems``, the standard error ``se`` and a bootstrap 95 % interval ``ci_low``/``ci_high`` over problems
+  (``alignment.stats``), and for ``pass_k_stages`` pass@1 / pass@k from ``pass_k`` samples per test problem; then one
   ``task=safety`` row per stage: its refusal rate on the first ``safety_n`` SimpleSafetyTests prompts (greedy, the
   same template and token budget; judged by ``alignment.refusal``) with n and a Wilson 95 % interval
   (``refusal_ci_low``/``refusal_ci_high``). They are left out, with a note, when the CSV is not in ../shared/data;
@@ -29,7 +32,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from alignment.evaluate import CSV_COLUMNS, TASKS, evaluate, load_items, load_model_and_tokenizer
+from alignment.digits import SPLITS
+from alignment.evaluate import (
+    CSV_COLUMNS,
+    TASKS,
+    build_prompt,
+    evaluate,
+    load_items,
+    load_model_and_tokenizer,
+    score,
+)
+from alignment.rollout import rollout
+from alignment.stats import pass_at_k, summarize
 from alignment.tasks import DATA_DIR
 from workbench.files import atomic_path, write_jsonl, write_metrics
 from workbench.params import add_params_flag, load_section, params_path
@@ -37,30 +51,60 @@ from workbench.params import add_params_flag, load_section, params_path
 SECTION = "alignment_report"
 
 
+STAT_COLUMNS = ("seed", "split", "n_problems", "se", "ci_low", "ci_high", "pass_at_1", "pass_at_k", "k")
+
+
+def splits_of(task: str) -> tuple[str, ...]:
+    """The splits the report scores: digits has validation (where every choice was made) and test; others test."""
+    return SPLITS if task == "digits" else ("test",)
+
+
+def sampled_pass_at_k(model, tokenizer, task: str, items: list[dict], template: str, max_new_tokens: int, k: int,
+                      batch_size: int = 64, seed: int = 0) -> dict:
+    """pass@1 and pass@k over problems from ``k`` samples per problem at temperature 1 (``alignment.stats``)."""
+    prompts = [build_prompt(task, item, template) for item in items for _ in range(k)]
+    responses = rollout(model, tokenizer, prompts, max_new_tokens, temperature=1.0, seed=seed, batch_size=batch_size)
+    right = [sum(score(task, responses[i * k + j], item)["reward"] > 0 for j in range(k))
+             for i, item in enumerate(items)]
+    return {"pass_at_1": sum(pass_at_k(k, c, 1) for c in right) / len(items),
+            "pass_at_k": sum(pass_at_k(k, c, k) for c in right) / len(items), "k": k}
+
+
 def evaluate_stages(models: dict[str, str], tokenizer_dir: str | None, task: str, n: int, template: str,
                     max_new_tokens: int, batch_size: int = 64, seed: int = 0, device: str = "cpu",
                     out_dir: str | Path = "reports/alignment", digits: int = 2,
-                    held_out: str = "problems") -> pd.DataFrame:
-    """One row per stage, in the order given; per-example JSONL under ``out_dir``."""
-    items = load_items(task, n, seed=seed, digits=digits, held_out=held_out)
-    if not items:
-        raise ValueError(f"no {task} items to evaluate")
+                    held_out: str = "problems", pass_k: int = 0, pass_k_stages: tuple[str, ...] = ("sft",),
+                    splits: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """One row per split and stage (validation rows first, test last), in the order given: greedy accuracy with the
+    standard error and a bootstrap 95 % interval over problems (``alignment.stats``), ``seed`` (the models' training
+    seed, also the arithmetic task's split seed), and for ``pass_k_stages`` pass@1 / pass@k from ``pass_k`` samples
+    per test problem; per-example JSONL under ``out_dir``."""
     rows = []
-    previous = None
-    for stage, path in models.items():
-        model, tokenizer = load_model_and_tokenizer(path, tokenizer_dir, device)
-        examples, summary = evaluate(model, tokenizer, task, items, template, max_new_tokens, batch_size,
-                                     model_name=str(path))
-        out = Path(out_dir) / f"{stage}_{task}.jsonl"
-        write_jsonl(out, examples)
-        accuracy = summary["accuracy"]
-        delta = None if previous is None or accuracy is None else accuracy - previous
-        previous = accuracy
-        rows.append({**summary, "stage": stage, "outputs": str(out), "delta": delta,
-                     "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-        print(f"{stage:>6} {task}: accuracy {accuracy:.3f} format {summary['format_rate']:.3f} "
-              f"({summary['seconds']:.1f} s, {path})", file=sys.stderr, flush=True)
-    return pd.DataFrame(rows, columns=[*CSV_COLUMNS, "delta"])
+    for split in splits or splits_of(task):
+        items = load_items(task, n, seed=seed, digits=digits, held_out=held_out, split=split)
+        if not items:
+            raise ValueError(f"no {task} items to evaluate")
+        previous = None
+        for stage, path in models.items():
+            model, tokenizer = load_model_and_tokenizer(path, tokenizer_dir, device)
+            examples, summary = evaluate(model, tokenizer, task, items, template, max_new_tokens, batch_size,
+                                         model_name=str(path))
+            suffix = "" if split == "test" else f"_{split}"
+            out = Path(out_dir) / f"{stage}_{task}{suffix}.jsonl"
+            write_jsonl(out, examples)
+            stats = summarize([float(e["reward"]) for e in examples], seed=seed)
+            if pass_k and split == "test" and stage in pass_k_stages:
+                stats |= sampled_pass_at_k(model, tokenizer, task, items, template, max_new_tokens, pass_k,
+                                           batch_size, seed)
+            accuracy = summary["accuracy"]
+            delta = None if previous is None or accuracy is None else accuracy - previous
+            previous = accuracy
+            rows.append({**summary, **stats, "seed": seed, "split": split, "stage": stage, "outputs": str(out),
+                         "delta": delta, "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+            print(f"{stage:>6} {task} {split}: accuracy {accuracy:.3f} ± {stats['se']:.3f} SE (95% CI "
+                  f"{stats['ci_low']:.3f}-{stats['ci_high']:.3f}, n={len(items)}, {summary['seconds']:.1f} s, {path})",
+                  file=sys.stderr, flush=True)
+    return pd.DataFrame(rows, columns=[*CSV_COLUMNS, "delta", *STAT_COLUMNS])
 
 
 def evaluate_safety(models: dict[str, str], tokenizer_dir: str | None, n: int | None, template: str,
@@ -79,7 +123,7 @@ def evaluate_safety(models: dict[str, str], tokenizer_dir: str | None, n: int | 
                                      model_name=str(path))
         out = Path(out_dir) / f"{stage}_safety.jsonl"
         write_jsonl(out, examples)
-        rows.append({**summary, "stage": stage, "outputs": str(out),
+        rows.append({**summary, "stage": stage, "outputs": str(out), "split": "test", "n_problems": summary["n"],
                      "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
         print(f"{stage:>6} safety: refusal rate {summary['refusal_rate']:.3f} (95% CI {summary['refusal_ci_low']:.3f}-"
               f"{summary['refusal_ci_high']:.3f}, n={summary['n']}, {summary['seconds']:.1f} s)",
@@ -149,13 +193,17 @@ def plot_report(frame: pd.DataFrame, curves: dict[str, Path], path: str | Path) 
     return path
 
 
-DEFAULTS = {"tokenizer": None, "task": "arithmetic", "n": 200, "template": "short", "max_new_tokens": 32,
+DEFAULTS = {"tokenizer": None, "task": "digits", "n": 200, "template": "short", "max_new_tokens": 32,
             "batch_size": 64, "seed": 0, "device": "cpu", "digits": 2, "held_out": "problems",
             "out": "reports/alignment.csv",
             "out_dir": "reports/alignment", "plot": "reports/alignment.png", "metrics": "metrics/alignment.json",
-            "safety_n": 100, "safety_data": "", "models": {}}
-FLAG_TYPES = {"n": int, "max_new_tokens": int, "batch_size": int, "seed": int, "digits": int, "safety_n": int}
-HELP = {"safety_n": "SimpleSafetyTests prompts per stage for the refusal rate (all 100; 0 leaves safety out)",
+            "safety_n": 100, "safety_data": "", "pass_k": 8, "pass_k_stages": "sft", "models": {}}
+FLAG_TYPES = {"n": int, "max_new_tokens": int, "batch_size": int, "seed": int, "digits": int, "safety_n": int,
+              "pass_k": int}
+HELP = {"seed": "the models' training seed (a CSV column; also the arithmetic task's split seed)",
+        "pass_k": "samples per test problem (T 1) for pass@1 / pass@k of pass_k_stages (0: none)",
+        "pass_k_stages": "comma-separated stages that get pass@k (what sampling already contains)",
+        "safety_n": "SimpleSafetyTests prompts per stage for the refusal rate (all 100; 0 leaves safety out)",
         "safety_data": "SimpleSafetyTests CSV ('' = ../shared/data/alignment/simple_safety_tests.csv, "
                        "left out with a note when absent)"}
 
@@ -229,18 +277,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}".splitlines()[0], file=sys.stderr)
         return 2
     frame = evaluate_stages(s["models"], s["tokenizer"], s["task"], s["n"], s["template"], s["max_new_tokens"],
-                            s["batch_size"], s["seed"], s["device"], s["out_dir"], s["digits"], s["held_out"])
-    safety = safety_rows(s)
+                            s["batch_size"], s["seed"], s["device"], s["out_dir"], s["digits"], s["held_out"],
+                            s["pass_k"], tuple(x for x in s["pass_k_stages"].split(",") if x))
+    safety = [{**row, "seed": s["seed"]} for row in safety_rows(s)]
     write_csv(pd.DataFrame([*frame.to_dict("records"), *safety], columns=frame.columns), s["out"])
     curves = {stage: Path(path if Path(path).is_dir() else Path(path).parent) / "metrics.csv"
               for stage, path in s["models"].items()}
-    plot_report(frame, curves, s["plot"])
-    stats = {f"{row.stage}_accuracy": row.accuracy for row in frame.itertuples()}
+    test = frame[frame["split"] == "test"].reset_index(drop=True)
+    plot_report(test, curves, s["plot"])
+    stats = {f"{row.stage}_accuracy": row.accuracy for row in test.itertuples()}
+    stats |= {f"{row.stage}_{key}": getattr(row, key) for row in test.itertuples()
+              for key in ("se", "ci_low", "ci_high", "pass_at_1", "pass_at_k") if pd.notna(getattr(row, key))}
     for row in safety:
         stats |= {f"{row['stage']}_refusal_rate": row["refusal_rate"], f"{row['stage']}_safety_n": row["n"],
                   f"{row['stage']}_refusal_ci95": [row["refusal_ci_low"], row["refusal_ci_high"]]}
     write_metrics(s["metrics"], stats, headline(stats))
-    print(frame[["stage", "accuracy", "format_rate", "mean_response_tokens", "delta"]].to_string(index=False))
+    print(frame[["split", "stage", "accuracy", "se", "ci_low", "ci_high", "pass_at_k", "mean_response_tokens"]]
+          .to_string(index=False))
     if safety:
         print(pd.DataFrame(safety)[["stage", "n", "refusal_rate", "refusal_ci_low", "refusal_ci_high"]]
               .to_string(index=False))

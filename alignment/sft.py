@@ -48,12 +48,12 @@ METRIC_COLUMNS = ("step", "lr", "loss", "nll_per_token", "grad_norm", "response_
 class SFTConfig:
     model: str  # our run folder / ckpt-*.pt, or a local HF model folder
     tokenizer: str | None = None  # vocab.json + merges.txt folder (ours); HF: default the model folder
-    task: str = "arithmetic"  # arithmetic (generated) | gsm8k (../shared/data/alignment)
+    task: str = "arithmetic"  # digits | arithmetic (generated) | gsm8k (../shared/data/alignment)
     n_train: int = 2000
     n_test: int = 100
     digits: int = 2  # arithmetic: operands of 1..digits digits
     held_out: str = "problems"  # arithmetic test split: unseen problems, or unseen wording of the same facts
-    teacher_slip: float = 0.0  # arithmetic: demonstrations forget the carry this often (an imperfect teacher)
+    teacher_slip: float = 0.0  # digits/arithmetic: how often the teacher forgets the carry (alignment.digits)
     lr: float = 1e-3  # peak; cosine to lr/10 after warmup_steps (tiny models; ~1e-5 for 1B-scale HF models)
     warmup_steps: int = 10
     weight_decay: float = 0.0
@@ -167,7 +167,7 @@ def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     return cli_main(SFTConfig, train_sft, "sft", argv, doc=__doc__,
-                    helps={"task": "arithmetic (generated) or gsm8k"})
+                    helps={"task": "digits (the default: alignment.digits), arithmetic (word problems) or gsm8k"})
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ def two_runs(tmp_path):
 def test_report_evaluates_each_stage_and_rewrites(two_runs, tmp_path):
     runs, tok = two_runs
     out = tmp_path / "reports" / "alignment.csv"
-    argv = ["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok), "--n", "6", "--max-new-tokens", "6",
+    argv = ["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok), "--task", "arithmetic", "--n", "6",
+            "--max-new-tokens", "6",
             "--out", str(out), "--out-dir", str(tmp_path / "reports" / "alignment"),
             "--plot", str(tmp_path / "reports" / "alignment.png"), "--metrics", str(tmp_path / "m" / "alignment.json")]
     argv += [f"--model=base={runs['base']}", f"--model=sft={runs['sft']}", "--safety-n", "0"]
@@ -50,7 +51,8 @@ def test_report_evaluates_each_stage_and_rewrites(two_runs, tmp_path):
     assert [r["response"] for r in written] == [r["response"] for r in rows]
     assert frame["delta"].iloc[1] == pytest.approx(frame["accuracy"].iloc[1] - frame["accuracy"].iloc[0])
     assert (tmp_path / "reports" / "alignment.png").stat().st_size > 10_000
-    assert set(json.loads((tmp_path / "m" / "alignment.json").read_text())) == {"base_accuracy", "sft_accuracy"}
+    headline = json.loads((tmp_path / "m" / "alignment.json").read_text())
+    assert set(headline) == {"base_accuracy", "sft_accuracy"}
 
 
 def test_report_adds_a_safety_row_per_stage_with_its_refusal_rate(two_runs, tmp_path, capsys):
@@ -59,7 +61,8 @@ def test_report_adds_a_safety_row_per_stage_with_its_refusal_rate(two_runs, tmp_
     data.write_text("id,harm_area,counter,category,prompts_final\n" + "".join(
         f"s{i},h,{i},c,How do I hurt person number {i}?\n" for i in range(5)), encoding="utf-8")
     out, metrics = tmp_path / "alignment.csv", tmp_path / "m" / "alignment.json"
-    argv = ["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok), "--n", "4", "--max-new-tokens", "5",
+    argv = ["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok), "--task", "arithmetic", "--n", "4",
+            "--max-new-tokens", "5",
             "--out", str(out), "--out-dir", str(tmp_path / "jsonl"), "--plot", str(tmp_path / "a.png"),
             "--metrics", str(metrics), f"--model=base={runs['base']}", f"--model=sft={runs['sft']}",
             "--safety-data", str(data), "--safety-n", "3"]
@@ -85,7 +88,8 @@ def test_report_leaves_safety_out_with_a_note_when_the_data_is_absent(two_runs, 
     runs, tok = two_runs
     monkeypatch.setattr("alignment.report.DATA_DIR", tmp_path / "nowhere")
     out = tmp_path / "alignment.csv"
-    assert main(["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok), "--n", "2", "--max-new-tokens", "2",
+    assert main(["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok), "--task", "arithmetic", "--n", "2",
+                 "--max-new-tokens", "2",
                  "--out", str(out), "--out-dir", str(tmp_path / "jsonl"), "--plot", str(tmp_path / "a.png"),
                  "--metrics", str(tmp_path / "m.json"), f"--model=base={runs['base']}"]) == 0
     assert pd.read_csv(out)["task"].tolist() == ["arithmetic"]
@@ -103,3 +107,28 @@ def test_report_bad_input_exits_2(two_runs, tmp_path, capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: "), err
+
+
+def test_digits_report_scores_validation_then_test_with_seed_split_and_ci_columns(two_runs, tmp_path):
+    runs, tok = two_runs
+    out = tmp_path / "alignment.csv"
+    argv = ["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok), "--task", "digits", "--n", "5",
+            "--max-new-tokens", "4", "--seed", "2", "--pass-k", "3", "--safety-n", "0", "--out", str(out),
+            "--out-dir", str(tmp_path / "jsonl"), "--plot", str(tmp_path / "a.png"),
+            "--metrics", str(tmp_path / "m.json"),
+            f"--model=base={runs['base']}", f"--model=sft={runs['sft']}"]
+    assert main(argv) == 0
+    frame = pd.read_csv(out)
+    for column in ("seed", "split", "n_problems", "ci_low", "ci_high", "se", "accuracy", "refusal_rate"):
+        assert column in frame, column
+    assert frame["split"].tolist() == ["validation", "validation", "test", "test"]  # test last: readers keep it
+    assert (frame["seed"] == 2).all() and (frame["n_problems"] == 5).all()
+    assert (frame["ci_low"] <= frame["accuracy"]).all() and (frame["accuracy"] <= frame["ci_high"]).all()
+    test_sft = frame[(frame["split"] == "test") & (frame["stage"] == "sft")].iloc[0]
+    rewards = [json.loads(line)["reward"] for line in (tmp_path / "jsonl" / "sft_digits.jsonl").open()]
+    mean = sum(rewards) / 5
+    assert test_sft["accuracy"] == pytest.approx(mean)
+    assert test_sft["se"] == pytest.approx((sum((r - mean) ** 2 for r in rewards) / 4 / 5) ** 0.5)
+    assert test_sft["k"] == 3 and 0 <= test_sft["pass_at_1"] <= test_sft["pass_at_k"] <= 1
+    assert frame[frame["stage"] == "base"]["pass_at_k"].isna().all()  # only pass_k_stages (sft) are sampled
+    assert (tmp_path / "jsonl" / "sft_digits_validation.jsonl").is_file()

@@ -9,7 +9,7 @@ from bench.results import Result, interleaved, latest, read_rows, record, timing
 # and "Scaling laws" (issue 19) are generated. Their h2/h3 titles as they stand in docs/benchmarks.md:
 NOT_YET_GENERATED = [
     "Pipeline: extraction, BPE training, encoding",  # its preamble and the Extraction, BPE and Encoding h3s
-    "Alignment: SFT → DPO → GRPO on the embedded default, rollout and GRPO speed",
+    "Alignment: the `digits` task held out by problem; SFT → DPO / RFT / GRPO over three seeds; rollout and GRPO speed",
 ]
 
 

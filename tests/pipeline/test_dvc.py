@@ -30,7 +30,8 @@ def _ran(output: str) -> list[str]:
 EDGES = [("sample", "extract"), ("extract", "filter"), ("train_classifiers", "filter"), ("filter", "dedup"),
          ("dedup", "train_tokenizer"), ("train_tokenizer", "tokenize"), ("tokenize", "data_report"),
          ("tokenize", "train"), ("tokenize", "sweep"), ("sweep", "fit"), ("train", "sft"), ("sft", "dpo"),
-         ("dpo", "grpo"), ("grpo", "evaluate"), ("data_report", "report"), ("train", "report"), ("fit", "report"),
+         ("sft", "grpo"), ("grpo", "rft"), ("dpo", "evaluate"), ("grpo", "evaluate"), ("rft", "evaluate"),
+         ("data_report", "report"), ("train", "report"), ("fit", "report"),
          ("evaluate", "report")]
 STAGES = {s for edge in EDGES for s in edge}
 PACKAGES = ("workbench", "kernels", "model", "pipeline", "scaling", "alignment", "leaderboard")
@@ -66,6 +67,8 @@ def _tiny_repo(tmp_path: Path) -> dict:
     params["sft"].update(tiny, steps=2, batch_size=4)
     params["dpo"].update(tiny, steps=2, batch_size=2)
     params["grpo"].update(tiny, steps=2, rollout_batch_size=4, group_size=2, train_batch_size=4, grad_accum=1)
+    params["rft"].update(tiny, rollout_batch_size=4, group_size=2, batch_size=2)
+    params["alignment_report"].update(pass_k=2)
     params["alignment_report"].update(n=4, max_new_tokens=8)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     _run(["git", "init", "-q"], tmp_path)
@@ -85,7 +88,7 @@ def test_dvc_repro_runs_once_then_only_changed_stages(tmp_path):
                 "data/shards/train.bin", "data/shards/meta.json", "metrics/extract.json",
                 "data/runs/default/metrics.csv", "metrics/train.json", "data/sweep/results.csv",
                 "data/sweep/fit/fit.json", "metrics/fit.json", "metrics/sft.json", "metrics/dpo.json",
-                "metrics/grpo.json", "data/alignment/grpo/metrics.csv", "reports/alignment.csv",
+                "metrics/grpo.json", "data/alignment/grpo/metrics.csv", "metrics/rft.json", "reports/alignment.csv",
                 "reports/alignment.png", "metrics/alignment.json", "reports/leaderboard.csv", "reports/summary.md",
                 "reports/training_curves.png", "metrics/report.json"):
         assert (tmp_path / out).is_file(), out
@@ -96,7 +99,7 @@ def test_dvc_repro_runs_once_then_only_changed_stages(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     _check_order(_ran(_run(["dvc", "repro"], tmp_path)),
                  {"train_tokenizer", "tokenize", "data_report", "train", "sweep", "fit", "sft", "dpo", "grpo",
-                  "evaluate", "report"})
+                  "rft", "evaluate", "report"})
 
 
 def _check_metrics_fit_a_terminal(root: Path) -> None:

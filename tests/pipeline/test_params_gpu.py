@@ -41,7 +41,8 @@ def test_scaling_sections_are_valid():
 
 @pytest.mark.parametrize("section,module,cls", [("sft", "alignment.sft", "SFTConfig"),
                                                 ("dpo", "alignment.dpo", "DPOConfig"),
-                                                ("grpo", "alignment.grpo", "GRPOConfig")])
+                                                ("grpo", "alignment.grpo", "GRPOConfig"),
+                                                ("rft", "alignment.rft", "RFTConfig")])
 def test_alignment_sections_are_valid_configs(section, module, cls):
     config_cls = getattr(importlib.import_module(module), cls)
     known = {f.name for f in dataclasses.fields(config_cls)}

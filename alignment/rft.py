@@ -1,0 +1,200 @@
+"""Rejection-sampling fine-tuning (RFT, expert iteration): SFT on the policy's own verified samples.
+
+The control for GRPO at the same verifier budget (Zelikman et al. 2022, "STaR"; Yuan et al. 2023, "Scaling
+Relationship on Learning Mathematical Reasoning with LLMs" (RFT); Singh et al. 2023, "Beyond Human Data"
+(ReST-EM)). Each round samples ``group_size`` responses to ``rollout_batch_size / group_size`` training questions
+exactly as GRPO does (``alignment.rollout``, same temperature and token limit), keeps those the task's verifier
+marks right (one copy of each distinct response per question), and takes ``epochs_per_round`` passes of the masked
+SFT loss (``sft_microbatch_train_step``) over them in batches of ``batch_size``. Rounds go on until the sampled
+response tokens (counted as GRPO counts them: the response mask of the tokenized rollouts, EOS included when it was
+sampled) reach ``token_budget``, or, when it is 0, the sum of the ``sampled_tokens`` column of GRPO's
+``metrics.csv`` at ``match_metrics``: the same number of sampled tokens as GRPO, overshot by at most one round.
+
+CLI: ``python -m alignment.rft --model data/alignment/sft --match-metrics data/alignment/grpo/metrics.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from alignment.data import TASKS, load_task
+from alignment.evaluate import build_prompt, evaluate, score
+from alignment.loop import check_choices, cli_main, load_model_and_prepare, save_trained, write_metrics_row
+from alignment.losses import sft_microbatch_train_step
+from alignment.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
+from alignment.rollout import rollout
+from model.optim import AdamW, clip_grad_norm
+
+METRIC_COLUMNS = ("round", "sampled_tokens", "total_sampled_tokens", "reward", "kept", "loss", "val_accuracy",
+                  "val_format_rate", "seconds")
+
+
+@dataclass(frozen=True)
+class RFTConfig:
+    model: str  # our run folder / ckpt-*.pt (the SFT output)
+    tokenizer: str | None = None
+    task: str = "digits"
+    n_train: int = 2000
+    n_test: int = 200  # held-out (validation for digits) problems scored at eval rounds
+    digits: int = 2
+    held_out: str = "problems"  # arithmetic task only
+    token_budget: int = 0  # sampled response tokens; 0: GRPO's total from match_metrics
+    match_metrics: str | None = None  # GRPO's run folder or metrics.csv (sampled_tokens) when token_budget is 0
+    max_rounds: int = 1000  # a guard; the budget ends the run
+    rollout_batch_size: int = 128  # responses sampled per round (as GRPO's rollout batch)
+    group_size: int = 8  # responses per question
+    temperature: float = 1.0
+    max_new_tokens: int = 64
+    lr: float = 1e-4
+    batch_size: int = 32  # kept responses per optimizer step
+    epochs_per_round: int = 1
+    grad_clip: float = 1.0
+    eval_interval: int = 10  # rounds; 0: only at the end
+    eval_batch_size: int = 64
+    seed: int = 0
+    out_dir: str = "runs/rft"
+    template: str = "short"
+    device: str = "cpu"
+    report: str | None = None
+    metrics: str | None = None
+    engine: str = "ours"  # ours only
+
+    def __post_init__(self) -> None:
+        check_choices(self, TASKS)
+        if self.engine != "ours":
+            raise ValueError(f"RFTConfig.engine must be 'ours', got {self.engine!r}")
+        for name in ("n_train", "max_rounds", "rollout_batch_size", "group_size", "max_new_tokens", "batch_size",
+                     "epochs_per_round", "eval_batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"RFTConfig.{name} must be a positive int, got {value!r}")
+        for name in ("n_test", "token_budget", "eval_interval"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"RFTConfig.{name} must be an int >= 0, got {value!r}")
+        if self.rollout_batch_size % self.group_size:
+            raise ValueError(f"RFTConfig.rollout_batch_size={self.rollout_batch_size} must be a multiple of "
+                             f"group_size={self.group_size}")
+        if self.token_budget == 0 and not self.match_metrics:
+            raise ValueError("RFTConfig: set token_budget > 0 or match_metrics (GRPO's metrics.csv)")
+        if not self.lr > 0 or self.temperature <= 0 or self.grad_clip < 0:
+            raise ValueError(f"RFTConfig: lr and temperature must be > 0 and grad_clip >= 0, got lr={self.lr!r}, "
+                             f"temperature={self.temperature!r}, grad_clip={self.grad_clip!r}")
+
+    @property
+    def steps(self) -> int:  # what save_trained and the CLI line call the run's length
+        return self.max_rounds
+
+
+def grpo_token_budget(metrics_csv: str | Path) -> int:
+    """Total sampled response tokens of a GRPO run: the sum of its metrics.csv ``sampled_tokens`` column (a run
+    folder stands for the metrics.csv in it)."""
+    path = Path(metrics_csv)
+    path = path / "metrics.csv" if path.is_dir() else path
+    if not path.is_file():
+        raise ValueError(f"RFTConfig.match_metrics: {path}: no such file (run GRPO first)")
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    if not rows or "sampled_tokens" not in rows[0]:
+        raise ValueError(f"{path}: no sampled_tokens column (a GRPO metrics.csv from before RFT existed?)")
+    total = sum(int(float(r["sampled_tokens"])) for r in rows if r["sampled_tokens"] not in ("", None))
+    if total <= 0:
+        raise ValueError(f"{path}: the sampled_tokens column sums to {total}")
+    return total
+
+
+def _tokens(prompts, responses, ended, tokenizer, context) -> tuple[dict, int]:
+    """The tokenized rollouts (cut to the context) and their response-token count, as GRPO's ``_Batch`` counts."""
+    batch = tokenize_prompt_and_output(prompts, responses, tokenizer, add_bos=True, append_eos=ended)
+    if context is not None:
+        batch = {k: v[:, :context] for k, v in batch.items()}
+    return batch, int(batch["response_mask"].sum())
+
+
+def verified(items: list[dict], responses: list[str], rewards: list[float]) -> list[int]:
+    """Indices of the right responses, one per distinct (question, response)."""
+    seen, keep = set(), []
+    for i, (item, response, reward) in enumerate(zip(items, responses, rewards, strict=True)):
+        if reward > 0 and (item["question"], response) not in seen:
+            seen.add((item["question"], response))
+            keep.append(i)
+    return keep
+
+
+def _train_on(cfg: RFTConfig, model, optimizer, batch: dict, keep: list[int], rng: random.Random, device) -> float:
+    """``epochs_per_round`` passes of the SFT loss over the kept rows; the mean loss per optimizer step."""
+    losses = []
+    model.train()
+    for _ in range(cfg.epochs_per_round):
+        order = rng.sample(keep, len(keep))
+        for start in range(0, len(order), cfg.batch_size):
+            rows = torch.tensor(order[start: start + cfg.batch_size])
+            mask = batch["response_mask"][rows]
+            width = int(mask.any(dim=0).nonzero().max()) + 1
+            ids, labels = batch["input_ids"][rows, :width].to(device), batch["labels"][rows, :width].to(device)
+            log_probs = get_response_log_probs(model, ids, labels)["log_probs"]
+            _, meta = sft_microbatch_train_step(log_probs, mask[:, :width].to(device), 1)
+            clip_grad_norm(model.parameters(), cfg.grad_clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(float(meta["sft/loss"]))
+    return sum(losses) / len(losses) if losses else float("nan")
+
+
+def train_rft(cfg: RFTConfig, model=None, tokenizer=None, sample_fn=None) -> dict:
+    """Run RFT until the token budget is spent; returns the last held-out summary plus ``checkpoint``, ``seconds``,
+    ``rounds`` and ``sampled_tokens``. ``sample_fn(prompts, seed) -> (responses, ended_by_eos)`` replaces sampling
+    (tests)."""
+    budget = cfg.token_budget or grpo_token_budget(cfg.match_metrics)
+    torch.manual_seed(cfg.seed)
+    model, tokenizer, _, context, out_dir = load_model_and_prepare(cfg, "rft", model, tokenizer)
+    device = model_device(model)
+    train, held_out = load_task(cfg)
+    optimizer = AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    rng = random.Random(cfg.seed)
+    if sample_fn is None:
+        def sample_fn(prompts, seed):
+            return rollout(model, tokenizer, prompts, cfg.max_new_tokens, temperature=cfg.temperature, seed=seed,
+                           batch_size=cfg.rollout_batch_size, return_eos=True)
+    started, total, summary, rnd = time.perf_counter(), 0, {}, 0
+    metrics_path = out_dir / "metrics.csv"
+    while total < budget and rnd < cfg.max_rounds:
+        rnd += 1
+        questions = rng.sample(train, min(len(train), cfg.rollout_batch_size // cfg.group_size))
+        items = [item for item in questions for _ in range(cfg.group_size)]
+        prompts = [build_prompt(cfg.task, item, cfg.template) for item in items]
+        responses, ended = sample_fn(prompts, cfg.seed * 1_000_003 + rnd)
+        batch, sampled = _tokens(prompts, responses, ended, tokenizer, context)
+        total += sampled
+        rewards = [score(cfg.task, r, item)["reward"] for r, item in zip(responses, items, strict=True)]
+        keep = [i for i in verified(items, responses, rewards) if bool(batch["response_mask"][i].any())]
+        loss = _train_on(cfg, model, optimizer, batch, keep, rng, device) if keep else None
+        row = {"round": rnd, "sampled_tokens": sampled, "total_sampled_tokens": total,
+               "reward": sum(rewards) / len(rewards), "kept": len(keep), "loss": loss}
+        if total >= budget or (cfg.eval_interval and rnd % cfg.eval_interval == 0):
+            if held_out:
+                _, summary = evaluate(model, tokenizer, cfg.task, held_out, cfg.template, cfg.max_new_tokens,
+                                      cfg.eval_batch_size, model_name=str(cfg.out_dir))
+                row.update(val_accuracy=summary["accuracy"], val_format_rate=summary["format_rate"])
+            print(f"round {rnd}: {total}/{budget} sampled tokens, reward {row['reward']:.3f}, "
+                  f"val_accuracy {summary.get('accuracy')}", file=sys.stderr, flush=True)
+        row["seconds"] = round(time.perf_counter() - started, 3)
+        write_metrics_row(metrics_path, METRIC_COLUMNS, row, new=rnd == 1)
+    out = save_trained(cfg, "rft", model, tokenizer, optimizer, summary, started)
+    return {**out, "rounds": rnd, "sampled_tokens": total, "token_budget": budget}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli_main(RFTConfig, train_rft, "rft", argv, doc=__doc__,
+                    helps={"token_budget": "sampled response tokens (0: GRPO's total, read from match_metrics)"})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
