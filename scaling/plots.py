@@ -124,6 +124,8 @@ def plot_all(frame: pd.DataFrame, iso: IsoflopFit | None, law: ParametricLaw | N
              out_dir: Path) -> list[Path]:
     """Every plot the fits allow; returns the PNG paths written."""
     targets = np.asarray(targets, dtype=float)
+    if law is not None and not (np.isfinite(law.G) and law.G > 0):
+        law = None  # a degenerate law (its allocation G under- or overflowed): nothing to draw on log axes
     paths = []
     if iso is not None:
         paths.append(plot_isoflop_curves(frame, iso, out_dir / "isoflop_curves.png"))

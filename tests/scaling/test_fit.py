@@ -184,3 +184,13 @@ def test_parametric_stats_of_a_law_whose_allocation_underflows_is_infinite_not_a
     with np.errstate(all="ignore"):
         stats = parametric_stats(law, np.array([1e20]))
     assert not np.isfinite(stats["d_opt.coef"])
+
+
+def test_plots_skip_a_degenerate_parametric_law(tmp_path):
+    """A law whose N_opt is 0 everywhere (G underflowed) cannot be drawn on log axes: the other plots still are."""
+    from scaling.parametric import ParametricLaw
+    from scaling.plots import plot_all
+    frame = pd.DataFrame({"params": [1e5, 2e5], "tokens": [1e6, 2e6], "flops": [6e11, 2.4e12], "loss": [3.0, 2.8]})
+    law = ParametricLaw(E=1.0, A=1e-300, B=1e300, alpha=0.05, beta=0.05)
+    with np.errstate(all="ignore"):
+        assert plot_all(frame, None, law, np.array([1e13]), tmp_path) == []
