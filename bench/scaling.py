@@ -69,27 +69,36 @@ def holdout_rows(fit: dict) -> list[Result]:
     return rows
 
 
-def exponent(fit: dict) -> tuple[str, float, list[float]] | None:
-    """(method, N_opt exponent, its 95% CI) of the selected fit (the IsoFLOP parabola when none is selected)."""
-    method = (fit.get("selection") or {}).get("method") or "isoflop"
-    section = fit.get("isoflop", {}).get("parabola") if method.startswith("isoflop") else fit.get(method)
+METHODS = ("isoflop", "isoflop_grid", "parametric", "gadre")
+
+
+def exponent(fit: dict, method: str) -> tuple[float, list[float]] | None:
+    """(N_opt exponent, its 95% CI) of one method's fit, None when that fit is absent."""
+    section = fit.get("isoflop", {}).get("parabola" if method == "isoflop" else "grid_minimum") \
+        if method.startswith("isoflop") else fit.get(method)
     if not section:
         return None
     stat = section["n_opt"]["exponent"]
-    return method, float(stat["value"]), [float(v) for v in stat["ci95"]]
+    return float(stat["value"]), [float(v) for v in stat["ci95"]]
 
 
 def seed_rows(first: dict, second: dict) -> list[Result]:
-    a, b = exponent(first), exponent(second)
-    if a is None or b is None:
-        return []
-    method, value, (lo, hi) = a
-    _, other, other_ci = b
-    extra = {"method": method, "seed0_ci95": [lo, hi], "seed1_ci95": other_ci}
-    return [Result("seed 0", "n_opt_exponent", value, f"{method}, 95% CI [{lo:.3g}, {hi:.3g}]", extra=extra),
-            Result("seed 1", "n_opt_exponent", other, f"{method}, 95% CI [{other_ci[0]:.3g}, {other_ci[1]:.3g}]",
-                   "seed 0", value, extra=extra),
-            Result("seed 1", "inside_seed0_ci", float(lo <= other <= hi), "1 = inside", extra=extra)]
+    """Per method: the second seed's N_opt exponent against the first seed's 95% CI (the first seed's selected
+    method is marked)."""
+    selected = (first.get("selection") or {}).get("method")
+    rows = []
+    for method in METHODS:
+        a, b = exponent(first, method), exponent(second, method)
+        if a is None or b is None:
+            continue
+        (value, (lo, hi)), (other, other_ci) = a, b
+        name = f"{method}{' (selected)' if method == selected else ''}"
+        extra = {"seed0_ci95": [lo, hi], "seed1_ci95": other_ci}
+        rows += [Result(f"{name} seed 0", "n_opt_exponent", value, f"95% CI [{lo:.3g}, {hi:.3g}]", extra=extra),
+                 Result(f"{name} seed 1", "n_opt_exponent", other, f"95% CI [{other_ci[0]:.3g}, {other_ci[1]:.3g}]",
+                        extra=extra),
+                 Result(f"{name} seed 1", "inside_seed0_ci", float(lo <= other <= hi), "1 = inside", extra=extra)]
+    return rows
 
 
 def published_fit_rows(fit: dict) -> list[Result]:

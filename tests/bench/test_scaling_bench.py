@@ -40,6 +40,17 @@ def test_seed_check_compares_the_second_exponent_with_the_first_ci():
         return {"selection": {"method": "parametric"},
                 "parametric": {"n_opt": {"exponent": {"value": value, "ci95": [lo, hi]}}}}
     inside = seed_rows(fit(0.5, 0.4, 0.6), fit(0.55, 0.3, 0.7))
-    assert rows_by(inside, "seed 1", "inside_seed0_ci")[0].value == 1.0
+    assert rows_by(inside, "parametric (selected) seed 1", "inside_seed0_ci")[0].value == 1.0
     outside = seed_rows(fit(0.5, 0.4, 0.6), fit(0.65, 0.6, 0.7))
-    assert rows_by(outside, "seed 1", "inside_seed0_ci")[0].value == 0.0
+    assert rows_by(outside, "parametric (selected) seed 1", "inside_seed0_ci")[0].value == 0.0
+
+
+def test_seed_check_compares_the_same_method_even_when_the_seeds_select_different_ones():
+    first = {"selection": {"method": "parametric"}, "parametric": {"n_opt": {"exponent": {"value": 0.5,
+             "ci95": [0.4, 0.6]}}}, "gadre": {"n_opt": {"exponent": {"value": 0.5, "ci95": [0.5, 0.5]}}}}
+    second = {"selection": {"method": "gadre"}, "parametric": {"n_opt": {"exponent": {"value": 0.45,
+              "ci95": [0.3, 0.6]}}}, "gadre": {"n_opt": {"exponent": {"value": 0.9, "ci95": [0.9, 0.9]}}}}
+    rows = seed_rows(first, second)
+    assert rows_by(rows, "parametric (selected) seed 1", "n_opt_exponent")[0].extra["seed0_ci95"] == [0.4, 0.6]
+    assert rows_by(rows, "parametric (selected) seed 1", "inside_seed0_ci")[0].value == 1.0
+    assert rows_by(rows, "gadre seed 1", "inside_seed0_ci")[0].value == 0.0
