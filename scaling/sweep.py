@@ -7,6 +7,11 @@ ModelConfig.flops_per_token(context_length) = 6·N_matmul + 12·L·d·T (Chowdhe
 Each run gets max_tokens = D (model/train.py rounds up to whole steps, so a run overshoots C by < one step),
 warmup min(warmup_steps, 10% of its steps), and one evaluation and checkpoint at its end.
 
+Design knobs (SweepConfig): ``lr_rule: inverse_width`` gives each width lr = train.lr x lr_base_width / d_model;
+``min_run_steps`` / ``max_run_steps`` leave out runs too short to be past the warm-up transient or too long to be
+worth their seconds (named in the plan as skipped); ``workers`` trains that many runs at once in spawned
+processes (rows are written in plan order; the losses equal a sequential sweep's).
+
 Budget accounting as in the CS336 assignment-3 training API: every run recorded in the results CSV has been
 charged; before anything runs, the FLOPs already spent plus those planned (steps · tokens/step · FLOPs/token) must
 fit in ``total_flops``, and spent/left is printed after each run. The CSV's ``flops`` column is the nominal budget C
