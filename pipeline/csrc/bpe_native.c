@@ -132,14 +132,7 @@ static int cache_grow(Cache *c) {
 static int cache_put(Cache *c, const uint8_t *key, size_t len, uint64_t hash, const uint32_t *ids, size_t n) {
     if (c->used >= CACHE_MAX_ENTRIES || c->keys_len + len > CACHE_MAX_BYTES) cache_clear(c);
     if ((c->used + 1) * 2 > c->mask + 1 && cache_grow(c) < 0) return -1;
-    if (c->keys_len + len > c->keys_cap) {
-        size_t cap = c->keys_cap ? c->keys_cap : 1 << 16;
-        while (cap < c->keys_len + len) cap *= 2;
-        uint8_t *keys = PyMem_RawRealloc(c->keys, cap);
-        if (!keys) return -1;
-        c->keys = keys;
-        c->keys_cap = cap;
-    }
+    if (reserve_bytes(&c->keys, &c->keys_cap, c->keys_len + len) < 0) return -1;
     if (idvec_reserve(&c->ids, n) < 0) return -1;
     CacheSlot *slot = cache_find(c, key, len, hash);
     memcpy(c->keys + c->keys_len, key, len);

@@ -217,14 +217,7 @@ static int merge_word(Trainer *t, uint32_t w, uint32_t a, uint32_t b, uint32_t n
 }
 
 static int add_token(Trainer *t, const uint8_t *data, size_t len) {
-    if (t->bytes_len + len > t->bytes_cap) {
-        size_t cap = t->bytes_cap ? t->bytes_cap : 1 << 16;
-        while (cap < t->bytes_len + len) cap *= 2;
-        uint8_t *bytes = PyMem_RawRealloc(t->bytes, cap);
-        if (!bytes) return -1;
-        t->bytes = bytes;
-        t->bytes_cap = cap;
-    }
+    if (reserve_bytes(&t->bytes, &t->bytes_cap, t->bytes_len + len) < 0) return -1;
     memcpy(t->bytes + t->bytes_len, data, len);
     if (u32_push(&t->tok_at, (uint32_t)t->bytes_len) < 0 || u32_push(&t->tok_len, (uint32_t)len) < 0) return -1;
     t->bytes_len += len;
@@ -413,14 +406,7 @@ static int counts_add(Counts *c, const uint8_t *key, size_t len) {
             return 0;
         }
     }
-    if (c->keys_len + len > c->keys_cap) {
-        size_t cap = c->keys_cap ? c->keys_cap : 1 << 16;
-        while (cap < c->keys_len + len) cap *= 2;
-        uint8_t *keys = PyMem_RawRealloc(c->keys, cap);
-        if (!keys) return -1;
-        c->keys = keys;
-        c->keys_cap = cap;
-    }
+    if (reserve_bytes(&c->keys, &c->keys_cap, c->keys_len + len) < 0) return -1;
     memcpy(c->keys + c->keys_len, key, len);
     c->slots[i] = (CountSlot){hash, (uint32_t)c->keys_len, (uint32_t)len, 1};
     c->keys_len += len;
