@@ -82,15 +82,35 @@ def inputs(n: int, d: int, v: int, dtype, device: str, seed: int = 0):
     return h.to(device, dtype), w.to(device, dtype), t.to(device)
 
 
+def cuda_peak_bytes(fn, h, w, t) -> int:
+    """The CUDA caching allocator's peak over forward + backward, above what was allocated before the call (the
+    inputs); includes the gradients dh and dw, which both implementations allocate alike."""
+    h = h.detach().clone().requires_grad_()
+    w = w.detach().clone().requires_grad_()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    loss = fn(h, w, t)
+    loss.backward()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - before
+
+
 def measure(n: int, d: int, v: int, device: str) -> list[Result]:
     rows = []
     for label, dtype in DTYPES.items():
         h, w, t = inputs(n, d, v, dtype, device)
         eager = memory_bytes(linear_cross_entropy_torch, h, w, t)
         fused = memory_bytes(fused_linear_cross_entropy, h, w, t)
-        for i, metric in enumerate(("saved_mib", "peak_mib")):
+        metrics = ["saved_mib", "peak_mib"]
+        if device == "cuda":
+            eager += (cuda_peak_bytes(linear_cross_entropy_torch, h, w, t),)
+            fused += (cuda_peak_bytes(fused_linear_cross_entropy, h, w, t),)
+            metrics.append("cuda_peak_mib")
+        for i, metric in enumerate(metrics):
             rows.append(Result(f"fused/{label}", metric, fused[i] / 2**20, "MiB (ratio: eager / fused)",
-                               f"eager/{label}", eager[i] / 2**20, eager[i] / max(fused[i], 1)))
+                               f"eager/{label}", eager[i] / 2**20, eager[i] / max(fused[i], 1),
+                               extra={"tokens": n, "d_model": d, "vocab": v}))
     return rows
 
 
@@ -100,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--d-model", type=int, default=64, help="d, the hidden size")
     ap.add_argument("--vocab", type=int, default=32768, help="V, the vocabulary")
     ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where ce_memory.jsonl goes")
+    ap.add_argument("--area", help="results file (default ce_memory on CPU, gpu_ce_memory on CUDA)")
     ap.add_argument("--no-record", action="store_true", help="print only")
     args = ap.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -111,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
               f"eager/fused {r.ratio:.1f}x")
     if not args.no_record:
         command = "TRITON_INTERPRET=1 python -m bench.ce_memory" if device == "cpu" else "python -m bench.ce_memory"
-        print(f"rows appended to {record('ce_memory', rows, command, args.results_dir)}")
+        if (args.tokens, args.d_model, args.vocab) != (256, 64, 32768):
+            command += f" --tokens {args.tokens} --d-model {args.d_model} --vocab {args.vocab}"
+        area = args.area or ("ce_memory" if device == "cpu" else "gpu_ce_memory")
+        print(f"rows appended to {record(area, rows, command, args.results_dir)}")
     return 0
 
 
