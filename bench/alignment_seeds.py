@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from alignment import dpo, grpo, report, rft, sft
+from alignment import digits, dpo, grpo, report, rft, sft
 from alignment.stats import mean_sd, standard_error
 from bench.results import RESULTS_DIR, Result, record
 
@@ -92,6 +92,28 @@ def results(frames: dict[int, pd.DataFrame], gains: dict[int, dict[str, float]])
     return [r for r in rows if r.value is not None and r.value == r.value]
 
 
+def task_rows(params: str) -> list[Result]:
+    """The task's facts as rows (name ``digits task``): problem keys, the held-out reserve, the split sizes and the
+    teacher's accuracy on validation and test (how good the demonstrations are on problems never trained on)."""
+    from workbench.params import load_section
+
+    cfg = load_section("sft", params)
+    n = int(cfg.get("n_test", 200))
+    n_digits = int(cfg.get("digits", 2))
+    slip = float(cfg.get("teacher_slip", 0.5))
+    train, val, test = digits.digit_splits(int(cfg.get("n_train", 0)), n, n, n_digits)
+    rows = [Result("digits task", "problem_keys", len(digits.all_keys(n_digits)), "problems (a sum and its commuted "
+                   "pair are one)"),
+            Result("digits task", "held_out_keys", digits.RESERVED, "problems never trained on"),
+            Result("digits task", "validation_problems", len(val)), Result("digits task", "test_problems", len(test)),
+            Result("digits task", "sft_demonstrations", len(train))]
+    for split, items in (("validation", val), ("test", test)):
+        right = sum(not digits.teacher_is_wrong(item, slip) for item in items)
+        rows.append(Result("digits task", f"teacher_accuracy_{split}", right / len(items),
+                           extra={"teacher_slip": slip}))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.alignment_seeds", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -107,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         frames[seed] = run_seed(seed, out, args.params)
         gains[seed] = {s: paired_gain_in_se(out, frames[seed]["task"].iloc[0], s) for s in STAGES if s != "sft"}
         print(f"seed {seed}: (stage - SFT) on test in paired SE: {gains[seed]}", file=sys.stderr, flush=True)
-    rows = results(frames, gains)
+    rows = task_rows(args.params) + results(frames, gains)
     for r in rows:
         print(f"{r.name:>14} {r.metric:<20} {r.value:.4f}  {r.extra or ''}")
     if not args.no_record:

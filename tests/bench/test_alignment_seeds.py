@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from bench.alignment_seeds import STAGES, paired_gain_in_se, results
+from bench.alignment_seeds import STAGES, paired_gain_in_se, results, task_rows
 
 
 def _write(folder, name, rewards):
@@ -41,3 +41,18 @@ def test_results_rows_per_seed_and_over_seeds():
     assert rows[("grpo", "test_accuracy_mean")].value == pytest.approx(0.85)
     assert rows[("grpo", "test_accuracy_sd")].value == pytest.approx((2 * 0.05**2) ** 0.5)
     assert ("grpo/seed0", "validation_accuracy") in rows
+
+
+@pytest.mark.parametrize("slip", [0.0, 0.5])
+def test_task_rows(tmp_path, slip):
+    params = tmp_path / "params.yaml"
+    params.write_text(f"sft:\n  task: digits\n  digits: 2\n  n_train: 300\n  n_test: 50\n  teacher_slip: {slip}\n")
+    got = {r.metric: r.value for r in task_rows(str(params))}
+    # 2-digit operands 10..99: a sum and its commuted pair are one problem (90 x 91 / 2 unordered pairs), and a
+    # difference a - b is asked only for a >= b (the same count)
+    assert got["problem_keys"] == 2 * (90 * 91 // 2)
+    assert (got["validation_problems"], got["test_problems"], got["sft_demonstrations"]) == (50, 50, 300)
+    if slip == 0.0:  # a teacher that never slips is always right
+        assert got["teacher_accuracy_validation"] == got["teacher_accuracy_test"] == 1.0
+    else:
+        assert 0.0 < got["teacher_accuracy_test"] < 1.0
