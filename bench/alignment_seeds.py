@@ -93,7 +93,7 @@ def results(frames: dict[int, pd.DataFrame], gains: dict[int, dict[str, float]])
 
 
 def task_rows(params: str) -> list[Result]:
-    """The task's facts as rows (name ``digits task``): problem keys, the held-out reserve, the split sizes and the
+    """The task's facts as rows (name ``digits_task``): problem keys, the held-out reserve, the split sizes and the
     teacher's accuracy on validation and test (how good the demonstrations are on problems never trained on)."""
     from workbench.params import load_section
 
@@ -102,14 +102,14 @@ def task_rows(params: str) -> list[Result]:
     n_digits = int(cfg.get("digits", 2))
     slip = float(cfg.get("teacher_slip", 0.5))
     train, val, test = digits.digit_splits(int(cfg.get("n_train", 0)), n, n, n_digits)
-    rows = [Result("digits task", "problem_keys", len(digits.all_keys(n_digits)), "problems (a sum and its commuted "
+    rows = [Result("digits_task", "problem_keys", len(digits.all_keys(n_digits)), "problems (a sum and its commuted "
                    "pair are one)"),
-            Result("digits task", "held_out_keys", digits.RESERVED, "problems never trained on"),
-            Result("digits task", "validation_problems", len(val)), Result("digits task", "test_problems", len(test)),
-            Result("digits task", "sft_demonstrations", len(train))]
+            Result("digits_task", "held_out_keys", digits.RESERVED, "problems never trained on"),
+            Result("digits_task", "validation_problems", len(val)), Result("digits_task", "test_problems", len(test)),
+            Result("digits_task", "sft_demonstrations", len(train))]
     for split, items in (("validation", val), ("test", test)):
         right = sum(not digits.teacher_is_wrong(item, slip) for item in items)
-        rows.append(Result("digits task", f"teacher_accuracy_{split}", right / len(items),
+        rows.append(Result("digits_task", f"teacher_accuracy_{split}", right / len(items),
                            extra={"teacher_slip": slip}))
     return rows
 

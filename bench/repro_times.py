@@ -19,7 +19,7 @@ from pathlib import Path
 from bench.results import RESULTS_DIR, Result, record
 
 ALIGNMENT = ("sft", "dpo", "grpo", "rft", "evaluate")
-GOALS_S = {"alignment stages": 360.0, "sweep + fit": 300.0, "all stages": 720.0}
+GOALS_S = {"alignment_stages": 360.0, "sweep+fit": 300.0, "all_stages": 720.0}
 
 
 def read_times(path: Path) -> dict[str, float]:
@@ -35,14 +35,14 @@ def read_times(path: Path) -> dict[str, float]:
 
 def rows_of(times: dict[str, float], wall_s: float | None) -> list[Result]:
     rows = [Result(stage, "seconds", s, "s") for stage, s in times.items()]
-    groups = {"alignment stages": sum(times.get(s, 0.0) for s in ALIGNMENT),
-              "sweep + fit": times.get("sweep", 0.0) + times.get("fit", 0.0),
-              "all stages": sum(times.values())}
+    groups = {"alignment_stages": sum(times.get(s, 0.0) for s in ALIGNMENT),
+              "sweep+fit": times.get("sweep", 0.0) + times.get("fit", 0.0),
+              "all_stages": sum(times.values())}
     for name, seconds in groups.items():
         rows.append(Result(name, "seconds", seconds, "s (ratio: of the goal)", "goal", GOALS_S[name]))
     if wall_s:
-        rows.append(Result("clone to finish, install included", "seconds", wall_s, "s (ratio: of the goal)", "goal",
-                           GOALS_S["all stages"]))
+        rows.append(Result("clone_to_finish", "seconds", wall_s, "s (ratio: of the goal)", "goal",
+                           GOALS_S["all_stages"]))
     return rows
 
 

@@ -16,10 +16,10 @@ def test_groups_sum_their_stages(tmp_path):
                                        ("sft", "ran", 100), ("dpo", "ran", 10), ("grpo", "ran", 20),
                                        ("rft", "ran", 15), ("evaluate", "ran", 5)]))
     got = {r.name: (r.value, r.baseline_value) for r in rows_of(times, wall_s=600)}
-    assert got["alignment stages"] == (150, 360)
-    assert got["sweep + fit"] == (210, 300)
-    assert got["all stages"] == (450, 720)
-    assert got["clone to finish, install included"] == (600, 720)
+    assert got["alignment_stages"] == (150, 360)
+    assert got["sweep+fit"] == (210, 300)
+    assert got["all_stages"] == (450, 720)
+    assert got["clone_to_finish"] == (600, 720)
 
 
 def test_skipped_stage_is_refused(tmp_path):
