@@ -187,16 +187,16 @@ def tried_rows(runs: list[PageRun]) -> list[Result]:
         vs = ("trafilatura fast=True", round(_quality(runs, lambda r: "fast")[0], 4)) if "+" in variant else ()
         rows += [Result(label, "kept_validation", round(kept, 4), "share of snippets", *vs),
                  Result(label, "dropped_validation", round(dropped, 4), "share of snippets")]
-    for denominator, label in (("page", "lexbor visible text"), ("resiliparse", "Resiliparse text")):
-        for name, rule in ((f"cascade grid, share of {label}", cheapest_rule(runs, denominator)),
-                           (f"cascade as shipped, share of {label}",
-                            cascade_rule(runs, MIN_CHARS, MIN_PAGE_SHARE, denominator))):
-            rows += [Result(name, "min_chars", rule["min_chars"], "characters"),
-                     Result(name, "min_share", rule["share"], "of the denominator"),
-                     Result(name, "routed_pages", rule["routed"], pages),
-                     Result(name, "kept_validation", round(rule["kept"], 4), "share of snippets"),
-                     Result(name, "dropped_validation", round(rule["dropped"], 4), "share of snippets"),
-                     Result(name, "simulated_speedup", round(rule["speedup"], 3), "x full trafilatura")]
+    rules = {"cascade grid (lexbor visible text)": cheapest_rule(runs, "page"),
+             "cascade as shipped (lexbor visible text)": cascade_rule(runs, MIN_CHARS, MIN_PAGE_SHARE, "page"),
+             "cascade grid (Resiliparse text)": cheapest_rule(runs, "resiliparse")}
+    for name, rule in rules.items():
+        rows += [Result(name, "min_chars", rule["min_chars"], "characters"),
+                 Result(name, "min_share", rule["share"], "of the denominator"),
+                 Result(name, "routed_pages", rule["routed"], pages),
+                 Result(name, "kept_validation", round(rule["kept"], 4), "share of snippets"),
+                 Result(name, "dropped_validation", round(rule["dropped"], 4), "share of snippets"),
+                 Result(name, "simulated_speedup", round(rule["speedup"], 3), "x full trafilatura")]
     oracle = resiliparse_first(runs, lambda r: r.kept["resiliparse"] >= r.kept["full"]
                                and r.dropped["resiliparse"] >= r.dropped["full"])
     rows += [Result("resiliparse oracle", "resiliparse_pages", oracle["pages"], pages),
