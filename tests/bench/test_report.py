@@ -5,10 +5,8 @@ import json
 from bench import report
 from bench.results import Result, interleaved, latest, read_rows, record, timing_result
 
-# issue 23: removed when sections "Extraction", "BPE training", "Encoding" (issues 26/27), "Alignment" (issue 21)
-# and "Scaling laws" (issue 19) are generated. Their h2/h3 titles as they stand in docs/benchmarks.md:
+# issue 23: removed when "Alignment" (issue 21) is generated. Its h2 title as it stands in docs/benchmarks.md:
 NOT_YET_GENERATED = [
-    "Pipeline: extraction, BPE training, encoding",  # its preamble and the Extraction, BPE and Encoding h3s
     "Alignment: the `digits` task held out by problem; SFT → DPO / RFT / GRPO over three seeds; rollout and GRPO speed",
 ]
 
