@@ -6,7 +6,9 @@ A generated section sits between two markers; everything between them is rewritt
     ...table, then one "measured on ... by `command`" line per run...
     <!-- /results -->
 
-``metrics`` (optional) picks and orders the metrics; ``names`` (optional) picks and orders the rows.
+``metrics`` (optional) picks and orders the metrics; ``names`` (optional) picks and orders the rows (quote a list
+whose names hold spaces: ``names="ours (cascade),plain trafilatura"``); ``commit`` (optional) takes the newest rows of
+the run made at that commit instead of the newest rows overall (an earlier run quoted beside the latest one).
 
     python -m bench.report            rewrite the sections in place
     python -m bench.report --check    exit 1 when the doc differs from what the results give, when a number in a
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -47,21 +50,28 @@ def fmt(value) -> str:
 
 def parse_spec(spec: str) -> dict[str, list[str] | str]:
     out = {}
-    for part in spec.split():
+    try:
+        parts = shlex.split(spec)
+    except ValueError as exc:
+        raise ValueError(f"results marker {spec!r}: {exc}") from None
+    for part in parts:
         key, sep, value = part.partition("=")
-        if not sep or key not in ("area", "metrics", "names"):
-            raise ValueError(f"results marker: bad field {part!r} (expected area=, metrics=, names=)")
-        out[key] = value if key == "area" else value.split(",")
+        if not sep or key not in ("area", "metrics", "names", "commit"):
+            raise ValueError(f"results marker: bad field {part!r} (expected area=, metrics=, names=, commit=)")
+        out[key] = value if key in ("area", "commit") else value.split(",")
     if "area" not in out:
         raise ValueError(f"results marker {spec!r}: area= is required")
     return out
 
 
-def render(spec: dict, rows: dict[tuple[str, str, str], dict]) -> str:
-    area = spec["area"]
+def render(spec: dict, rows: list[dict]) -> str:
+    """The table of ``spec``'s area from the newest of ``rows`` (only those of ``spec``'s commit, when it names one)."""
+    area, commit = spec["area"], spec.get("commit")
+    rows = latest([r for r in rows if not commit or str(r.get("commit", "")).startswith(commit)])
     mine = [r for (a, _, _), r in rows.items() if a == area]
     if not mine:
-        raise ValueError(f"results marker area={area}: no rows in {RESULTS_DIR.relative_to(DOC.parent.parent)}")
+        at = f" at commit {commit}" if commit else ""
+        raise ValueError(f"results marker area={area}: no rows{at} in {RESULTS_DIR.relative_to(DOC.parent.parent)}")
     metrics = spec.get("metrics") or list(dict.fromkeys(r["metric"] for r in mine))
     names = spec.get("names") or list(dict.fromkeys(r["name"] for r in mine))
     lines = ["| name | metric | value | unit | baseline | baseline value | ratio | repeats (min–max) |",
@@ -86,15 +96,15 @@ def render(spec: dict, rows: dict[tuple[str, str, str], dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def generate(text: str, rows: dict) -> str:
+def generate(text: str, rows: list[dict]) -> str:
     return SECTION.sub(lambda m: m.group(1) + render(parse_spec(m.group("spec")), rows) + m.group(4), text)
 
 
-def unbacked_numbers(text: str, rows: dict) -> list[str]:
+def unbacked_numbers(text: str, rows: list[dict]) -> list[str]:
     """Numbers inside generated sections that no results row (value, baseline, ratio, spread, repeats, date,
     commit) accounts for: a figure typed by hand."""
     allowed = set()
-    for r in rows.values():
+    for r in rows:
         for key in ("value", "baseline_value", "ratio", "min", "max", "repeats"):
             if r.get(key) is not None:
                 allowed.add(fmt(r[key]))
@@ -129,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         typed = by_section(offenders(text))
         if args.list:
             return list_figures(typed)
-        rows = latest(read_rows(args.results_dir))
+        rows = read_rows(args.results_dir)
         new = generate(text, rows)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

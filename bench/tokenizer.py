@@ -239,6 +239,16 @@ def crawl_text(docs_dir: Path, cache_dir: Path) -> Path | None:
     return out
 
 
+def corpus_rows(corpora: dict[str, Path]) -> list[Result]:
+    """Each corpus's size: MB of UTF-8 text and its documents (the parts between ``<|endoftext|>``)."""
+    rows = []
+    for label, path in corpora.items():
+        text = path.read_text(encoding="utf-8")
+        rows += [Result(label, "corpus_mb", round(len(text.encode("utf-8")) / 1e6, 2), "MB"),
+                 Result(label, "documents", sum(1 for doc in text.split(EOT) if doc.strip()), "documents")]
+    return rows
+
+
 def rows_table(rows: list[Result]) -> str:
     return format_table([{"name": r.name, "metric": r.metric, "value": r.value, "baseline": r.baseline or "",
                           "baseline_value": r.baseline_value or 0.0, "ratio": r.ratio or 0.0,
@@ -267,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     corpora = {"TinyStories": args.tinystories, "generated crawl": crawl_text(args.docs, args.cache_dir),
                "real pages": real_page_text(args.cache_dir)}
     corpora = {label: path for label, path in corpora.items() if path is not None}
-    rows: list[Result] = []
+    rows = corpus_rows(corpora)
     if not args.skip_train:
         for label, path in corpora.items():
             rows += bench_bpe_training(path, args.vocab_size, [EOT], args.repeats, label)
@@ -277,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
             rows += bench_encode(path.read_text(encoding="utf-8"), label, repeats=args.repeats)
     print(rows_table(rows))
     if args.record:
-        print(f"wrote {record('tokenizer', rows, 'python -m bench.tokenizer --record')}")
+        command = "python -m bench.tokenizer --record" + " --skip-train" * args.skip_train + \
+            " --skip-encode" * args.skip_encode
+        print(f"wrote {record('tokenizer', rows, command)}")
     return 0
 
 

@@ -5,10 +5,8 @@ import json
 from bench import report
 from bench.results import Result, interleaved, latest, read_rows, record, timing_result
 
-# issue 23: removed when sections "Extraction", "BPE training", "Encoding" (issues 26/27), "Alignment" (issue 21)
-# and "Scaling laws" (issue 19) are generated. Their h2/h3 titles as they stand in docs/benchmarks.md:
+# issue 23: removed when "Alignment" (issue 21) is generated. Its h2 title as it stands in docs/benchmarks.md:
 NOT_YET_GENERATED = [
-    "Pipeline: extraction, BPE training, encoding",  # its preamble and the Extraction, BPE and Encoding h3s
     "Alignment: the `digits` task held out by problem; SFT → DPO / RFT / GRPO over three seeds; rollout and GRPO speed",
 ]
 
@@ -74,3 +72,23 @@ def test_the_committed_doc_matches_the_committed_results():
     assert report.SECTION.search(report.DOC.read_text(encoding="utf-8")), "no generated section in the doc"
     allow = [a for title in NOT_YET_GENERATED for a in ("--allow-section", title)]
     assert report.main(["--check", *allow]) == 0
+
+
+def test_markers_pick_names_with_spaces_and_an_earlier_run_by_commit(tmp_path):
+    results = tmp_path / "results"
+    record("demo", [Result("ours (fast)", "speed", 11.0), Result("plain", "speed", 5.0)], "python -m demo",
+           results, commit="aaaaaaa")
+    record("demo", [Result("ours (fast)", "speed", 12.0), Result("plain", "speed", 6.0)], "python -m demo",
+           results, commit="bbbbbbb+dirty")
+    doc = tmp_path / "bench.md"
+    doc.write_text('<!-- results area=demo names="ours (fast)" -->\n<!-- /results -->\n\n'
+                   '<!-- results area=demo names="ours (fast)" commit=aaaaaaa -->\n<!-- /results -->\n')
+    args = ["--doc", str(doc), "--results-dir", str(results)]
+    assert report.main(args) == 0
+    newest, earlier = (m.group("body") for m in report.SECTION.finditer(doc.read_text()))
+    assert "| ours (fast) | speed | 12 |" in newest and "(commit bbbbbbb+dirty)" in newest
+    assert "| ours (fast) | speed | 11 |" in earlier and "(commit aaaaaaa)" in earlier
+    assert "plain" not in newest + earlier
+    assert report.main([*args, "--check"]) == 0
+    doc.write_text("<!-- results area=demo commit=ccccccc -->\n<!-- /results -->\n")
+    assert report.main(args) == 2  # no rows at that commit: a one-line error, nothing written

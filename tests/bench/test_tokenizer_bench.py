@@ -29,3 +29,12 @@ def test_training_rows_have_hf_as_baseline(tmp_path: Path):
     ours = by[("ours, tiny", "train_s")]
     assert ours.baseline == "HF tokenizers" and ours.ratio == pytest.approx(ours.baseline_value / ours.value)
     assert by[("ours, tiny", "peak_rss_mb")].value > 0
+
+
+def test_corpus_rows_count_utf8_megabytes_and_documents(tmp_path: Path):
+    from bench.tokenizer import corpus_rows
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("x" * 1_000_000 + EOT + "é" * 500_000 + EOT + "\n", encoding="utf-8")  # é: two bytes
+    rows = {r.metric: r.value for r in corpus_rows({"tiny": corpus})}
+    assert rows == {"corpus_mb": 2.0, "documents": 2}  # 2,000,027 bytes; the blank tail is no document
