@@ -15,6 +15,8 @@ so both sides run the same weights.
           A step is timed end to end (wall clock between step ends); the first step is warmup.
 
 Layout follows ``bench/model_train.py`` (Liger-Kernel's benchmark scripts: same setup for each provider, median).
+The numbers go as rows to benchmarks/results/alignment_engines.jsonl (``gpu_alignment_engines`` on CUDA; rows built
+by ``bench.alignment_engines_rows``) unless ``--no-record``; ``python -m bench.report`` tabulates them.
 
     python -m bench.alignment_engines --quick                     # CPU smoke sizes
     python -m bench.alignment_engines                             # CPU: micro, 64 x 32 tokens; GRPO 16 x 4, 32 tokens
@@ -40,6 +42,8 @@ from alignment.data import load_task
 from alignment.evaluate import build_prompt, score
 from alignment.grpo import GRPOConfig, train_grpo
 from alignment.rollout import DEFAULT_STOP, cut_at_stop
+from bench.alignment_engines_rows import results_rows
+from bench.results import RESULTS_DIR, record
 from bench.timing import format_table, timed  # median-of-N timing and the shared table layout
 from model.checkpoint import load_model, save_checkpoint
 from model.config import ModelConfig
@@ -148,8 +152,10 @@ def bench_rollout(args, workdir: Path, device: torch.device) -> dict:
         for name, fn in engines:
             times[name].append(timed(lambda fn=fn: fn(args.new_tokens), 0, 1, device))
     for name, _ in engines:
+        key = name.split()[0].lower()
+        result[key + "_seconds"] = times[name]  # per repeat, in turns with the other engine
         seconds = statistics.median(times[name])
-        result[name.split()[0].lower() + "_tokens_per_s"] = new / seconds
+        result[key + "_tokens_per_s"] = new / seconds
         rows.append([name, f"{seconds:.3f}", f"{new / seconds:,.0f}"])
     result["ratio_ours_over_hf"] = result["ours_tokens_per_s"] / result["hf_tokens_per_s"]
     rows[0].append(f"{result['ratio_ours_over_hf']:.2f}x")
@@ -190,9 +196,11 @@ def _ours_worker(engine: str, spec: dict, workdir: Path) -> dict:
         rows = [r for r in csv.DictReader(fh) if int(r["step"]) >= 1]
     ends = [float(r["seconds"]) for r in rows]
     steps = [b - a for a, b in zip(ends, ends[1:], strict=False)] or ends[:1]  # step 1 (from the start) is warmup
-    return {"step_seconds": steps, "rollout_seconds": statistics.median(float(r["rollout_seconds"]) for r in rows[1:]
-                                                                         or rows),
-            "train_seconds": statistics.median(float(r["train_seconds"]) for r in rows[1:] or rows),
+    timed_rows = rows[1:] or rows
+    rollout = [float(r["rollout_seconds"]) for r in timed_rows]
+    train = [float(r["train_seconds"]) for r in timed_rows]
+    return {"step_seconds": steps, "rollout_step_seconds": rollout, "train_step_seconds": train,
+            "rollout_seconds": statistics.median(rollout), "train_seconds": statistics.median(train),
             "total_seconds": total}
 
 
@@ -324,8 +332,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
     p.add_argument("--timeout", type=int, default=3600, help="grpo: seconds allowed per engine subprocess")
+    p.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
+                   help="where the rows go, as alignment_engines.jsonl (gpu_alignment_engines.jsonl on CUDA; "
+                        "default: %(default)s); bench.report tabulates them")
+    p.add_argument("--no-record", action="store_true", help="print only")
     p.add_argument("--worker", nargs=3, metavar=("ENGINE", "SPEC", "OUT"), help=argparse.SUPPRESS)
     return p
+
+
+def recorded_command(argv: list[str]) -> str:
+    """The command as a reader would retype it, with ``OMP_NUM_THREADS`` when set (it changes CPU timings)."""
+    threads = os.environ.get("OMP_NUM_THREADS")
+    return (f"OMP_NUM_THREADS={threads} " if threads else "") + " ".join(["python -m bench.alignment_engines", *argv])
+
+
+def settle_args(args, device: torch.device) -> str | None:
+    """Split ``--parts``/``--engines`` into lists and fill unset sizes from ``SIZES``; the usage error, if any."""
+    args.parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    bad = [p for p in args.parts if p not in ("rollout", "grpo")] + [e for e in args.engines if e not in ENGINES]
+    if bad or not args.parts:
+        return f"unknown part/engine {bad} (parts: rollout, grpo; engines: {', '.join(ENGINES)})"
+    for key, value in SIZES["quick" if args.quick else device.type].items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    if args.rollout_batch % args.group or args.rollout_batch % args.grad_accum:
+        return (f"--rollout-batch {args.rollout_batch} must be a multiple of --group {args.group} and "
+                f"--grad-accum {args.grad_accum}")
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,21 +376,11 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cuda" and not torch.cuda.is_available():
         print("error: --device cuda but CUDA is not available", file=sys.stderr)
         return 2
-    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    bad = [p for p in parts if p not in ("rollout", "grpo")] + [e for e in args.engines if e not in ENGINES]
-    if bad or not parts:
-        print(f"error: unknown part/engine {bad} (parts: rollout, grpo; engines: {', '.join(ENGINES)})",
-              file=sys.stderr)
+    error = settle_args(args, device)
+    if error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
-    sizes = SIZES["quick" if args.quick else device.type]
-    for key, value in sizes.items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
-    if args.rollout_batch % args.group or args.rollout_batch % args.grad_accum:
-        print(f"error: --rollout-batch {args.rollout_batch} must be a multiple of --group {args.group} and "
-              f"--grad-accum {args.grad_accum}", file=sys.stderr)
-        return 2
+    parts = args.parts
     if args.threads:
         torch.set_num_threads(args.threads)
     if device.type == "cuda":
@@ -386,6 +410,10 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(report, indent=2, default=str) + "\n")
         print(f"\nwrote {args.out}")
+    if not args.no_record:
+        area = "gpu_alignment_engines" if device.type == "cuda" else "alignment_engines"
+        path = record(area, results_rows(report), recorded_command(report["argv"]), args.results_dir)
+        print(f"rows appended to {path}")
     failed = [e for e, r in report.get("grpo", {}).items() if isinstance(r, dict) and "error" in r]
     return 1 if failed else 0
 

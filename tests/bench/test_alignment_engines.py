@@ -12,14 +12,20 @@ pytest.importorskip("transformers")
 pytest.importorskip("trl")
 
 from bench.alignment_engines import main  # noqa: E402
+from bench.results import read_rows  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("bench") / "bench.json"
+def run_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("bench")
+
+
+@pytest.fixture(scope="module")
+def report(run_dir):
+    out = run_dir / "bench.json"
     # a missing tokenizer folder: the byte tokenizer (vocab 257) keeps the model and the test small
     code = main(["--quick", "--device", "cpu", "--tokenizer", str(out.parent / "none"), "--vocab", "257",
-                 "--engines", "ours,trl", "--threads", "1", "--out", str(out)])
+                 "--engines", "ours,trl", "--threads", "1", "--out", str(out), "--results-dir", str(out.parent)])
     assert code == 0
     return json.loads(out.read_text())
 
@@ -41,6 +47,16 @@ def test_grpo_runs_ours_and_trl_in_subprocesses(report):
     assert grpo["ours"]["ratio_trl_over_ours"] == pytest.approx(
         grpo["trl"]["seconds_per_step"] / grpo["ours"]["seconds_per_step"])
     assert grpo["settings"]["rollout_batch"] % grpo["settings"]["group"] == 0
+
+
+def test_run_records_rows_per_part_and_engine(report, run_dir):
+    rows = read_rows(run_dir)
+    assert {r["area"] for r in rows} == {"alignment_engines"}
+    keys = {(r["name"], r["metric"]) for r in rows}
+    assert {("rollout/ours", "new_tokens_per_s"), ("grpo/ours", "s_per_step"), ("grpo/trl", "peak_rss_mib")} <= keys
+    ours = next(r for r in rows if (r["name"], r["metric"]) == ("grpo/ours", "s_per_step"))
+    assert ours["ratio"] == pytest.approx(report["grpo"]["ours"]["ratio_trl_over_ours"])
+    assert "python -m bench.alignment_engines --quick" in ours["command"]
 
 
 @pytest.mark.parametrize("argv", [["--parts", "nope"], ["--engines", "vllm"],
