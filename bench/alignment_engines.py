@@ -12,7 +12,10 @@ so both sides run the same weights.
           ``alignment.grpo.train_grpo`` (on our checkpoint and on the HF export) vs ``trl.GRPOTrainer``
           (same rollout batch, group size, microbatch, max new tokens, lr, reward = ``alignment.evaluate.score``),
           each engine in its own subprocess for a separate peak memory (CPU: VmHWM; CUDA: max allocated).
-          A step is timed end to end (wall clock between step ends); the first step is warmup.
+          A step is timed end to end (wall clock between step ends); the first step is warmup. Also reported: the
+          tokens trained per response, since the engines need not train the same work: our loop re-tokenizes the
+          decoded text, TRL trains on the sampled ids, and a random preset's vocab (``--vocab``) beyond the
+          tokenizer's samples ids that decode to U+FFFD (three bytes each with our tokenizer) or to nothing (HF's).
 
 Layout follows ``bench/model_train.py`` (Liger-Kernel's benchmark scripts: same setup for each provider, median).
 The numbers go as rows to benchmarks/results/alignment_engines.jsonl (``gpu_alignment_engines`` on CUDA; rows built
@@ -200,6 +203,7 @@ def _ours_worker(engine: str, spec: dict, workdir: Path) -> dict:
     rollout = [float(r["rollout_seconds"]) for r in timed_rows]
     train = [float(r["train_seconds"]) for r in timed_rows]
     return {"step_seconds": steps, "rollout_step_seconds": rollout, "train_step_seconds": train,
+            "response_tokens": [float(r["response_tokens"]) for r in timed_rows],
             "rollout_seconds": statistics.median(rollout), "train_seconds": statistics.median(train),
             "total_seconds": total}
 
@@ -248,7 +252,8 @@ def _trl_worker(spec: dict, workdir: Path) -> dict:
     trainer.train()
     total = time.perf_counter() - started
     steps = [b - a for a, b in zip(timer.ends, timer.ends[1:], strict=False)]
-    return {"step_seconds": steps[1:] or steps, "total_seconds": total}
+    lengths = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
+    return {"step_seconds": steps[1:] or steps, "response_tokens": lengths[1:] or lengths, "total_seconds": total}
 
 
 def worker_main(engine: str, spec_path: str, out_path: str) -> int:
@@ -286,21 +291,23 @@ def bench_grpo(args, workdir: Path, device: torch.device) -> dict:
              "trl": "TRL GRPOTrainer on HF Llama"}
     for engine, res in results.items():
         if "error" in res:
-            rows.append([names[engine], "failed", "-", "-", "-", "-"])
+            rows.append([names[engine], "failed", "-", "-", "-", "-", "-"])
             continue
         if trl and engine != "trl":
             res["ratio_trl_over_ours"] = trl / res["seconds_per_step"]
         split = f"{res['rollout_seconds']:.2f} / {res['train_seconds']:.2f}" if "rollout_seconds" in res else "-"
         mem = res.get("peak_cuda_mb", res.get("peak_rss_mb", 0))
+        tokens = f"{statistics.median(res['response_tokens']):.1f}" if res.get("response_tokens") else "-"
         rows.append([names[engine], f"{res['seconds_per_step']:.3f}", split,
                      f"{res['ratio_trl_over_ours']:.2f}x" if "ratio_trl_over_ours" in res else "-",
-                     f"{mem:,.0f}", str(len(res["step_seconds"]))])
+                     f"{mem:,.0f}", tokens, str(len(res["step_seconds"]))])
     mem_kind = "peak CUDA MiB" if device.type == "cuda" else "peak RSS MiB"
     print(f"\n(grpo) arithmetic task, template {args.template}: {args.rollout_batch} rollouts/step "
           f"({args.rollout_batch // args.group} questions x group {args.group}), {args.grad_accum} microbatches, "
           f"1 optimizer step/rollout batch, {args.grpo_tokens} max new tokens, lr 1e-5, fp32; "
           f"median s/step over steps 2..{args.steps}")
-    print(format_table(["engine", "s/step", "rollout / train s", "TRL / this", mem_kind, "timed steps"], rows))
+    print(format_table(["engine", "s/step", "rollout / train s", "TRL / this", mem_kind, "tokens/response",
+                        "timed steps"], rows))
     return {"settings": {k: v for k, v in spec.items() if k not in ("workdir",)}, **results}
 
 

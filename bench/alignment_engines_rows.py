@@ -9,7 +9,8 @@ Rows, per part and engine (names without spaces, for a results marker's ``names=
 - ``grpo/ours``, ``grpo/ours-hf`` (our loop on the HF Llama export), ``grpo/trl``: ``s_per_step`` over the timed
   steps, ours against TRL's GRPOTrainer of the same run, ratio TRL / ours (> 1: ours faster); our loops' split of a
   step into ``rollout_s_per_step`` and ``train_s_per_step``; peak memory of each engine's process as its own metric
-  (``peak_rss_mib``, plus ``peak_cuda_mib`` on CUDA), ratio ours / TRL (< 1: ours needs less).
+  (``peak_rss_mib``, plus ``peak_cuda_mib`` on CUDA), ratio ours / TRL (< 1: ours needs less); the work behind a
+  step, ``response_tokens`` (mean tokens trained per response, over the timed steps), ratio ours / TRL.
 - ``model/<preset>``: ``params_m``, the model both sides ran.
 
 The settings go into each row's unit (what a reader needs to compare) and ``extra`` (all of them).
@@ -68,6 +69,10 @@ def grpo_rows(grpo: dict, extra: dict) -> list[Result]:
                 row = timing_result(name, f"{part}_s_per_step", res[f"{part}_step_seconds"], unit="s/step")
                 row.extra = extra
                 rows.append(row)
+        if res.get("response_tokens"):
+            base = trl.get("response_tokens") if vs else None
+            rows.append(_spread(name, "response_tokens", res["response_tokens"], "tokens trained per response",
+                                TRL if base else None, statistics.median(base) if base else None, extra=extra))
         for metric, key in (("peak_rss_mib", "peak_rss_mb"), ("peak_cuda_mib", "peak_cuda_mb")):
             if key in res:
                 base = trl.get(key) if vs else None

@@ -44,6 +44,8 @@ def test_grpo_runs_ours_and_trl_in_subprocesses(report):
         assert "error" not in grpo[engine], grpo[engine]
         assert grpo[engine]["seconds_per_step"] > 0
         assert grpo[engine]["peak_rss_mb"] > 50  # torch alone is more: a real per-process peak
+        assert grpo[engine]["response_tokens"]
+    assert all(0 < n <= 8 for n in grpo["trl"]["response_tokens"])  # TRL trains on at most max_completion_length ids
     assert grpo["ours"]["ratio_trl_over_ours"] == pytest.approx(
         grpo["trl"]["seconds_per_step"] / grpo["ours"]["seconds_per_step"])
     assert grpo["settings"]["rollout_batch"] % grpo["settings"]["group"] == 0

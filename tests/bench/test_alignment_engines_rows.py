@@ -11,10 +11,11 @@ from bench.results import latest, read_rows, record
 def fake_report(with_trl: bool = True) -> dict:
     grpo = {"settings": {"rollout_batch": 16, "group": 4, "grpo_tokens": 32, "grad_accum": 2},
             "ours": {"step_seconds": [1.0, 3.0, 2.0], "rollout_step_seconds": [0.5, 0.7, 0.6],
-                     "train_step_seconds": [0.4, 0.2, 0.3], "peak_rss_mb": 800.0},
+                     "train_step_seconds": [0.4, 0.2, 0.3], "response_tokens": [90.0, 96.0, 93.0],
+                     "peak_rss_mb": 800.0},
             "ours-hf": {"error": "Traceback ..."}}
     if with_trl:
-        grpo["trl"] = {"step_seconds": [4.0, 6.0, 5.0], "peak_rss_mb": 1000.0}
+        grpo["trl"] = {"step_seconds": [4.0, 6.0, 5.0], "response_tokens": [32.0, 31.0, 32.0], "peak_rss_mb": 1000.0}
     return {"device": "CPU (1 threads)", "torch": "2.9", "transformers": "4.57", "trl": "0.24",
             "argv": ["--threads", "1"],
             "model": {"model": "preset micro (random init, seed 0)", "params_m": 1.25, "d_model": 64, "n_layers": 2,
@@ -54,6 +55,9 @@ def test_grpo_rows_against_trl_and_memory_as_its_own_metric():
     assert rows["grpo/ours", "train_s_per_step"].value == pytest.approx(0.3)
     mem = rows["grpo/ours", "peak_rss_mib"]
     assert (mem.value, mem.baseline_value, mem.ratio) == (800.0, 1000.0, 0.8)  # ours / TRL
+    tokens = rows["grpo/ours", "response_tokens"]  # the work behind a step: median 93 vs TRL's 32
+    assert (tokens.value, tokens.min, tokens.max, tokens.baseline_value) == (93.0, 90.0, 96.0, 32.0)
+    assert tokens.ratio == pytest.approx(93 / 32)
     trl = rows["grpo/trl", "s_per_step"]
     assert (trl.value, trl.baseline, trl.ratio) == (5.0, None, None)
     assert not [k for k in rows if k[0] == "grpo/ours-hf"]  # a failed engine gives no rows
