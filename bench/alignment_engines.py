@@ -342,6 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
                    help="where the rows go, as alignment_engines.jsonl (gpu_alignment_engines.jsonl on CUDA; "
                         "default: %(default)s); bench.report tabulates them")
+    p.add_argument("--area", default=None, help="results area, i.e. file name (default alignment_engines, "
+                   "gpu_alignment_engines on CUDA): another for a run whose rows must not replace the default's")
     p.add_argument("--no-record", action="store_true", help="print only")
     p.add_argument("--worker", nargs=3, metavar=("ENGINE", "SPEC", "OUT"), help=argparse.SUPPRESS)
     return p
@@ -418,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps(report, indent=2, default=str) + "\n")
         print(f"\nwrote {args.out}")
     if not args.no_record:
-        area = "gpu_alignment_engines" if device.type == "cuda" else "alignment_engines"
+        area = args.area or ("gpu_alignment_engines" if device.type == "cuda" else "alignment_engines")
         path = record(area, results_rows(report), recorded_command(report["argv"]), args.results_dir)
         print(f"rows appended to {path}")
     failed = [e for e, r in report.get("grpo", {}).items() if isinstance(r, dict) and "error" in r]
