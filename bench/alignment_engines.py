@@ -7,7 +7,8 @@ so both sides run the same weights.
 (rollout) New tokens/s of ``model.generate.generate`` (KV cache, batched) vs HF ``generate(use_cache=True)``
           on the same batch of random prompts, sampling at temperature 1 with the length forced (no EOS
           stop: ``eos_id=None`` / ``min_new_tokens``); median of ``--repeats`` runs, the engines alternated, after
-          one warmup each. First a sanity check: greedy outputs of both engines on a few prompts must be identical.
+          one warmup each. First a sanity check: greedy outputs of both engines on a few prompts must be identical
+          (up to the first EOS).
 (grpo)    Seconds per GRPO step (one rollout batch, one optimizer step) on the arithmetic task of
           ``alignment.grpo.train_grpo`` (on our checkpoint and on the HF export) vs ``trl.GRPOTrainer``
           (same rollout batch, group size, microbatch, max new tokens, lr, reward = ``alignment.evaluate.score``),
@@ -116,6 +117,11 @@ def load_hf(workdir: Path, device: torch.device, dtype: torch.dtype = torch.floa
 
 # ---- (rollout) ------------------------------------------------------------------------------------
 
+def upto_eos(ids: list[int], eos: int | None) -> list[int]:
+    """``ids`` through the first ``eos`` (all of them if none)."""
+    return ids[:ids.index(eos) + 1] if eos in ids else ids
+
+
 def bench_rollout(args, workdir: Path, device: torch.device) -> dict:
     ours = load_model(workdir / "ours", device=device)
     bf16 = device.type == "cuda"  # CUDA: ours under bf16 autocast, HF with bf16 weights
@@ -129,8 +135,8 @@ def bench_rollout(args, workdir: Path, device: torch.device) -> dict:
         kw = dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0) if sample else \
             dict(do_sample=False, temperature=None, top_k=None, top_p=None)
         with torch.inference_mode():
-            out = hf.generate(input_ids=ids[rows], attention_mask=attention[rows], max_new_tokens=n, min_new_tokens=n,
-                              use_cache=True, pad_token_id=0, **kw)
+            out = hf.generate(input_ids=ids[rows], attention_mask=attention[rows], max_new_tokens=n,
+                              min_new_tokens=n if sample else None, use_cache=True, pad_token_id=0, **kw)
         return out[:, args.prompt_len:].tolist()
 
     def ours_generate(n: int, rows: slice = slice(None), sample: bool = True) -> list[list[int]]:
@@ -138,8 +144,10 @@ def bench_rollout(args, workdir: Path, device: torch.device) -> dict:
                         seed=args.seed if sample else None, bf16=bf16)
 
     k = min(4, args.prompts)
+    # min_new_tokens would make HF mask EOS, which ours (eos_id=None) may pick: compare up to the first EOS instead
     greedy_ours, greedy_hf = ours_generate(16, slice(0, k), False), hf_generate(16, slice(0, k), False)
-    match = sum(a == b for a, b in zip(greedy_ours, greedy_hf, strict=False))
+    match = sum(upto_eos(a, hf.config.eos_token_id) == upto_eos(b, hf.config.eos_token_id)
+                for a, b in zip(greedy_ours, greedy_hf, strict=True))
     print(f"\nsanity: greedy outputs of ours and HF identical on {match}/{k} prompts (16 new tokens)"
           f"{'' if match == k else '  <-- MISMATCH'}")
     lengths = {len(r) for r in ours_generate(args.new_tokens) + hf_generate(args.new_tokens)}

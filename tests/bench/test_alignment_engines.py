@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("trl")
 
-from bench.alignment_engines import main  # noqa: E402
+from bench.alignment_engines import main, upto_eos  # noqa: E402
 from bench.results import read_rows  # noqa: E402
 
 
@@ -59,6 +59,12 @@ def test_run_records_rows_per_part_and_engine(report, run_dir):
     ours = next(r for r in rows if (r["name"], r["metric"]) == ("grpo/ours", "s_per_step"))
     assert ours["ratio"] == pytest.approx(report["grpo"]["ours"]["ratio_trl_over_ours"])
     assert "python -m bench.alignment_engines --quick" in ours["command"]
+
+
+def test_greedy_check_compares_up_to_the_first_eos():
+    # HF's min_new_tokens masks EOS, ours with eos_id=None may pick it: what follows an EOS is not compared
+    assert upto_eos([5, 9, 256, 7, 7], 256) == [5, 9, 256]
+    assert upto_eos([5, 9, 7], 256) == [5, 9, 7]
 
 
 @pytest.mark.parametrize("argv", [["--parts", "nope"], ["--engines", "vllm"],
