@@ -7,14 +7,20 @@ so both sides run the same weights.
 (rollout) New tokens/s of ``model.generate.generate`` (KV cache, batched) vs HF ``generate(use_cache=True)``
           on the same batch of random prompts, sampling at temperature 1 with the length forced (no EOS
           stop: ``eos_id=None`` / ``min_new_tokens``); median of ``--repeats`` runs, the engines alternated, after
-          one warmup each. First a sanity check: greedy outputs of both engines on a few prompts must be identical.
+          one warmup each. First a sanity check: greedy outputs of both engines on a few prompts must be identical
+          (up to the first EOS).
 (grpo)    Seconds per GRPO step (one rollout batch, one optimizer step) on the arithmetic task of
           ``alignment.grpo.train_grpo`` (on our checkpoint and on the HF export) vs ``trl.GRPOTrainer``
           (same rollout batch, group size, microbatch, max new tokens, lr, reward = ``alignment.evaluate.score``),
           each engine in its own subprocess for a separate peak memory (CPU: VmHWM; CUDA: max allocated).
-          A step is timed end to end (wall clock between step ends); the first step is warmup.
+          A step is timed end to end (wall clock between step ends); the first step is warmup. Also reported: the
+          tokens trained per response, since the engines need not train the same work: our loop re-tokenizes the
+          decoded text, TRL trains on the sampled ids, and a random preset's vocab (``--vocab``) beyond the
+          tokenizer's samples ids that decode to U+FFFD (three bytes each with our tokenizer) or to nothing (HF's).
 
 Layout follows ``bench/model_train.py`` (Liger-Kernel's benchmark scripts: same setup for each provider, median).
+The numbers go as rows to benchmarks/results/alignment_engines.jsonl (``gpu_alignment_engines`` on CUDA; rows built
+by ``bench.alignment_engines_rows``) unless ``--no-record``; ``python -m bench.report`` tabulates them.
 
     python -m bench.alignment_engines --quick                     # CPU smoke sizes
     python -m bench.alignment_engines                             # CPU: micro, 64 x 32 tokens; GRPO 16 x 4, 32 tokens
@@ -40,6 +46,8 @@ from alignment.data import load_task
 from alignment.evaluate import build_prompt, score
 from alignment.grpo import GRPOConfig, train_grpo
 from alignment.rollout import DEFAULT_STOP, cut_at_stop
+from bench.alignment_engines_rows import results_rows
+from bench.results import RESULTS_DIR, record
 from bench.timing import format_table, timed  # median-of-N timing and the shared table layout
 from model.checkpoint import load_model, save_checkpoint
 from model.config import ModelConfig
@@ -109,6 +117,11 @@ def load_hf(workdir: Path, device: torch.device, dtype: torch.dtype = torch.floa
 
 # ---- (rollout) ------------------------------------------------------------------------------------
 
+def upto_eos(ids: list[int], eos: int | None) -> list[int]:
+    """``ids`` through the first ``eos`` (all of them if none)."""
+    return ids[:ids.index(eos) + 1] if eos in ids else ids
+
+
 def bench_rollout(args, workdir: Path, device: torch.device) -> dict:
     ours = load_model(workdir / "ours", device=device)
     bf16 = device.type == "cuda"  # CUDA: ours under bf16 autocast, HF with bf16 weights
@@ -122,8 +135,8 @@ def bench_rollout(args, workdir: Path, device: torch.device) -> dict:
         kw = dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0) if sample else \
             dict(do_sample=False, temperature=None, top_k=None, top_p=None)
         with torch.inference_mode():
-            out = hf.generate(input_ids=ids[rows], attention_mask=attention[rows], max_new_tokens=n, min_new_tokens=n,
-                              use_cache=True, pad_token_id=0, **kw)
+            out = hf.generate(input_ids=ids[rows], attention_mask=attention[rows], max_new_tokens=n,
+                              min_new_tokens=n if sample else None, use_cache=True, pad_token_id=0, **kw)
         return out[:, args.prompt_len:].tolist()
 
     def ours_generate(n: int, rows: slice = slice(None), sample: bool = True) -> list[list[int]]:
@@ -131,8 +144,10 @@ def bench_rollout(args, workdir: Path, device: torch.device) -> dict:
                         seed=args.seed if sample else None, bf16=bf16)
 
     k = min(4, args.prompts)
+    # min_new_tokens would make HF mask EOS, which ours (eos_id=None) may pick: compare up to the first EOS instead
     greedy_ours, greedy_hf = ours_generate(16, slice(0, k), False), hf_generate(16, slice(0, k), False)
-    match = sum(a == b for a, b in zip(greedy_ours, greedy_hf, strict=False))
+    match = sum(upto_eos(a, hf.config.eos_token_id) == upto_eos(b, hf.config.eos_token_id)
+                for a, b in zip(greedy_ours, greedy_hf, strict=True))
     print(f"\nsanity: greedy outputs of ours and HF identical on {match}/{k} prompts (16 new tokens)"
           f"{'' if match == k else '  <-- MISMATCH'}")
     lengths = {len(r) for r in ours_generate(args.new_tokens) + hf_generate(args.new_tokens)}
@@ -148,8 +163,10 @@ def bench_rollout(args, workdir: Path, device: torch.device) -> dict:
         for name, fn in engines:
             times[name].append(timed(lambda fn=fn: fn(args.new_tokens), 0, 1, device))
     for name, _ in engines:
+        key = name.split()[0].lower()
+        result[key + "_seconds"] = times[name]  # per repeat, in turns with the other engine
         seconds = statistics.median(times[name])
-        result[name.split()[0].lower() + "_tokens_per_s"] = new / seconds
+        result[key + "_tokens_per_s"] = new / seconds
         rows.append([name, f"{seconds:.3f}", f"{new / seconds:,.0f}"])
     result["ratio_ours_over_hf"] = result["ours_tokens_per_s"] / result["hf_tokens_per_s"]
     rows[0].append(f"{result['ratio_ours_over_hf']:.2f}x")
@@ -190,9 +207,12 @@ def _ours_worker(engine: str, spec: dict, workdir: Path) -> dict:
         rows = [r for r in csv.DictReader(fh) if int(r["step"]) >= 1]
     ends = [float(r["seconds"]) for r in rows]
     steps = [b - a for a, b in zip(ends, ends[1:], strict=False)] or ends[:1]  # step 1 (from the start) is warmup
-    return {"step_seconds": steps, "rollout_seconds": statistics.median(float(r["rollout_seconds"]) for r in rows[1:]
-                                                                         or rows),
-            "train_seconds": statistics.median(float(r["train_seconds"]) for r in rows[1:] or rows),
+    timed_rows = rows[1:] or rows
+    rollout = [float(r["rollout_seconds"]) for r in timed_rows]
+    train = [float(r["train_seconds"]) for r in timed_rows]
+    return {"step_seconds": steps, "rollout_step_seconds": rollout, "train_step_seconds": train,
+            "response_tokens": [float(r["response_tokens"]) for r in timed_rows],
+            "rollout_seconds": statistics.median(rollout), "train_seconds": statistics.median(train),
             "total_seconds": total}
 
 
@@ -240,7 +260,8 @@ def _trl_worker(spec: dict, workdir: Path) -> dict:
     trainer.train()
     total = time.perf_counter() - started
     steps = [b - a for a, b in zip(timer.ends, timer.ends[1:], strict=False)]
-    return {"step_seconds": steps[1:] or steps, "total_seconds": total}
+    lengths = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
+    return {"step_seconds": steps[1:] or steps, "response_tokens": lengths[1:] or lengths, "total_seconds": total}
 
 
 def worker_main(engine: str, spec_path: str, out_path: str) -> int:
@@ -278,21 +299,23 @@ def bench_grpo(args, workdir: Path, device: torch.device) -> dict:
              "trl": "TRL GRPOTrainer on HF Llama"}
     for engine, res in results.items():
         if "error" in res:
-            rows.append([names[engine], "failed", "-", "-", "-", "-"])
+            rows.append([names[engine], "failed", "-", "-", "-", "-", "-"])
             continue
         if trl and engine != "trl":
             res["ratio_trl_over_ours"] = trl / res["seconds_per_step"]
         split = f"{res['rollout_seconds']:.2f} / {res['train_seconds']:.2f}" if "rollout_seconds" in res else "-"
         mem = res.get("peak_cuda_mb", res.get("peak_rss_mb", 0))
+        tokens = f"{statistics.median(res['response_tokens']):.1f}" if res.get("response_tokens") else "-"
         rows.append([names[engine], f"{res['seconds_per_step']:.3f}", split,
                      f"{res['ratio_trl_over_ours']:.2f}x" if "ratio_trl_over_ours" in res else "-",
-                     f"{mem:,.0f}", str(len(res["step_seconds"]))])
+                     f"{mem:,.0f}", tokens, str(len(res["step_seconds"]))])
     mem_kind = "peak CUDA MiB" if device.type == "cuda" else "peak RSS MiB"
     print(f"\n(grpo) arithmetic task, template {args.template}: {args.rollout_batch} rollouts/step "
           f"({args.rollout_batch // args.group} questions x group {args.group}), {args.grad_accum} microbatches, "
           f"1 optimizer step/rollout batch, {args.grpo_tokens} max new tokens, lr 1e-5, fp32; "
           f"median s/step over steps 2..{args.steps}")
-    print(format_table(["engine", "s/step", "rollout / train s", "TRL / this", mem_kind, "timed steps"], rows))
+    print(format_table(["engine", "s/step", "rollout / train s", "TRL / this", mem_kind, "tokens/response",
+                        "timed steps"], rows))
     return {"settings": {k: v for k, v in spec.items() if k not in ("workdir",)}, **results}
 
 
@@ -324,8 +347,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
     p.add_argument("--timeout", type=int, default=3600, help="grpo: seconds allowed per engine subprocess")
+    p.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
+                   help="where the rows go, as alignment_engines.jsonl (gpu_alignment_engines.jsonl on CUDA; "
+                        "default: %(default)s); bench.report tabulates them")
+    p.add_argument("--area", default=None, help="results area, i.e. file name (default alignment_engines, "
+                   "gpu_alignment_engines on CUDA): another for a run whose rows must not replace the default's")
+    p.add_argument("--no-record", action="store_true", help="print only")
     p.add_argument("--worker", nargs=3, metavar=("ENGINE", "SPEC", "OUT"), help=argparse.SUPPRESS)
     return p
+
+
+def recorded_command(argv: list[str]) -> str:
+    """The command as a reader would retype it, with ``OMP_NUM_THREADS`` when set (it changes CPU timings)."""
+    threads = os.environ.get("OMP_NUM_THREADS")
+    return (f"OMP_NUM_THREADS={threads} " if threads else "") + " ".join(["python -m bench.alignment_engines", *argv])
+
+
+def settle_args(args, device: torch.device) -> str | None:
+    """Split ``--parts``/``--engines`` into lists and fill unset sizes from ``SIZES``; the usage error, if any."""
+    args.parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    bad = [p for p in args.parts if p not in ("rollout", "grpo")] + [e for e in args.engines if e not in ENGINES]
+    if bad or not args.parts:
+        return f"unknown part/engine {bad} (parts: rollout, grpo; engines: {', '.join(ENGINES)})"
+    for key, value in SIZES["quick" if args.quick else device.type].items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    if args.rollout_batch % args.group or args.rollout_batch % args.grad_accum:
+        return (f"--rollout-batch {args.rollout_batch} must be a multiple of --group {args.group} and "
+                f"--grad-accum {args.grad_accum}")
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,21 +393,11 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cuda" and not torch.cuda.is_available():
         print("error: --device cuda but CUDA is not available", file=sys.stderr)
         return 2
-    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    bad = [p for p in parts if p not in ("rollout", "grpo")] + [e for e in args.engines if e not in ENGINES]
-    if bad or not parts:
-        print(f"error: unknown part/engine {bad} (parts: rollout, grpo; engines: {', '.join(ENGINES)})",
-              file=sys.stderr)
+    error = settle_args(args, device)
+    if error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
-    sizes = SIZES["quick" if args.quick else device.type]
-    for key, value in sizes.items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
-    if args.rollout_batch % args.group or args.rollout_batch % args.grad_accum:
-        print(f"error: --rollout-batch {args.rollout_batch} must be a multiple of --group {args.group} and "
-              f"--grad-accum {args.grad_accum}", file=sys.stderr)
-        return 2
+    parts = args.parts
     if args.threads:
         torch.set_num_threads(args.threads)
     if device.type == "cuda":
@@ -386,6 +427,10 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(report, indent=2, default=str) + "\n")
         print(f"\nwrote {args.out}")
+    if not args.no_record:
+        area = args.area or ("gpu_alignment_engines" if device.type == "cuda" else "alignment_engines")
+        path = record(area, results_rows(report), recorded_command(report["argv"]), args.results_dir)
+        print(f"rows appended to {path}")
     failed = [e for e, r in report.get("grpo", {}).items() if isinstance(r, dict) and "error" in r]
     return 1 if failed else 0
 
