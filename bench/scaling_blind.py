@@ -95,7 +95,8 @@ def measure(args: argparse.Namespace) -> list[Result]:
     for r in rows:
         method = r["metric"].removeprefix("predicted_loss_")
         out.append(Result(run.run_id, f"rel_error_{method}", r["value"] / loss - 1, "predicted / measured - 1",
-                          "measured", loss, extra={"predicted": r["value"], "selected": r["extra"].get("selected")}))
+                          "measured", loss, ratio=r["value"] / loss,
+                          extra={"predicted": r["value"], "selected": r["extra"].get("selected")}))
     return out
 
 

@@ -42,3 +42,17 @@ def test_measure_needs_a_recorded_prediction(tmp_path, monkeypatch):
     record(scaling_blind.AREA, [Result("C2e13_d64_L4_H2", "predicted_loss_isoflop", 2.0)], "test", tmp_path)
     with pytest.raises(SystemExit, match="no recorded prediction"):
         scaling_blind.measure(_args(tmp_path, "measure"))
+
+
+def test_measure_scores_every_recorded_prediction(tmp_path, monkeypatch):
+    monkeypatch.setattr(scaling_blind, "planned_run", lambda *a: (FakeRun, None))
+    monkeypatch.setattr(scaling_blind, "run_one", lambda run: {"val_loss": 2.0, "steps": 10, "seconds": 1.0})
+    monkeypatch.setattr(scaling_blind, "result_row", lambda run, summary: {})
+    monkeypatch.setattr(scaling_blind, "write_results", lambda path, rows: None)
+    record(scaling_blind.AREA, [Result(FakeRun.run_id, "predicted_loss_isoflop", 2.1),
+                                Result(FakeRun.run_id, "predicted_loss_parametric", 1.9)], "test", tmp_path)
+    rows = {r.metric: r for r in scaling_blind.measure(_args(tmp_path, "measure"))}
+    assert rows["measured_loss"].value == 2.0
+    assert rows["rel_error_isoflop"].value == pytest.approx(0.05)  # 2.1 / 2.0 - 1
+    assert rows["rel_error_isoflop"].ratio == pytest.approx(1.05)  # predicted / measured
+    assert rows["rel_error_parametric"].value == pytest.approx(-0.05)
