@@ -96,8 +96,12 @@ def cuda_peak_bytes(fn, h, w, t) -> int:
     return torch.cuda.max_memory_allocated() - before
 
 
+DEFAULT_SHAPE = (256, 64, 32768)
+
+
 def measure(n: int, d: int, v: int, device: str) -> list[Result]:
     rows = []
+    shape = "" if (n, d, v) == DEFAULT_SHAPE else f"@N{n}_d{d}_V{v}"  # one row name per shape
     for label, dtype in DTYPES.items():
         h, w, t = inputs(n, d, v, dtype, device)
         eager = memory_bytes(linear_cross_entropy_torch, h, w, t)
@@ -108,8 +112,8 @@ def measure(n: int, d: int, v: int, device: str) -> list[Result]:
             fused += (cuda_peak_bytes(fused_linear_cross_entropy, h, w, t),)
             metrics.append("cuda_peak_mib")
         for i, metric in enumerate(metrics):
-            rows.append(Result(f"fused/{label}", metric, fused[i] / 2**20, "MiB (ratio: eager / fused)",
-                               f"eager/{label}", eager[i] / 2**20, eager[i] / max(fused[i], 1),
+            rows.append(Result(f"fused/{label}{shape}", metric, fused[i] / 2**20, "MiB (ratio: eager / fused)",
+                               f"eager/{label}{shape}", eager[i] / 2**20, eager[i] / max(fused[i], 1),
                                extra={"tokens": n, "d_model": d, "vocab": v}))
     return rows
 
@@ -132,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
               f"eager/fused {r.ratio:.1f}x")
     if not args.no_record:
         command = "TRITON_INTERPRET=1 python -m bench.ce_memory" if device == "cpu" else "python -m bench.ce_memory"
-        if (args.tokens, args.d_model, args.vocab) != (256, 64, 32768):
+        if (args.tokens, args.d_model, args.vocab) != DEFAULT_SHAPE:
             command += f" --tokens {args.tokens} --d-model {args.d_model} --vocab {args.vocab}"
         area = args.area or ("ce_memory" if device == "cpu" else "gpu_ce_memory")
         print(f"rows appended to {record(area, rows, command, args.results_dir)}")

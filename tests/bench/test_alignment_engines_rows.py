@@ -5,7 +5,7 @@ import pytest
 
 from bench import report as bench_report
 from bench.alignment_engines_rows import results_rows
-from bench.results import latest, read_rows, record
+from bench.results import read_rows, record
 
 
 def fake_report(with_trl: bool = True) -> dict:
@@ -72,8 +72,7 @@ def test_without_trl_our_rows_have_no_baseline():
 
 def test_rows_render_through_bench_report(tmp_path):
     record("alignment_engines", results_rows(fake_report()), "python -m bench.alignment_engines", tmp_path)
-    rows = latest(read_rows(tmp_path))
     table = bench_report.render({"area": "alignment_engines", "names": ["grpo/ours"], "metrics": ["s_per_step"]},
-                                rows)
+                                read_rows(tmp_path))
     assert "| grpo/ours | s_per_step | 2 | s/step, 16 rollouts (4 x group 4), 32 tok | TRL GRPOTrainer | 5 | 2.5 | " \
            "3 (1–3) |" in table
