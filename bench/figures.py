@@ -15,7 +15,7 @@ any number in the prose, the tables and the headings, except:
 
 A figure is allowed when its block cites an external source: a paragraph, list item or table containing
 ``source:`` followed by a URL or a paper/document name, or preceded by a ``<!-- source: ... -->`` line. A block is a
-run of non-blank lines; a table is one block.
+run of non-blank lines, cut where a list item starts (each item cites for itself); a table is one block.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ ENUM = re.compile(r"^\s*\d+\.\s|\(\d+\)", re.M)  # list numbering: "1. ", "(3)"
 YEAR = re.compile(r"(?<![\d,.])(?:19|20)\d\d(?![\d,.]\d)")
 MACHINE_LINE = re.compile(r"^\s*-\s*\*\*(?:Machine|Date):\*\*.*$", re.M)
 # a number not glued to a name on its left; on its right only a ratio mark ("1.5x") may touch it
-FIGURE = re.compile(r"(?<![\w.\-/−])[-−]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.]*[A-Za-wyz_]|\.\d|-[A-Za-z])")
+FIGURE = re.compile(r"(?<![\w.\-/−])[-−]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[+-]?\d+)?"
+                    r"(?![\w.]*[A-Za-wyz_]|\.\d|-[A-Za-z]|\d|,\d)")  # |\d, ,\d: no backtracking into a number
 SOURCE = re.compile(r"source:\s*\S", re.I)
 HEADING = re.compile(r"^(#{2,3})\s+(.*)$", re.M)
 
@@ -77,7 +78,14 @@ def _sections(text: str) -> list[tuple[int, str]]:
 
 def _blocks(text: str) -> list[tuple[int, int]]:
     """(start, end) offsets of runs of non-blank lines."""
-    return [(m.start(), m.end()) for m in re.finditer(r"(?:^[^\n]*\S[^\n]*\n?)+", text, re.M)]
+    runs = [(m.start(), m.end()) for m in re.finditer(r"(?:^[^\n]*\S[^\n]*\n?)+", text, re.M)]
+    # a list item starts a block of its own: one cited item does not cite its neighbours
+    items = [m.start() for m in re.finditer(r"^[ \t]*(?:[-*+]|\d+\.)[ \t]", text, re.M)]
+    out = []
+    for start, end in runs:
+        cuts = [start] + [i for i in items if start < i < end] + [end]
+        out += list(zip(cuts[:-1], cuts[1:], strict=True))
+    return out
 
 
 def _cited(raw: str, start: int, end: int) -> bool:

@@ -26,6 +26,19 @@ def test_a_source_in_the_block_or_a_comment_before_it_allows_figures():
     assert figures("A paragraph.\n\n" + commented.split("\n", 1)[1]) == ["46.2"]
 
 
+def test_a_number_glued_to_a_name_is_not_cut_into_a_figure():
+    # "500-line" is glued to a name; the pattern must not backtrack to read its first digits as the figure "50"
+    assert figures("A ~500-line file on a 2-core VM.\n") == []
+    assert figures("A ~500-line file read at 2.25x.\n") == ["2.25"]
+
+
+def test_a_cited_list_item_does_not_cite_its_neighbours():
+    text = ("- Before: 0.39 s (source: issue 26's table).\n"
+            "- After: 0.12 s, measured here.\n"
+            "  continued on a second line: 1.7x.\n")
+    assert figures(text) == ["0.12", "1.7"]
+
+
 def test_numbers_in_generated_sections_are_left_to_the_results_check():
     text = "<!-- results area=demo -->\n| ours | 1.5 |\n<!-- /results -->\n\nOutside: 2.5x.\n"
     assert figures(text) == ["2.5"]
