@@ -330,7 +330,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, help="our run folder / ckpt-*.pt to use instead of a random preset")
     p.add_argument("--preset", default=None, help="model preset (default: micro CPU, tiny CUDA, nano --quick)")
     p.add_argument("--context", type=int, default=None, help="context length (default 256 CPU, 512 CUDA)")
-    p.add_argument("--vocab", type=int, default=8192, help="min vocab size of a preset model (default 8192)")
+    p.add_argument("--vocab", type=int, default=0,
+                   help="min vocab size of a preset model (default 0: the tokenizer's, so that every sampled id is "
+                        "a token and the engines train the same work; larger: see the module doc)")
     p.add_argument("--tokenizer", default=str(REPO / "data" / "tokenizer"),
                    help="folder with vocab.json + merges.txt (default data/tokenizer; bytes if absent)")
     p.add_argument("--prompts", type=int, default=None, help="rollout: prompts per batch (default 64 CPU, 256 CUDA)")
