@@ -37,19 +37,6 @@ static int idvec_reserve(IdVec *v, size_t extra) {
     return 0;
 }
 
-static inline uint64_t mix64(uint64_t h) {
-    h ^= h >> 31; h *= 0xbf58476d1ce4e5b9ULL; h ^= h >> 27; h *= 0x94d049bb133111ebULL; h ^= h >> 31;
-    return h;
-}
-
-static uint64_t hash_bytes(const uint8_t *p, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n, v;
-    while (n >= 8) { memcpy(&v, p, 8); h = mix64(h ^ v); p += 8; n -= 8; }
-    v = 0;
-    memcpy(&v, p, n);
-    return mix64(h ^ v ^ ((uint64_t)n << 56));
-}
-
 /* ---- merge ranks: pair of ids -> (rank, merged id), open addressing ------------------------------------ */
 
 typedef struct { uint64_t key; uint32_t rank, merged; } RankSlot; /* key = a << 32 | b, ~0 when empty */

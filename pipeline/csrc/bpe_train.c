@@ -30,11 +30,6 @@ static int u32_push(U32Vec *v, uint32_t x) {
     return 0;
 }
 
-static inline uint64_t mix(uint64_t h) {
-    h ^= h >> 31; h *= 0xbf58476d1ce4e5b9ULL; h ^= h >> 27; h *= 0x94d049bb133111ebULL; h ^= h >> 31;
-    return h;
-}
-
 typedef struct {
     /* tokens: id -> bytes */
     uint8_t *bytes; size_t bytes_len, bytes_cap;
@@ -121,7 +116,7 @@ static int grow_pairs(Trainer *t) {
     memset(slots, 0xFF, n * sizeof(uint32_t));
     for (uint32_t p = 0; p < t->pa.len; p++) {
         uint64_t key = ((uint64_t)t->pa.data[p] << 32) | t->pb.data[p];
-        uint64_t i = mix(key) & (n - 1);
+        uint64_t i = mix64(key) & (n - 1);
         while (slots[i] != NO_PAIR) i = (i + 1) & (n - 1);
         slots[i] = p;
     }
@@ -133,7 +128,7 @@ static int grow_pairs(Trainer *t) {
 
 /* The id of pair (a, b), created with count 0 when new; NO_PAIR on memory errors. */
 static uint32_t pair_id(Trainer *t, uint32_t a, uint32_t b) {
-    uint64_t key = ((uint64_t)a << 32) | b, i = mix(key) & t->mask;
+    uint64_t key = ((uint64_t)a << 32) | b, i = mix64(key) & t->mask;
     for (;; i = (i + 1) & t->mask) {
         uint32_t p = t->slots[i];
         if (p == NO_PAIR) break;
@@ -371,14 +366,6 @@ typedef struct {
     uint8_t *keys; size_t keys_len, keys_cap;
 } Counts;
 
-static uint64_t hash_key(const uint8_t *p, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n, v;
-    while (n >= 8) { memcpy(&v, p, 8); h = mix(h ^ v); p += 8; n -= 8; }
-    v = 0;
-    memcpy(&v, p, n);
-    return mix(h ^ v ^ ((uint64_t)n << 56));
-}
-
 static int counts_grow(Counts *c) {
     size_t n = (c->mask + 1) * 2;
     CountSlot *slots = PyMem_RawCalloc(n, sizeof(CountSlot));
@@ -396,7 +383,7 @@ static int counts_grow(Counts *c) {
 }
 
 static int counts_add(Counts *c, const uint8_t *key, size_t len) {
-    uint64_t hash = hash_key(key, len);
+    uint64_t hash = hash_bytes(key, len);
     size_t i = hash & c->mask;
     for (;; i = (i + 1) & c->mask) {
         CountSlot *slot = &c->slots[i];
