@@ -24,6 +24,7 @@ import pandas as pd
 from alignment import digits, dpo, grpo, report, rft, sft
 from alignment.stats import mean_sd, standard_error
 from bench.results import RESULTS_DIR, Result, record
+from workbench.params import load_section
 
 STAGES = ("sft", "dpo", "rft", "grpo")
 
@@ -95,8 +96,6 @@ def results(frames: dict[int, pd.DataFrame], gains: dict[int, dict[str, float]])
 def task_rows(params: str) -> list[Result]:
     """The task's facts as rows (name ``digits_task``): problem keys, the held-out reserve, the split sizes and the
     teacher's accuracy on validation and test (how good the demonstrations are on problems never trained on)."""
-    from workbench.params import load_section
-
     cfg = load_section("sft", params)
     n = int(cfg.get("n_test", 200))
     n_digits = int(cfg.get("digits", 2))

@@ -47,6 +47,12 @@ def point_name(point: dict[str, str], varied: set[str] | None = None) -> str:
     return ",".join(f"{k}={v}" for k, v in point.items() if varied is None or k in varied) or "defaults"
 
 
+def point_names(points: list[dict[str, str]]) -> list[str]:
+    """Each point's name, naming only the flags whose value differs between points."""
+    varied = {k for k in points[0] if len({p[k] for p in points}) > 1}
+    return [point_name(p, varied) for p in points]
+
+
 def last_validation(run: Path) -> tuple[int, float] | None:
     """(step or round, val_accuracy) of the last evaluated row of ``run/metrics.csv``; None when it has none."""
     path = run / "metrics.csv"
@@ -75,9 +81,7 @@ def _run(job: tuple[str, list[str], str]) -> tuple[str, float]:
 def run_grid(stage: str, points: list[dict[str, str]], seeds: list[int], out: Path, params: str,
              model_template: str | None, workers: int) -> dict[tuple[str, int], tuple[int, float]]:
     jobs, runs = [], {}
-    varied = {k for k in points[0] if len({p[k] for p in points}) > 1}
-    for point, seed in itertools.product(points, seeds):
-        name = point_name(point, varied)
+    for (name, point), seed in itertools.product(zip(point_names(points), points, strict=True), seeds):
         run = out / stage / name / f"seed{seed}"
         runs[name, seed] = run
         if (run / "latest").exists() and last_validation(run):
@@ -103,9 +107,7 @@ def run_grid(stage: str, points: list[dict[str, str]], seeds: list[int], out: Pa
 
 def choose(points: list[dict[str, str]], seeds: list[int], found) -> tuple[str, list[Result]]:
     rows, means = [], {}
-    varied = {k for k in points[0] if len({p[k] for p in points}) > 1}
-    for point in points:
-        name = point_name(point, varied)
+    for name in point_names(points):
         accs = [found[name, s][1] for s in seeds]
         means[name] = statistics.fmean(accs)
         for seed, acc in zip(seeds, accs, strict=True):
