@@ -27,7 +27,6 @@ from bench.results import RESULTS_DIR, Result, record
 from workbench.files import read_json
 
 FIT_DIR = Path("data/sweep/fit")
-SEED_DIR = Path("data/sweep_seed1")
 STAGES = ("train", "sweep", "fit")
 
 
@@ -148,8 +147,9 @@ def stage_rows(path: Path) -> list[Result]:
     return rows
 
 
-def run_seed_sweep(params: dict, seed: int, python: str = sys.executable) -> dict:
-    """The sweep of ``params`` with train.seed = ``seed`` into data/sweep_seed<seed>/, then its fit (no holdout)."""
+def seed_sweep_results(params: dict, seed: int, python: str = sys.executable) -> Path:
+    """The sweep of ``params`` with train.seed = ``seed`` into data/sweep_seed<seed>/ (resumable: finished runs are
+    kept); returns its results CSV."""
     folder = Path(f"data/sweep_seed{seed}")
     folder.mkdir(parents=True, exist_ok=True)
     section = params["sweep"] | {"out_dir": str(folder / "runs"), "results": str(folder / "results.csv"),
@@ -157,7 +157,14 @@ def run_seed_sweep(params: dict, seed: int, python: str = sys.executable) -> dic
     profile = folder / "params.yaml"
     profile.write_text(yaml.safe_dump({"sweep": section, "scaling_fit": params["scaling_fit"]}))
     subprocess.run([python, "-m", "scaling.sweep", "--params", str(profile)], check=True)
-    subprocess.run([python, "-m", "scaling.fit", str(folder / "results.csv"), "--params", str(profile),
+    return folder / "results.csv"
+
+
+def run_seed_sweep(params: dict, seed: int, python: str = sys.executable) -> dict:
+    """``seed_sweep_results``, then its fit (no holdout) into data/sweep_seed<seed>/fit/."""
+    results = seed_sweep_results(params, seed, python)
+    folder = results.parent
+    subprocess.run([python, "-m", "scaling.fit", str(results), "--params", str(folder / "params.yaml"),
                     "--out-dir", str(folder / "fit"), "--no-plots"], check=True)
     return read_json(folder / "fit" / "fit.json")
 

@@ -7,6 +7,9 @@ The contract is DESIGN.md "Scaling results": a CSV (or a JSON list of objects, a
 Whichever of D and C is missing is filled in with the training-compute approximation C = 6·N·D
 (Kaplan et al. 2020, §2.1; Hoffmann et al. 2022, §3).
 
+Several tables (one sweep under several seeds) are read as one by ``load_many``: runs that repeat an (N, D, C)
+point become one row with their mean loss (``average_repeats``).
+
 Held-out runs come in the same way (``load_holdout``: the same aliases and checks, plus ``run_id``) or from a
 ``python -m model.train`` summary.json, counted as the sweep counted its runs (``sweep_counting``,
 ``load_summary_holdout``).
@@ -63,6 +66,30 @@ def load_results(path: str | Path) -> pd.DataFrame:
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ValueError(f"{path}: not a readable CSV ({msg})") from None
     return canonicalize(frame, source=str(path))
+
+
+def load_many(paths: list[str | Path]) -> pd.DataFrame:
+    """Several results tables (the same sweep under other seeds, say) as one: ``load_results`` of each, stacked,
+    then ``average_repeats``; every row keeps the file it came from in ``source``."""
+    frames = [load_results(p).assign(source=str(p)) for p in paths]
+    return average_repeats(pd.concat(frames, ignore_index=True))
+
+
+def average_repeats(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows that repeat one (N, D, C) point, e.g. one sweep run under several seeds, as one row: their mean loss,
+    ``repeats`` (how many) and ``loss_sd`` (their sample standard deviation, 0 for one), the other columns from the
+    first of them. A fit then weighs each point once, and an IsoFLOP grid minimum is not the luckiest seed."""
+    keys = ["params", "tokens", "flops"]
+    groups = frame.groupby(keys, sort=False)["loss"]
+    if groups.ngroups == len(frame):
+        return frame
+    out = frame.drop_duplicates(keys, keep="first").copy()
+    stats = groups.agg(["mean", "count", "std"])
+    index = pd.MultiIndex.from_frame(out[keys])
+    out["loss"] = stats["mean"].reindex(index).to_numpy()
+    out["repeats"] = stats["count"].reindex(index).to_numpy()
+    out["loss_sd"] = stats["std"].reindex(index).fillna(0.0).to_numpy()
+    return out.reset_index(drop=True)
 
 
 def _find_column(frame: pd.DataFrame, canonical: str) -> str | None:

@@ -40,9 +40,11 @@ import numpy as np
 import pandas as pd
 
 from scaling.data import (
+    average_repeats,
     format_summary,
     holdout_report,
     load_holdout,
+    load_many,
     load_results,
     load_summary_holdout,
     sweep_counting,
@@ -254,7 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The flags of FitConfig (defaults: the ``scaling_fit:`` section of --params) plus the files in and out."""
     parser = build_config_parser(FitConfig, "scaling_fit", prog="python -m scaling.fit",
                                  description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", type=Path, help="results CSV, or JSON list of objects (scaling/data.py columns)")
+    parser.add_argument("results", type=Path, nargs="+",
+                        help="results CSV, or JSON list of objects (scaling/data.py columns); several files (the same "
+                             "sweep under other seeds) are fitted as one, runs of the same N, D and C averaged")
     parser.add_argument("--out-dir", type=Path, help="output folder (default: ./<results stem>_fit, in the working "
                                                      "directory)")
     parser.add_argument("--holdout", type=Path, help="held-out runs to predict: CSV or JSON with N, D (or C), loss "
@@ -280,10 +284,13 @@ def read_holdout(args: argparse.Namespace, frame: pd.DataFrame) -> tuple[pd.Data
     return (pd.concat(parts, ignore_index=True) if parts else None), counting
 
 
-def fit_file(results: Path, cfg: FitConfig, args: argparse.Namespace | None = None
+def fit_file(results: Path | list[Path], cfg: FitConfig, args: argparse.Namespace | None = None
              ) -> tuple[pd.DataFrame, dict, dict[str, FamilyFit]]:
-    """Load the results (and held-out runs), run the fits, predict the held-out runs; a ValueError names the file."""
-    frame = load_results(results)
+    """Load the results (several files: ``load_many``; repeated runs averaged) and the held-out runs, run the fits,
+    predict the held-out runs; a ValueError names the file."""
+    paths = results if isinstance(results, list) else [results]
+    frame = average_repeats(load_results(paths[0])) if len(paths) == 1 else load_many(paths)
+    results = paths[0] if len(paths) == 1 else ", ".join(map(str, paths))
     holdout, counting = read_holdout(args, frame) if args is not None else (None, None)
     runs = None if holdout is None else tuple(holdout[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops"))
     try:
@@ -313,8 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    out_dir = args.out_dir or Path(f"{args.results.stem}_fit")
-    write_outputs({"input": str(args.results)} | report, out_dir)
+    out_dir = args.out_dir or Path(f"{args.results[0].stem}_fit")
+    inputs = [str(p) for p in args.results]
+    write_outputs({"input": inputs[0] if len(inputs) == 1 else inputs} | report, out_dir)
     if args.metrics:
         write_fit_metrics(report, args.metrics)
     iso, law = (getattr(fits.get(f), "model", None) for f in ("isoflop", "parametric"))
@@ -323,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     print(format_summary(report))
     outputs = ["fit.json", "predictions.csv"] + (["holdout.csv"] if "holdout" in report else []) + [p.name for p in
                                                                                                    plots]
+    averaged = int(frame["repeats"].sum()) if "repeats" in frame else len(frame)
+    if averaged > len(frame):
+        print(f"averaged {averaged} runs into {len(frame)} points (repeats of one N, D, C: other seeds)")
     print(f"fit: {len(frame)} runs, method {cfg.method}, bootstrap {cfg.bootstrap} in {seconds:.2f} s "
           f"-> {out_dir}/ ({', '.join(outputs)})")
     return 0

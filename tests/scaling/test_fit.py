@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scaling.data import canonicalize, load_results
+from scaling.data import average_repeats, canonicalize, load_results
 from scaling.fit import ParametricLaw, bootstrap_parametric, fit_isoflop, fit_parametric, huber_objective, main
 
 CHINCHILLA = ParametricLaw(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)
@@ -194,3 +194,37 @@ def test_plots_skip_a_degenerate_parametric_law(tmp_path):
     law = ParametricLaw(E=1.0, A=1e-300, B=1e300, alpha=0.05, beta=0.05)
     with np.errstate(all="ignore"):
         assert plot_all(frame, None, law, np.array([1e13]), tmp_path) == []
+
+
+def test_several_seeds_are_fitted_as_the_mean_of_each_point(tmp_path, capsys):
+    """Two files of the same runs, losses shifted up and down by one factor, fit exactly like the noise-free runs:
+    each (N, D, C) point is their mean (computed here by hand), weighed once, not two points."""
+    clean = isoflop_grid(CHINCHILLA, np.geomspace(1e18, 1e21, 4), points=7)
+    shift = 0.03
+    high, low = clean.assign(loss=clean["loss"] + shift), clean.assign(loss=clean["loss"] - shift)
+    paths = []
+    for name, frame in (("clean", clean), ("high", high), ("low", low)):
+        paths.append(tmp_path / f"{name}.csv")
+        frame.to_csv(paths[-1], index=False)
+    common = ["--target-flops", "1e23", "--bootstrap", "10", "--params", "none", "--no-plots"]
+    assert main([str(paths[0]), "--out-dir", str(tmp_path / "one"), *common]) == 0
+    assert main([str(paths[1]), str(paths[2]), "--out-dir", str(tmp_path / "two"), *common]) == 0
+    assert "averaged 56 runs into 28 points" in capsys.readouterr().out
+    one, two = (json.loads((tmp_path / d / "fit.json").read_text()) for d in ("one", "two"))
+    assert two["n_runs"] == one["n_runs"] == 28
+    assert two["input"] == [str(paths[1]), str(paths[2])]
+    for a, b in zip(one["predictions"], two["predictions"], strict=True):
+        assert a["method"] == b["method"]
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-6)
+        assert b["n_opt"] == pytest.approx(a["n_opt"], rel=1e-4)
+
+
+def test_average_repeats_keeps_single_runs_and_reports_the_spread():
+    frame = pd.DataFrame({"params": [1e6, 1e6, 1e6, 2e6], "tokens": [1e8, 1e8, 1e8, 5e7],
+                          "flops": [6e14, 6e14, 6e14, 6e14], "loss": [3.0, 3.2, 3.4, 2.9], "run_id": list("abcd")})
+    out = average_repeats(frame)
+    assert list(out["run_id"]) == ["a", "d"]
+    assert list(out["loss"]) == pytest.approx([3.2, 2.9])
+    assert list(out["repeats"]) == [3, 1]
+    assert list(out["loss_sd"]) == pytest.approx([0.2, 0.0])
+    assert average_repeats(frame.iloc[2:]).equals(frame.iloc[2:])  # nothing repeated: the frame as it was

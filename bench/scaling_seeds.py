@@ -1,0 +1,133 @@
+"""How far the default sweep's held-out prediction moves with the seed: ``python -m bench.scaling_seeds``.
+
+One sweep seed is one draw of every run's initial weights and batch order. At the default's scale (models of
+36k-345k parameters, a few hundred to fifteen hundred steps) a run's final loss moves by a tenth of a nat between
+seeds, so the laws fitted on one seed's sweep are one draw too. This bench measures the spread, after `make repro`:
+- the sweep again with ``train.seed = k`` for every other ``--seeds`` (into ``data/sweep_seed<k>/``, resumable, as
+  ``python -m bench.scaling --seed-check`` does), and the `train` run again with ``--seed k`` (into
+  ``data/runs/default_seed<k>/``);
+- each seed's sweep fitted alone, and all of them at once (``scaling.fit`` averages the runs of one N, D, C over
+  the seeds), with ``--method auto``; every method's prediction of the `train` run of every seed, read only after
+  the fit;
+- the seeds' losses at each sweep point (their standard deviation) and of the `train` run.
+
+Rows go to benchmarks/results/scaling_seeds.jsonl (``rel_error`` against the default `train` run, seed 0, which is
+what `make repro` reports; ``extra`` has the error against every `train` seed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from bench.results import RESULTS_DIR, Result, record
+from bench.scaling import seed_sweep_results
+from scaling.data import average_repeats, load_many, load_results, load_summary_holdout, sweep_counting
+from scaling.fit import FitConfig, run_fits
+from scaling.validate import run_predictions
+
+AREA = "scaling_seeds"
+
+
+def train_summary(params: dict, seed: int, python: str = sys.executable) -> Path:
+    """The `train` run's summary.json for ``seed`` (seed 0: the pipeline's own run), training it when missing."""
+    base = Path(params["train"]["out_dir"])
+    if seed == params["train"].get("seed", 0):
+        return base / "summary.json"
+    out = base.parent / f"{base.name}_seed{seed}"
+    if not (out / "summary.json").is_file():
+        subprocess.run([python, "-m", "model.train", "--seed", str(seed), "--out-dir", str(out),
+                        "--metrics", str(out / "metrics.json")], check=True)
+    return out / "summary.json"
+
+
+def fit_sweep(paths: list[Path], summaries: dict[int, Path], cfg: FitConfig) -> dict:
+    """``scaling.fit --method auto`` of ``paths`` (several: averaged per N, D, C) and its prediction of each
+    `train` seed: {selected, lobo, predicted {method: value}, rel_error {method: {train seed: error}}}."""
+    frame = average_repeats(load_results(paths[0])) if len(paths) == 1 else load_many(paths)
+    counting = sweep_counting(frame)
+    held = pd.concat([load_summary_holdout(p, counting) for p in summaries.values()], ignore_index=True)
+    runs = tuple(held[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops"))
+    report, fits = run_fits(frame, np.asarray(cfg.target_flops), "auto", cfg.bootstrap, cfg.seed, runs)
+    predicted = {m: p["value"] for fit in fits.values() for m, p in run_predictions(fit).items()}
+    losses = held["loss"].to_numpy(dtype=float)
+    return {"selected": report["selection"]["method"], "lobo": report["selection"].get("lobo_rel_error", {}),
+            "predicted": {m: float(v[0]) for m, v in predicted.items()},
+            "rel_error": {m: {s: float(v[i] / losses[i] - 1) for i, s in enumerate(summaries)}
+                          for m, v in predicted.items()}}
+
+
+def fit_rows(name: str, fit: dict, first_train_seed: int) -> list[Result]:
+    rows = []
+    for method in sorted(fit["rel_error"], key=lambda m: (m != fit["selected"], m)):
+        errors = fit["rel_error"][method]
+        extra = {"vs_train_seed": errors, "lobo_rel_error": fit["lobo"].get(method),
+                 "selected": method == fit["selected"]}
+        rows.append(Result(name, f"rel_error {method}" + (" (selected)" if method == fit["selected"] else ""),
+                           errors[first_train_seed], "predicted / measured - 1 (train seed 0)", extra=extra))
+    return rows
+
+
+def noise_rows(paths: dict[int, Path], summaries: dict[int, Path]) -> list[Result]:
+    """The seeds' spread at each sweep point (median and largest sd) and of the `train` run's loss."""
+    frames = [load_results(p) for p in paths.values()]
+    both = pd.concat(frames, ignore_index=True)
+    sd = both.groupby(["params", "tokens", "flops"])["loss"].std().dropna()
+    best = [f.groupby("flops")["loss"].min() for f in frames]
+    best_sd = pd.concat(best, axis=1).std(axis=1)
+    losses = [float(load_summary_holdout(p, {"params": "params", "flops": "6N"})["loss"].iloc[0])
+              for p in summaries.values()]
+    seeds = f"{len(paths)} seeds"
+    return [Result("sweep runs", "loss_sd_median", float(sd.median()), f"nats, over {len(sd)} points, {seeds}",
+                   extra={"max": float(sd.max())}),
+            Result("sweep runs", "loss_sd_max", float(sd.max()), f"nats, {seeds}"),
+            Result("best run per budget", "loss_sd_median", float(best_sd.median()), f"nats, {seeds}",
+                   extra={"by_budget": {f"{c:.3g}": float(v) for c, v in best_sd.items()}}),
+            Result("train run", "loss_sd", float(np.std(losses, ddof=1)), f"nats, {len(losses)} seeds",
+                   extra={"losses": losses}),
+            Result("train run", "loss_mean", float(np.mean(losses)), f"nats, {len(losses)} seeds")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.scaling_seeds", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="sweep and train seeds (first: the "
+                                                                             "pipeline's own)")
+    ap.add_argument("--bootstrap", type=int, default=200)
+    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    ap.add_argument("--no-record", action="store_true", help="print only")
+    args = ap.parse_args(argv)
+    params = yaml.safe_load(Path(args.params).read_text())
+    own = params["sweep"]["train"].get("seed", 0)
+    if args.seeds[0] != own or len(set(args.seeds)) != len(args.seeds) or len(args.seeds) < 2:
+        print(f"error: --seeds must start with the pipeline's own seed {own} and name >= 2 distinct seeds",
+              file=sys.stderr)
+        return 2
+    if not Path(params["sweep"]["results"]).is_file():
+        print(f"error: {params['sweep']['results']} not found: run `make repro` first", file=sys.stderr)
+        return 2
+    paths = {s: Path(params["sweep"]["results"]) if s == own else seed_sweep_results(params, s) for s in args.seeds}
+    summaries = {s: train_summary(params, s) for s in args.seeds}
+    cfg = FitConfig(target_flops=tuple(params["scaling_fit"]["target_flops"]), bootstrap=args.bootstrap)
+    rows = []
+    for s, path in paths.items():
+        rows += fit_rows(f"sweep seed {s}", fit_sweep([path], summaries, cfg), own)
+    label = "sweep mean of seeds " + ",".join(map(str, args.seeds))
+    rows += fit_rows(label, fit_sweep(list(paths.values()), summaries, cfg), own)
+    rows += noise_rows(paths, summaries)
+    for r in rows:
+        print(f"{r.name:<30}{r.metric:<34}{r.value:>10.4g}  {r.unit}")
+    if not args.no_record:
+        command = "python -m bench.scaling_seeds --seeds " + " ".join(map(str, args.seeds))
+        print(f"recorded {len(rows)} rows in {record(AREA, rows, command, args.results_dir)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""bench.scaling_seeds: the errors it records are each method's prediction over the `train` seed's measured loss,
+and the spread rows are the seeds' standard deviations, both checked against numbers computed here."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench import scaling_seeds
+from scaling.fit import FitConfig
+from scaling.parametric import ParametricLaw
+
+LAW = ParametricLaw(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)
+
+
+def sweep(path, shift):
+    rows = []
+    for flops in np.geomspace(1e18, 1e21, 4):
+        for n in np.exp(np.log(LAW.n_opt(flops)) + np.linspace(-1.2, 1.2, 5)):
+            d = flops / (6 * n)
+            rows.append({"run_id": f"C{flops:.0e}_{n:.0f}", "params": n, "tokens": d, "flops": flops,
+                         "loss": float(LAW.loss(n, d)) + shift})
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def summary(path, n, d, loss):
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"params": n, "tokens": d, "val_loss": loss, "flops": 6 * n * d}))
+    return path
+
+
+def test_errors_are_against_each_train_seed_and_the_mean_sweep_sits_between(tmp_path):
+    paths = [sweep(tmp_path / "s0.csv", 0.02), sweep(tmp_path / "s1.csv", -0.02)]
+    n, d = 3e9, 6e10
+    truth = float(LAW.loss(n, d))
+    summaries = {0: summary(tmp_path / "t0" / "summary.json", n, d, truth),
+                 1: summary(tmp_path / "t1" / "summary.json", n, d, truth * 1.01)}
+    cfg = FitConfig(target_flops=(1e22,), bootstrap=0)
+    fits = [scaling_seeds.fit_sweep([p], summaries, cfg) for p in paths]
+    mean = scaling_seeds.fit_sweep(paths, summaries, cfg)
+    for fit in (*fits, mean):
+        for method, predicted in fit["predicted"].items():
+            assert fit["rel_error"][method][0] == pytest.approx(predicted / truth - 1)
+            assert fit["rel_error"][method][1] == pytest.approx(predicted / (truth * 1.01) - 1)
+    # the mean of two sweeps shifted +-0.02 is the noise-free sweep: the parametric law recovers the run's loss
+    assert mean["rel_error"]["parametric"][0] == pytest.approx(0, abs=2e-3)
+    assert fits[0]["predicted"]["parametric"] > mean["predicted"]["parametric"] > fits[1]["predicted"]["parametric"]
+    rows = scaling_seeds.fit_rows("sweep seed 0", fits[0], 0)
+    assert rows[0].metric.endswith("(selected)") and rows[0].extra["selected"]
+
+
+def test_noise_rows_are_the_seeds_standard_deviations(tmp_path):
+    paths = {0: sweep(tmp_path / "s0.csv", 0.0), 1: sweep(tmp_path / "s1.csv", 0.1)}
+    summaries = {0: summary(tmp_path / "t0" / "summary.json", 1e9, 2e10, 2.0),
+                 1: summary(tmp_path / "t1" / "summary.json", 1e9, 2e10, 2.2)}
+    rows = {(r.name, r.metric): r.value for r in scaling_seeds.noise_rows(paths, summaries)}
+    assert rows[("sweep runs", "loss_sd_median")] == pytest.approx(np.std([0.0, 0.1], ddof=1))
+    assert rows[("best run per budget", "loss_sd_median")] == pytest.approx(np.std([0.0, 0.1], ddof=1))
+    assert rows[("train run", "loss_sd")] == pytest.approx(np.std([2.0, 2.2], ddof=1))
+    assert rows[("train run", "loss_mean")] == pytest.approx(2.1)
