@@ -36,6 +36,7 @@ import contextlib
 import csv
 import dataclasses
 import io
+import itertools
 import math
 import multiprocessing
 import os
@@ -91,6 +92,10 @@ class SweepConfig:
     # ("inverse_width", as muP scales hidden-layer Adam rates: narrow models take larger steps)
     lr_rule: str = "constant"
     lr_base_width: int = 128
+    # extra seeds: every run again with train.seed = each of these (run ids get "_s<seed>"); scaling.fit averages
+    # the runs of one N, D, C, so each point's loss is a mean over 1 + len(seeds) seeds (one seed's final loss is a
+    # draw: bench.scaling_seeds measures how far it moves). Costs that many sweeps
+    seeds: tuple[int, ...] = ()
     train: dict = field(default_factory=lambda: dict(DEFAULT_TRAIN))  # TrainConfig overrides for every run
 
     def __post_init__(self) -> None:
@@ -111,6 +116,13 @@ class SweepConfig:
                              f"got {[list(s) for s in self.shapes]}")
         self._check_scalars()
         _check_train(self.train)
+        seed = TrainConfig(**self.train).seed
+        if not isinstance(self.seeds, (list, tuple)) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in self.seeds) or \
+                len({seed, *self.seeds}) < 1 + len(self.seeds):
+            raise ValueError(f"SweepConfig.seeds must be distinct integers >= 0 other than train.seed={seed}, "
+                             f"got {self.seeds!r}")
+        object.__setattr__(self, "seeds", tuple(self.seeds))
 
     def _check_scalars(self) -> None:
         if self.flops_per_token not in FLOPS_MODES:
@@ -202,33 +214,36 @@ class Run:
 
 
 def plan_runs(cfg: SweepConfig) -> tuple[list[Run], list[str]]:
-    """Every budget × shape as a Run, and one message per run skipped because its D is under one step."""
+    """Every seed × budget × shape as a Run, and one message per run skipped because its D is under one step or its
+    steps fall outside the window."""
     vocab_size = int(read_meta(cfg.data)["vocab_size"])
     runs, skipped = [], []
-    for budget in cfg.budgets:
-        for d_model, n_layers, n_heads in cfg.shapes:
-            run_id = f"C{budget_label(budget)}_d{d_model}_L{n_layers}_H{n_heads}"
-            base = TrainConfig(**(cfg.train | shape_lr(cfg, d_model)), data=cfg.data,
-                               out_dir=str(Path(cfg.out_dir) / run_id), d_model=d_model, n_layers=n_layers,
-                               n_heads=n_heads)
-            mcfg = model_config(base, vocab_size)  # the same ModelConfig model/train.py will build
-            per_token = 6.0 * mcfg.param_count() if cfg.flops_per_token == "6N" else \
-                float(mcfg.flops_per_token(base.context_length))
-            tokens = budget / per_token
-            if tokens < base.tokens_per_step:
-                skipped.append(f"{run_id}: D = C/{cfg.flops_per_token} = {tokens:,.0f} tokens is under one step "
-                               f"({base.tokens_per_step:,} tokens): skipped")
-                continue
-            tcfg = dataclasses.replace(base, max_tokens=int(tokens))
-            steps = tcfg.total_steps
-            if not cfg.min_run_steps <= steps <= (cfg.max_run_steps or steps):
-                skipped.append(f"{run_id}: {steps} steps is outside [min_run_steps, max_run_steps] = "
-                               f"[{cfg.min_run_steps}, {cfg.max_run_steps or 'no cap'}]: skipped")
-                continue
-            tcfg = dataclasses.replace(tcfg, warmup_steps=min(base.warmup_steps, steps // 10), eval_interval=steps,
-                                       ckpt_interval=steps)
-            runs.append(Run(run_id, budget, tcfg, mcfg.param_count(), mcfg.param_count(False), per_token, steps,
-                            steps * tcfg.tokens_per_step, steps * tcfg.tokens_per_step * per_token))
+    first_seed = TrainConfig(**cfg.train).seed
+    for seed, budget, (d_model, n_layers, n_heads) in itertools.product((first_seed, *cfg.seeds), cfg.budgets,
+                                                                        cfg.shapes):
+        run_id = f"C{budget_label(budget)}_d{d_model}_L{n_layers}_H{n_heads}" + \
+            ("" if seed == first_seed else f"_s{seed}")
+        base = TrainConfig(**(cfg.train | shape_lr(cfg, d_model) | {"seed": seed}), data=cfg.data,
+                           out_dir=str(Path(cfg.out_dir) / run_id), d_model=d_model, n_layers=n_layers,
+                           n_heads=n_heads)
+        mcfg = model_config(base, vocab_size)  # the same ModelConfig model/train.py will build
+        per_token = 6.0 * mcfg.param_count() if cfg.flops_per_token == "6N" else \
+            float(mcfg.flops_per_token(base.context_length))
+        tokens = budget / per_token
+        if tokens < base.tokens_per_step:
+            skipped.append(f"{run_id}: D = C/{cfg.flops_per_token} = {tokens:,.0f} tokens is under one step "
+                           f"({base.tokens_per_step:,} tokens): skipped")
+            continue
+        tcfg = dataclasses.replace(base, max_tokens=int(tokens))
+        steps = tcfg.total_steps
+        if not cfg.min_run_steps <= steps <= (cfg.max_run_steps or steps):
+            skipped.append(f"{run_id}: {steps} steps is outside [min_run_steps, max_run_steps] = "
+                           f"[{cfg.min_run_steps}, {cfg.max_run_steps or 'no cap'}]: skipped")
+            continue
+        tcfg = dataclasses.replace(tcfg, warmup_steps=min(base.warmup_steps, steps // 10), eval_interval=steps,
+                                   ckpt_interval=steps)
+        runs.append(Run(run_id, budget, tcfg, mcfg.param_count(), mcfg.param_count(False), per_token, steps,
+                        steps * tcfg.tokens_per_step, steps * tcfg.tokens_per_step * per_token))
     return runs, skipped
 
 
@@ -321,7 +336,7 @@ def _results(todo: list[Run], workers: int):
 
 
 # ---------------------------------------------------------------- CLI
-FLAGS = ("results", "out_dir", "total_flops", "workers")  # SweepConfig fields that are also flags
+FLAGS = ("results", "out_dir", "total_flops", "workers", "seeds")  # SweepConfig fields that are also flags
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -336,6 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="hard cap on spent + planned FLOPs (default: %(default)s)")
     parser.add_argument("--workers", type=int, default=SweepConfig.workers,
                         help="runs trained at once, one process each (default: %(default)s)")
+    parser.add_argument("--seeds", type=int, nargs="*", default=list(SweepConfig.seeds),
+                        help="extra seeds: every run again with each (run ids _s<seed>; scaling.fit averages them) "
+                             "(default: %(default)s)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and the budget check, run nothing")
     return parser
 

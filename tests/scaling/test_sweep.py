@@ -113,6 +113,30 @@ def test_run_under_one_step_is_skipped(tmp_path, shards, capsys):
     assert "C1e5_d16_L1_H2: D = C/6N" in out and "2 skipped" in out
 
 
+def test_extra_seeds_train_every_run_again_and_the_fit_averages_them(tmp_path, shards, capsys):
+    """seeds: [1] adds each run once more under train.seed 1 (id suffix _s1; the first seed's ids unchanged); the
+    seed-1 runs equal a separate sweep with train.seed 1, and scaling.fit reads the table as one point per run with
+    the mean loss of its two seeds (computed here from the rows)."""
+    params = params_file(tmp_path, shards, seeds=[1], total_flops=2e9)
+    assert main(["--params", str(params)]) == 0
+    rows = read_rows(tmp_path / "results.csv")
+    first = {r["run_id"]: r for r in rows if not r["run_id"].endswith("_s1")}
+    second = {r["run_id"].removesuffix("_s1"): r for r in rows if r["run_id"].endswith("_s1")}
+    assert set(first) == set(second) == {f"C{budget_label(c)}_d{d}_L1_H2" for c in BUDGETS for d in (16, 32)}
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    assert main(["--params", str(params_file(alone, shards, train=TRAIN | {"seed": 1}))]) == 0
+    for row in read_rows(alone / "results.csv"):
+        assert float(second[row["run_id"]]["val_loss"]) == pytest.approx(float(row["val_loss"]), rel=1e-6)
+    assert any(float(first[k]["val_loss"]) != float(second[k]["val_loss"]) for k in first)  # another draw
+    from scaling.data import average_repeats, load_results
+    points = average_repeats(load_results(tmp_path / "results.csv"))
+    assert len(points) == 4 and set(points["repeats"]) == {2}
+    for _, point in points.iterrows():
+        pair = (float(first[point["run_id"]]["val_loss"]), float(second[point["run_id"]]["val_loss"]))
+        assert point["loss"] == pytest.approx(sum(pair) / 2)
+
+
 @pytest.mark.parametrize("change, named", [
     ({"shapes": [[30, 1, 4]]}, "n_heads"),
     ({"shapes": [[16, 1]]}, "shapes[0]"),
@@ -123,6 +147,9 @@ def test_run_under_one_step_is_skipped(tmp_path, shards, capsys):
     ({"train": {"batch_sise": 3}}, "batch_sise"),
     ({"train": {"batch_size": 0}}, "batch_size"),
     ({"total_flops": -1}, "total_flops"),
+    ({"seeds": [0]}, "SweepConfig.seeds"),
+    ({"seeds": [1, 1]}, "SweepConfig.seeds"),
+    ({"seeds": 1}, "SweepConfig.seeds"),
 ])
 def test_bad_config_exits_2_naming_the_field(tmp_path, shards, capsys, change, named):
     assert main(["--params", str(params_file(tmp_path, shards, **change))]) == 2
