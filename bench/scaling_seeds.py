@@ -9,7 +9,9 @@ seeds, so the laws fitted on one seed's sweep are one draw too. This bench measu
 - each seed's sweep fitted alone, and all of them at once (``scaling.fit`` averages the runs of one N, D, C over
   the seeds), with ``--method auto``; every method's prediction of the `train` run of every seed, read only after
   the fit;
-- the seeds' losses at each sweep point (their standard deviation) and of the `train` run.
+- the seeds' losses at each sweep point (their standard deviation) and of the `train` run;
+- per seed, each law refitted without the largest budget and scored on every run of it, the widest included (the
+  leave-out check of ``--method auto`` scores only the best run).
 
 Rows go to benchmarks/results/scaling_seeds.jsonl (``rel_error`` against the default `train` run, seed 0, which is
 what `make repro` reports; ``extra`` has the error against every `train` seed).
@@ -74,6 +76,26 @@ def fit_rows(name: str, fit: dict, first_train_seed: int) -> list[Result]:
     return rows
 
 
+def left_out_budget_rows(name: str, path: Path, cfg: FitConfig) -> list[Result]:
+    """Each law refitted without the largest budget, predicting every run of it (widest included: the kind of run
+    the `train` run is, far wider than the optimum): the widest run's error and the mean absolute error."""
+    frame = average_repeats(load_results(path))
+    largest = frame["flops"] == frame["flops"].max()
+    kept, left = frame[~largest], frame[largest].sort_values("params")
+    runs = tuple(left[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops"))
+    _, fits = run_fits(kept, np.asarray(cfg.target_flops), "auto", 0, cfg.seed, runs)
+    loss = left["loss"].to_numpy(dtype=float)
+    rows = []
+    for method, prediction in sorted((m, p["value"]) for fit in fits.values() for m, p in run_predictions(fit).items()):
+        errors = np.asarray(prediction) / loss - 1
+        extra = {"by_params": {f"{n:.0f}": float(e) for n, e in zip(left["params"], errors, strict=True)}}
+        rows += [Result(name, f"left-out budget, widest run: rel_error {method}", float(errors[-1]),
+                        f"predicted / measured - 1 (N={left['params'].iloc[-1]:.3g})", extra=extra),
+                 Result(name, f"left-out budget, every run: mean |rel_error| {method}", float(np.abs(errors).mean()),
+                        f"over {len(errors)} runs", extra=extra)]
+    return rows
+
+
 def noise_rows(paths: dict[int, Path], summaries: dict[int, Path]) -> list[Result]:
     """The seeds' spread at each sweep point (median and largest sd) and of the `train` run's loss."""
     frames = [load_results(p) for p in paths.values()]
@@ -121,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     label = "sweep mean of seeds " + ",".join(map(str, args.seeds))
     rows += fit_rows(label, fit_sweep(list(paths.values()), summaries, cfg), own)
     rows += noise_rows(paths, summaries)
+    for s, path in paths.items():
+        rows += left_out_budget_rows(f"sweep seed {s}", path, cfg)
     for r in rows:
         print(f"{r.name:<30}{r.metric:<34}{r.value:>10.4g}  {r.unit}")
     if not args.no_record:

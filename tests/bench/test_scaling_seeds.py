@@ -60,3 +60,16 @@ def test_noise_rows_are_the_seeds_standard_deviations(tmp_path):
     assert rows[("best run per budget", "loss_sd_median")] == pytest.approx(np.std([0.0, 0.1], ddof=1))
     assert rows[("train run", "loss_sd")] == pytest.approx(np.std([2.0, 2.2], ddof=1))
     assert rows[("train run", "loss_mean")] == pytest.approx(2.1)
+
+
+def test_left_out_budget_rows_score_every_run_of_the_largest_budget(tmp_path):
+    """On runs that follow one parametric law exactly, the refit without the largest budget predicts each of its
+    runs (the widest too) to within fit precision; IsoFLOP, which assumes the optimal allocation, predicts the
+    optimum's loss for all of them, below every off-optimal run."""
+    path = sweep(tmp_path / "s.csv", 0.0)
+    rows = scaling_seeds.left_out_budget_rows("s", path, FitConfig(target_flops=(1e22,), bootstrap=0))
+    values = {r.metric: r for r in rows}
+    assert abs(values["left-out budget, widest run: rel_error parametric"].value) < 2e-3
+    assert values["left-out budget, every run: mean |rel_error| parametric"].value < 2e-3
+    widest = values["left-out budget, widest run: rel_error isoflop"]
+    assert widest.value < 0 and len(widest.extra["by_params"]) == 5
