@@ -10,7 +10,8 @@ warmup min(warmup_steps, 10% of its steps), and one evaluation and checkpoint at
 Design knobs (SweepConfig): ``lr_rule: inverse_width`` gives each width lr = train.lr x lr_base_width / d_model;
 ``min_run_steps`` / ``max_run_steps`` leave out runs too short to be past the warm-up transient or too long to be
 worth their seconds (named in the plan as skipped); ``workers`` trains that many runs at once in spawned
-processes (rows are written in plan order; the losses equal a sequential sweep's).
+processes (rows are written in plan order; the losses equal a sequential sweep's); ``seeds`` trains every run again
+under each extra seed (run ids ``..._s1``), and scaling.fit averages the runs of one N, D, C.
 
 Budget accounting as in the CS336 assignment-3 training API: every run recorded in the results CSV has been
 charged; before anything runs, the FLOPs already spent plus those planned (steps · tokens/step · FLOPs/token) must
