@@ -9,7 +9,8 @@ seeds, so the laws fitted on one seed's sweep are one draw too. This bench measu
 - each seed's sweep fitted alone, and all of them at once (``scaling.fit`` averages the runs of one N, D, C over
   the seeds), with ``--method auto``; every method's prediction of the `train` run of every seed, read only after
   the fit;
-- the seeds' losses at each sweep point (their standard deviation) and of the `train` run;
+- the seeds' losses at each sweep point (their standard deviation) and of the `train` run, also re-evaluated on the
+  whole validation split (a run's own ``val_loss`` averages a few random windows drawn from its seed);
 - per seed, each law refitted without the largest budget and scored on every run of it, the widest included (the
   leave-out check of ``--method auto`` scores only the best run).
 
@@ -26,10 +27,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 import yaml
 
 from bench.results import RESULTS_DIR, Result, record
 from bench.scaling import seed_sweep_results
+from model.checkpoint import load_model
+from model.data import load_tokens
 from scaling.data import average_repeats, load_many, load_results, load_summary_holdout, sweep_counting
 from scaling.fit import FitConfig, run_fits
 from scaling.validate import run_predictions
@@ -96,8 +100,22 @@ def left_out_budget_rows(name: str, path: Path, cfg: FitConfig) -> list[Result]:
     return rows
 
 
-def noise_rows(paths: dict[int, Path], summaries: dict[int, Path]) -> list[Result]:
-    """The seeds' spread at each sweep point (median and largest sd) and of the `train` run's loss."""
+@torch.no_grad()
+def whole_split_loss(run_dir: Path, data: str, context_length: int, batch: int = 32) -> float:
+    """Mean loss of ``run_dir``'s final checkpoint over every non-overlapping window of the validation split (the
+    run's own ``val_loss`` averages ``eval_batches`` random windows drawn from its seed)."""
+    model = load_model(run_dir, attention="sdpa")
+    val = load_tokens(data, "val")
+    n = (len(val) - 1) // context_length
+    tokens = torch.from_numpy(np.asarray(val[:n * context_length + 1], dtype=np.int64))
+    x, y = tokens[:-1].view(n, context_length), tokens[1:].view(n, context_length)
+    total = sum(model(x[i:i + batch], targets=y[i:i + batch]).item() * len(x[i:i + batch]) for i in range(0, n, batch))
+    return total / n
+
+
+def noise_rows(paths: dict[int, Path], summaries: dict[int, Path], data: str, context_length: int) -> list[Result]:
+    """The seeds' spread at each sweep point (median and largest sd) and of the `train` run's loss, as the run
+    measured it and on the whole validation split (the same windows for every seed)."""
     frames = [load_results(p) for p in paths.values()]
     both = pd.concat(frames, ignore_index=True)
     sd = both.groupby(["params", "tokens", "flops"])["loss"].std().dropna()
@@ -106,6 +124,7 @@ def noise_rows(paths: dict[int, Path], summaries: dict[int, Path]) -> list[Resul
     losses = [float(load_summary_holdout(p, {"params": "params", "flops": "6N"})["loss"].iloc[0])
               for p in summaries.values()]
     seeds = f"{len(paths)} seeds"
+    whole = [whole_split_loss(p.parent, data, context_length) for p in summaries.values()]
     return [Result("sweep runs", "loss_sd_median", float(sd.median()), f"nats, over {len(sd)} points, {seeds}",
                    extra={"max": float(sd.max())}),
             Result("sweep runs", "loss_sd_max", float(sd.max()), f"nats, {seeds}"),
@@ -113,7 +132,11 @@ def noise_rows(paths: dict[int, Path], summaries: dict[int, Path]) -> list[Resul
                    extra={"by_budget": {f"{c:.3g}": float(v) for c, v in best_sd.items()}}),
             Result("train run", "loss_sd", float(np.std(losses, ddof=1)), f"nats, {len(losses)} seeds",
                    extra={"losses": losses}),
-            Result("train run", "loss_mean", float(np.mean(losses)), f"nats, {len(losses)} seeds")]
+            Result("train run", "loss_mean", float(np.mean(losses)), f"nats, {len(losses)} seeds"),
+            Result("train run, whole validation split", "loss_sd", float(np.std(whole, ddof=1)),
+                   f"nats, {len(whole)} seeds, every window of val.bin", extra={"losses": whole}),
+            Result("train run, whole validation split", "loss_mean", float(np.mean(whole)),
+                   f"nats, {len(whole)} seeds")]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += fit_rows(f"sweep seed {s}", fit_sweep([path], summaries, cfg), own)
     label = "sweep mean of seeds " + ",".join(map(str, args.seeds))
     rows += fit_rows(label, fit_sweep(list(paths.values()), summaries, cfg), own)
-    rows += noise_rows(paths, summaries)
+    rows += noise_rows(paths, summaries, params["train"]["data"], params["train"]["context_length"])
     for s, path in paths.items():
         rows += left_out_budget_rows(f"sweep seed {s}", path, cfg)
     for r in rows:

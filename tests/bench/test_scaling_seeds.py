@@ -2,6 +2,7 @@
 and the spread rows are the seeds' standard deviations, both checked against numbers computed here."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -51,11 +52,14 @@ def test_errors_are_against_each_train_seed_and_the_mean_sweep_sits_between(tmp_
     assert rows[0].metric.endswith("(selected)") and rows[0].extra["selected"]
 
 
-def test_noise_rows_are_the_seeds_standard_deviations(tmp_path):
+def test_noise_rows_are_the_seeds_standard_deviations(tmp_path, monkeypatch):
     paths = {0: sweep(tmp_path / "s0.csv", 0.0), 1: sweep(tmp_path / "s1.csv", 0.1)}
     summaries = {0: summary(tmp_path / "t0" / "summary.json", 1e9, 2e10, 2.0),
                  1: summary(tmp_path / "t1" / "summary.json", 1e9, 2e10, 2.2)}
-    rows = {(r.name, r.metric): r.value for r in scaling_seeds.noise_rows(paths, summaries)}
+    whole = {"t0": 2.05, "t1": 2.07}
+    monkeypatch.setattr(scaling_seeds, "whole_split_loss", lambda run_dir, data, context: whole[run_dir.name])
+    rows = {(r.name, r.metric): r.value for r in scaling_seeds.noise_rows(paths, summaries, "shards", 16)}
+    assert rows[("train run, whole validation split", "loss_sd")] == pytest.approx(np.std([2.05, 2.07], ddof=1))
     assert rows[("sweep runs", "loss_sd_median")] == pytest.approx(np.std([0.0, 0.1], ddof=1))
     assert rows[("best run per budget", "loss_sd_median")] == pytest.approx(np.std([0.0, 0.1], ddof=1))
     assert rows[("train run", "loss_sd")] == pytest.approx(np.std([2.0, 2.2], ddof=1))
@@ -73,3 +77,26 @@ def test_left_out_budget_rows_score_every_run_of_the_largest_budget(tmp_path):
     assert values["left-out budget, every run: mean |rel_error| parametric"].value < 2e-3
     widest = values["left-out budget, widest run: rel_error isoflop"]
     assert widest.value < 0 and len(widest.extra["by_params"]) == 5
+
+
+def test_whole_split_loss_is_the_mean_over_every_window(monkeypatch):
+    """Against a loop written here: each non-overlapping window's mean token loss (F.cross_entropy), averaged."""
+    import torch
+    import torch.nn.functional as F
+
+    from model.config import ModelConfig
+    from model.transformer import TransformerLM
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(vocab_size=64, context_length=16, d_model=16, n_layers=1, n_heads=2,
+                                      d_ff=32)).eval()
+    val = np.random.default_rng(0).integers(0, 64, 16 * 7 + 5).astype(np.uint16)
+    monkeypatch.setattr(scaling_seeds, "load_model", lambda run_dir, attention: model)
+    monkeypatch.setattr(scaling_seeds, "load_tokens", lambda data, split: val)
+    expected = []
+    with torch.no_grad():
+        for w in range(7):
+            x = torch.tensor(val[w * 16:(w + 1) * 16], dtype=torch.long)[None]
+            y = torch.tensor(val[w * 16 + 1:(w + 1) * 16 + 1], dtype=torch.long)[None]
+            expected.append(F.cross_entropy(model(x)[0], y[0]).item())
+    got = scaling_seeds.whole_split_loss(Path("run"), "shards", 16, batch=3)
+    assert got == pytest.approx(float(np.mean(expected)), rel=1e-5)
