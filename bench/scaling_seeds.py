@@ -21,19 +21,21 @@ what `make repro` reports; ``extra`` has the error against every `train` seed).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 import yaml
 
 from bench.results import RESULTS_DIR, Result, record
 from bench.scaling import seed_sweep_results
 from model.checkpoint import load_model
 from model.data import load_tokens
+from model.train import evaluate
+from model.train_config import TrainConfig
 from scaling.data import average_repeats, load_many, load_results, load_summary_holdout, sweep_counting
 from scaling.fit import FitConfig, run_fits
 from scaling.validate import run_predictions
@@ -100,17 +102,11 @@ def left_out_budget_rows(name: str, path: Path, cfg: FitConfig) -> list[Result]:
     return rows
 
 
-@torch.no_grad()
-def whole_split_loss(run_dir: Path, data: str, context_length: int, batch: int = 32) -> float:
-    """Mean loss of ``run_dir``'s final checkpoint over every non-overlapping window of the validation split (the
-    run's own ``val_loss`` averages ``eval_batches`` random windows drawn from its seed)."""
-    model = load_model(run_dir, attention="sdpa")
-    val = load_tokens(data, "val")
-    n = (len(val) - 1) // context_length
-    tokens = torch.from_numpy(np.asarray(val[:n * context_length + 1], dtype=np.int64))
-    x, y = tokens[:-1].view(n, context_length), tokens[1:].view(n, context_length)
-    total = sum(model(x[i:i + batch], targets=y[i:i + batch]).item() * len(x[i:i + batch]) for i in range(0, n, batch))
-    return total / n
+def whole_split_loss(run_dir: Path, data: str, context_length: int) -> float:
+    """``run_dir``'s final checkpoint scored on every non-overlapping window of the validation split (model.train's
+    ``eval_batches: 0``; the run's own ``val_loss`` averages ``eval_batches`` windows drawn from its seed)."""
+    cfg = TrainConfig(context_length=context_length, batch_size=32, eval_batches=0)
+    return evaluate(load_model(run_dir, attention="sdpa"), load_tokens(data, "val"), cfg, "cpu", contextlib.nullcontext)
 
 
 def noise_rows(paths: dict[int, Path], summaries: dict[int, Path], data: str, context_length: int) -> list[Result]:

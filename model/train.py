@@ -127,18 +127,37 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def validation_batches(val: np.ndarray, cfg: TrainConfig, device: str):
+    """(x, y) batches to evaluate on: ``eval_batches`` batches of windows drawn from the run's seed, or with
+    ``eval_batches: 0`` every non-overlapping window of val.bin in order (the same for every seed and run)."""
+    if cfg.eval_batches:
+        for i in range(cfg.eval_batches):
+            yield get_batch(val, cfg.batch_size, cfg.context_length, device, batch_rng(cfg.seed, 0, i, split="val"))
+        return
+    length = cfg.context_length
+    windows = (len(val) - 1) // length
+    if windows == 0:
+        raise ValueError(f"val.bin has {len(val)} tokens, fewer than context_length + 1 = {length + 1}")
+    for start in range(0, windows, cfg.batch_size):
+        rows = np.arange(start, min(windows, start + cfg.batch_size))
+        batch = torch.from_numpy(np.asarray(val[rows[:, None] * length + np.arange(length + 1)], dtype=np.int64))
+        batch = batch.to(device)
+        yield batch[:, :-1], batch[:, 1:]
+
+
 @torch.no_grad()
 def evaluate(model, val: np.ndarray, cfg: TrainConfig, device: str, autocast) -> float:
-    """Mean loss over fixed validation windows (the same ones at every evaluation)."""
+    """Mean loss per validation window (``validation_batches``; the same windows at every evaluation)."""
     was_training = model.training
     model.eval()
-    losses = []
-    for i in range(cfg.eval_batches):
-        x, y = get_batch(val, cfg.batch_size, cfg.context_length, device, batch_rng(cfg.seed, 0, i, split="val"))
+    losses, sizes = [], []
+    for x, y in validation_batches(val, cfg, device):
         with autocast():
             losses.append(model(x, targets=y).item())
+        sizes.append(len(x))
     model.train(was_training)
-    return float(np.mean(losses))
+    # drawn batches are all batch_size windows: their plain mean (bit for bit what it always was)
+    return float(np.mean(losses)) if cfg.eval_batches else float(np.average(losses, weights=sizes))
 
 
 def resolve_device(name: str) -> str:

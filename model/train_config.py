@@ -68,7 +68,8 @@ class TrainConfig:
     max_bad_steps: int = _f(3, "non-finite loss/gradient steps skipped before the run stops")
     # bookkeeping
     eval_interval: int = _f(100, "steps between validation passes (and always at the end)")
-    eval_batches: int = _f(10, "validation batches per pass (fixed windows of val.bin)")
+    eval_batches: int = _f(10, "validation batches per pass (windows of val.bin drawn from the seed, the same at "
+                               "every pass); 0 = every non-overlapping window of val.bin, the same for every seed")
     log_interval: int = _f(10, "steps between metrics.csv rows / log lines")
     ckpt_interval: int = _f(200, "steps between checkpoints (and always at the end)")
     keep_last: int = _f(3, "checkpoints kept in the run folder")
@@ -89,11 +90,14 @@ class TrainConfig:
     dist_timeout_s: float = _f(300.0, "seconds a collective may wait before the job fails")
 
     def __post_init__(self) -> None:
-        positive = ("context_length", "batch_size", "grad_accum", "max_steps", "eval_interval", "eval_batches",
-                    "log_interval", "ckpt_interval", "keep_last")
+        positive = ("context_length", "batch_size", "grad_accum", "max_steps", "eval_interval", "log_interval",
+                    "ckpt_interval", "keep_last")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"TrainConfig.{name} must be > 0, got {getattr(self, name)}")
+        if self.eval_batches < 0:
+            raise ValueError(f"TrainConfig.eval_batches must be >= 0 (0: the whole validation split), got "
+                             f"{self.eval_batches}")
         for name, allowed in (("schedule", SCHEDULES), ("dtype", DTYPES), ("tracker", TRACKERS),
                               ("parallel", PARALLEL_MODES)):
             if getattr(self, name) not in allowed:

@@ -98,5 +98,5 @@ def test_whole_split_loss_is_the_mean_over_every_window(monkeypatch):
             x = torch.tensor(val[w * 16:(w + 1) * 16], dtype=torch.long)[None]
             y = torch.tensor(val[w * 16 + 1:(w + 1) * 16 + 1], dtype=torch.long)[None]
             expected.append(F.cross_entropy(model(x)[0], y[0]).item())
-    got = scaling_seeds.whole_split_loss(Path("run"), "shards", 16, batch=3)
+    got = scaling_seeds.whole_split_loss(Path("run"), "shards", 16)
     assert got == pytest.approx(float(np.mean(expected)), rel=1e-5)

@@ -129,6 +129,7 @@ def test_skip_budget_tolerates_a_few_bad_steps(shards, tmp_path, monkeypatch):
     (["--schedule", "linear"], "schedule"),
     (["--preset", "huge"], "huge"),
     (["--context-length", "30000"], "context_length"),
+    (["--eval-batches", "-1"], "eval_batches"),
 ])
 def test_bad_config_is_one_line_error_naming_the_field(shards, tmp_path, capsys, extra, field):
     assert main(_args(shards, tmp_path / "run", "--max-steps", "2", *extra)) == 2
@@ -164,3 +165,31 @@ def test_unknown_train_key_in_params_file_is_an_error(shards, tmp_path, capsys):
     assert main(["--params", str(params), "--data", str(shards), "--out-dir", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and "max_stepz" in err and "'train'" in err and str(params) in err
+
+
+def test_eval_batches_0_scores_every_window_of_the_validation_split():
+    """Against a loop written here: each non-overlapping window's mean token loss (F.cross_entropy), averaged over
+    windows; the last, partial batch counts by its size. The same windows whatever the seed."""
+    import contextlib
+
+    import numpy as np
+    import torch.nn.functional as F
+
+    from model.config import ModelConfig
+    from model.train import evaluate
+    from model.train_config import TrainConfig
+    from model.transformer import TransformerLM
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(vocab_size=64, context_length=16, d_model=16, n_layers=1, n_heads=2, d_ff=32))
+    val = np.random.default_rng(0).integers(0, 64, 16 * 7 + 9).astype(np.uint16)
+    expected = []
+    with torch.no_grad():
+        for w in range(7):
+            x = torch.tensor(val[w * 16:(w + 1) * 16], dtype=torch.long)
+            y = torch.tensor(val[w * 16 + 1:(w + 1) * 16 + 1], dtype=torch.long)
+            expected.append(F.cross_entropy(model(x[None])[0], y).item())
+    for seed in (0, 1):
+        cfg = TrainConfig(context_length=16, batch_size=3, eval_batches=0, seed=seed)
+        got = evaluate(model, val, cfg, "cpu", contextlib.nullcontext)
+        assert got == pytest.approx(float(np.mean(expected)), rel=1e-5)
+    assert model.training  # evaluate restores the mode it found
