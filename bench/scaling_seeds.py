@@ -1,8 +1,9 @@
 """How far the default sweep's held-out prediction moves with the seed: ``python -m bench.scaling_seeds``.
 
 One sweep seed is one draw of every run's initial weights and batch order. At the default's scale (models of
-36k-345k parameters, a few hundred to fifteen hundred steps) a run's final loss moves by a tenth of a nat between
-seeds, so the laws fitted on one seed's sweep are one draw too. This bench measures the spread, after `make repro`:
+36k-345k parameters, a few hundred to fifteen hundred steps) a run's final loss moves by several hundredths of a
+nat between seeds, so the laws fitted on one seed's sweep are one draw too. This bench measures the spread, after
+`make repro`:
 - the sweep again with ``train.seed = k`` for every other ``--seeds`` (into ``data/sweep_seed<k>/``, resumable, as
   ``python -m bench.scaling --seed-check`` does), and the `train` run again with ``--seed k`` (into
   ``data/runs/default_seed<k>/``);
@@ -43,15 +44,15 @@ from scaling.validate import run_predictions
 AREA = "scaling_seeds"
 
 
-def train_summary(params: dict, seed: int, python: str = sys.executable) -> Path:
+def train_summary(params: dict, params_file: str, seed: int, python: str = sys.executable) -> Path:
     """The `train` run's summary.json for ``seed`` (seed 0: the pipeline's own run), training it when missing."""
     base = Path(params["train"]["out_dir"])
     if seed == params["train"].get("seed", 0):
         return base / "summary.json"
     out = base.parent / f"{base.name}_seed{seed}"
     if not (out / "summary.json").is_file():
-        subprocess.run([python, "-m", "model.train", "--seed", str(seed), "--out-dir", str(out),
-                        "--metrics", str(out / "metrics.json")], check=True)
+        subprocess.run([python, "-m", "model.train", "--params", params_file, "--seed", str(seed),
+                        "--out-dir", str(out), "--metrics", str(out / "metrics.json")], check=True)
     return out / "summary.json"
 
 
@@ -78,7 +79,8 @@ def fit_rows(name: str, fit: dict, first_train_seed: int) -> list[Result]:
         extra = {"vs_train_seed": errors, "lobo_rel_error": fit["lobo"].get(method),
                  "selected": method == fit["selected"]}
         rows.append(Result(name, f"rel_error {method}" + (" (selected)" if method == fit["selected"] else ""),
-                           errors[first_train_seed], "predicted / measured - 1 (train seed 0)", extra=extra))
+                           errors[first_train_seed], f"predicted / measured - 1 (train seed {first_train_seed})",
+                           extra=extra))
     return rows
 
 
@@ -146,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     params = yaml.safe_load(Path(args.params).read_text())
     own = params["sweep"]["train"].get("seed", 0)
+    if params["train"].get("seed", 0) != own:
+        print("error: the train and sweep sections must share one seed (the pipeline's own)", file=sys.stderr)
+        return 2
     if args.seeds[0] != own or len(set(args.seeds)) != len(args.seeds) or len(args.seeds) < 2:
         print(f"error: --seeds must start with the pipeline's own seed {own} and name >= 2 distinct seeds",
               file=sys.stderr)
@@ -154,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {params['sweep']['results']} not found: run `make repro` first", file=sys.stderr)
         return 2
     paths = {s: Path(params["sweep"]["results"]) if s == own else seed_sweep_results(params, s) for s in args.seeds}
-    summaries = {s: train_summary(params, s) for s in args.seeds}
+    summaries = {s: train_summary(params, args.params, s) for s in args.seeds}
     cfg = FitConfig(target_flops=tuple(params["scaling_fit"]["target_flops"]), bootstrap=args.bootstrap)
     rows = []
     for s, path in paths.items():
