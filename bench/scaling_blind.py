@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from bench.results import RESULTS_DIR, Result, read_rows, record
-from scaling.data import load_results, sweep_counting
+from scaling.data import load_many, sweep_counting
 from scaling.fit import FitConfig, run_fits
 from scaling.sweep import Run, SweepConfig, plan_runs, read_results, result_row, run_one, write_results
-from scaling.validate import run_predictions
+from scaling.validate import all_run_predictions
 from workbench.params import load_section
 
 AREA = "scaling_blind"
@@ -55,13 +55,13 @@ def planned_run(params: str, shape: tuple[int, int, int], flops: float) -> tuple
 def predictions(params: str, run: Run, results: Path) -> tuple[dict[str, float], str]:
     """Every method's predicted loss for ``run`` from the sweep's ``results``, and the method the fit selects."""
     cfg = FitConfig(**load_section("scaling_fit", params, known=FitConfig))
-    frame = load_results(results)
+    frame = load_many([results])
     counting = sweep_counting(frame)  # N and C as the sweep counted its runs (the fit stage's held-out rule)
     n = float(run.params if counting["params"] == "params" else run.params_non_embedding)
     c = 6.0 * n * run.tokens if counting["flops"] == "6N" else float(run.flops)
     runs = (np.array([n]), np.array([float(run.tokens)]), np.array([c]))
     report, fits = run_fits(frame, np.asarray(cfg.target_flops), cfg.method, cfg.bootstrap, cfg.seed, runs)
-    values = {m: float(p["value"][0]) for fit in fits.values() for m, p in run_predictions(fit).items()}
+    values = {m: float(p["value"][0]) for m, p in all_run_predictions(fits).items()}
     return values, report["selection"]["method"]
 
 

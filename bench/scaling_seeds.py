@@ -37,9 +37,9 @@ from model.checkpoint import load_model
 from model.data import load_tokens
 from model.train import evaluate
 from model.train_config import TrainConfig
-from scaling.data import average_repeats, load_many, load_results, load_summary_holdout, sweep_counting
+from scaling.data import load_many, load_results, load_summary_holdout, sweep_counting
 from scaling.fit import FitConfig, run_fits
-from scaling.validate import run_predictions
+from scaling.validate import all_run_predictions
 
 AREA = "scaling_seeds"
 
@@ -59,12 +59,12 @@ def train_summary(params: dict, params_file: str, seed: int, python: str = sys.e
 def fit_sweep(paths: list[Path], summaries: dict[int, Path], cfg: FitConfig) -> dict:
     """``scaling.fit --method auto`` of ``paths`` (several: averaged per N, D, C) and its prediction of each
     `train` seed: {selected, lobo, predicted {method: value}, rel_error {method: {train seed: error}}}."""
-    frame = average_repeats(load_results(paths[0])) if len(paths) == 1 else load_many(paths)
+    frame = load_many(paths)
     counting = sweep_counting(frame)
     held = pd.concat([load_summary_holdout(p, counting) for p in summaries.values()], ignore_index=True)
     runs = tuple(held[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops"))
     report, fits = run_fits(frame, np.asarray(cfg.target_flops), "auto", cfg.bootstrap, cfg.seed, runs)
-    predicted = {m: p["value"] for fit in fits.values() for m, p in run_predictions(fit).items()}
+    predicted = {m: p["value"] for m, p in all_run_predictions(fits).items()}
     losses = held["loss"].to_numpy(dtype=float)
     return {"selected": report["selection"]["method"], "lobo": report["selection"].get("lobo_rel_error", {}),
             "predicted": {m: float(v[0]) for m, v in predicted.items()},
@@ -87,14 +87,14 @@ def fit_rows(name: str, fit: dict, first_train_seed: int) -> list[Result]:
 def left_out_budget_rows(name: str, path: Path, cfg: FitConfig) -> list[Result]:
     """Each law refitted without the largest budget, predicting every run of it (widest included: the kind of run
     the `train` run is, far wider than the optimum): the widest run's error and the mean absolute error."""
-    frame = average_repeats(load_results(path))
+    frame = load_many([path])
     largest = frame["flops"] == frame["flops"].max()
     kept, left = frame[~largest], frame[largest].sort_values("params")
     runs = tuple(left[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops"))
     _, fits = run_fits(kept, np.asarray(cfg.target_flops), "auto", 0, cfg.seed, runs)
     loss = left["loss"].to_numpy(dtype=float)
     rows = []
-    for method, prediction in sorted((m, p["value"]) for fit in fits.values() for m, p in run_predictions(fit).items()):
+    for method, prediction in sorted((m, p["value"]) for m, p in all_run_predictions(fits).items()):
         errors = np.asarray(prediction) / loss - 1
         extra = {"by_params": {f"{n:.0f}": float(e) for n, e in zip(left["params"], errors, strict=True)}}
         rows += [Result(name, f"left-out budget, widest run: rel_error {method}", float(errors[-1]),

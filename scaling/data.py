@@ -69,8 +69,10 @@ def load_results(path: str | Path) -> pd.DataFrame:
 
 
 def load_many(paths: list[str | Path]) -> pd.DataFrame:
-    """Several results tables (the same sweep under other seeds, say) as one: ``load_results`` of each, stacked,
-    then ``average_repeats``; every row keeps the file it came from in ``source``."""
+    """One or several results tables (the same sweep under other seeds, say) as one: ``load_results`` of each,
+    stacked, then ``average_repeats``; with several, every row keeps the file it came from in ``source``."""
+    if len(paths) == 1:
+        return average_repeats(load_results(paths[0]))
     frames = [load_results(p).assign(source=str(p)) for p in paths]
     return average_repeats(pd.concat(frames, ignore_index=True))
 

@@ -40,12 +40,10 @@ import numpy as np
 import pandas as pd
 
 from scaling.data import (
-    average_repeats,
     format_summary,
     holdout_report,
     load_holdout,
     load_many,
-    load_results,
     load_summary_holdout,
     sweep_counting,
     write_fit_metrics,
@@ -79,10 +77,10 @@ from scaling.validate import (
     FAMILY_METHODS,
     FamilyFit,
     Runs,
+    all_run_predictions,
     ci95,
     fit_family,
     leave_largest_out,
-    run_predictions,
     select_method,
     validity,
 )
@@ -289,7 +287,7 @@ def fit_file(results: Path | list[Path], cfg: FitConfig, args: argparse.Namespac
     """Load the results (several files: ``load_many``; repeated runs averaged) and the held-out runs, run the fits,
     predict the held-out runs; a ValueError names the file."""
     paths = results if isinstance(results, list) else [results]
-    frame = average_repeats(load_results(paths[0])) if len(paths) == 1 else load_many(paths)
+    frame = load_many(paths)
     results = paths[0] if len(paths) == 1 else ", ".join(map(str, paths))
     holdout, counting = read_holdout(args, frame) if args is not None else (None, None)
     runs = None if holdout is None else tuple(holdout[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops"))
@@ -298,7 +296,7 @@ def fit_file(results: Path | list[Path], cfg: FitConfig, args: argparse.Namespac
     except ValueError as exc:
         raise ValueError(f"{results}: {exc}") from None
     if holdout is not None:  # the held-out losses are read here, after every prediction was made
-        predictions = {m: p for fit in fits.values() for m, p in run_predictions(fit).items()}
+        predictions = all_run_predictions(fits)
         report["holdout"] = holdout_report(holdout, predictions, report["selection"]["method"], counting)
     return frame, report, fits
 

@@ -114,6 +114,11 @@ def run_predictions(fit: FamilyFit) -> dict[str, dict[str, np.ndarray | None]]:
     return out
 
 
+def all_run_predictions(fits: dict[str, FamilyFit]) -> dict[str, dict[str, np.ndarray | None]]:
+    """``run_predictions`` of every fitted family, by method."""
+    return {method: pred for fit in fits.values() for method, pred in run_predictions(fit).items()}
+
+
 # ---------------------------------------------------------------- validity
 def budget_groups(n: np.ndarray, c: np.ndarray) -> list[tuple[float, np.ndarray]]:
     """(C, row indices) of every compute budget with >= 3 distinct model sizes, by increasing C."""
