@@ -4,8 +4,8 @@
 
 The Triton wheel ships `ptxas`, so `triton.compile(ASTSource(fn, signature, constexprs), target=GPUTarget(...))`
 produces a cubin without a GPU. This compiles every entry kernel (every `@triton.jit` function of kernels/ that
-is launched, not a helper called from another kernel) for every autotune config (or, for kernels launched with
-computed meta-parameters, the settings their launchers pick), for the I/O dtypes the launchers accept
+is launched, not a helper called from another kernel) for every candidate config (FlashAttention: the candidates
+its sweep times; the others: the settings their launchers pick), for the I/O dtypes the launchers accept
 (fp16, bf16, fp32) and representative head dims / block sizes, for GPUTarget("cuda", 90, 32) (H100) and
 ("cuda", 80, 32) (A100). One table row per (kernel, config, case, dtype, target): shared memory (compiled
 metadata), registers and spill bytes (`ptxas -v`, via TRITON_DUMP_PTXAS_LOG), compile seconds.
@@ -61,8 +61,9 @@ TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.flo
 # Why spilling configs stay. Per kernel: the fp32 values live per thread (the accumulators and the score tile
 # of one step) as a function of the meta-parameters, and the reason the config is kept. The live count is a
 # lower bound (operand tiles held in registers come on top); above ~200 of the 255 registers ptxas spills.
-_AUTOTUNED = ("kept: autotuning times every config per (head dim, dtype, causal) and picks the fastest, so a "
-              "spilling config is only chosen where it still wins; the same config is spill-free elsewhere")
+_AUTOTUNED = ("kept: a candidate of bench.kernel_select's sweep, which times every config per (head dim, sequence) "
+              "and writes the fastest into flash_attention.TUNED, so a spilling config is only chosen where it "
+              "still wins; the same config is spill-free elsewhere")
 SPILL_NOTES = {
     "_fwd_kernel": (lambda k, d, t: k["BLOCK_M"] * (d + k["BLOCK_N"]) / t,
                     "O accumulator BLOCK_M x d + scores BLOCK_M x BLOCK_N", _AUTOTUNED),
@@ -73,9 +74,10 @@ SPILL_NOTES = {
     "_rms_norm_fwd": (lambda k, d, t: 2 * k["BLOCK"] / t, "x and w rows (2 x BLOCK)",
                       "only hidden > 32768 (BLOCK 65536, 32 warps, at most 64 registers per thread) spills; no "
                       "preset comes near (the largest hidden is 2560); a two-pass row loop would fix it"),
-    "_rms_norm_bwd": (lambda k, d, t: 4 * k["BLOCK"] / t, "w, dw, dy and x rows (4 x BLOCK)",
-                      "only hidden > 32768 (BLOCK 65536, 32 warps, at most 64 registers per thread) spills; no "
-                      "preset comes near (the largest hidden is 2560)"),
+    "_rms_norm_bwd": (lambda k, d, t: 4 * k["BLOCK"] * k["BLOCK_ROWS"] / t, "w, dw, dy and x tiles (4 x tile)",
+                      "hidden > 32768 (BLOCK 65536, 32 warps, at most 64 registers per thread) spills, and the "
+                      "short-row tile with ds_next a few bytes on sm_90; no preset comes near the first (the largest "
+                      "hidden is 2560)"),
 }
 
 
@@ -98,6 +100,7 @@ class Spec:
     cases: tuple = (("", {}),)
     quick_case: int = -1
     dtypes: tuple = DTYPES
+    prune: object = None  # for fixed-config kernels: an `early_config_prune`-style filter of `configs`
 
     @property
     def fn(self) -> JITFunction:
@@ -114,12 +117,16 @@ def _head_dim_cases(causal: bool = True) -> tuple:
 
 
 def _rmsnorm_configs() -> tuple:
-    """The launcher's (BLOCK, warps) for hidden 768 (small), 2560 (2.7B), 8192 and MAX_HIDDEN."""
+    """The launcher's (BLOCK, BLOCK_ROWS, warps) for hidden 768 (small), 2560 (2.7B), 8192 and MAX_HIDDEN."""
     out = []
     for hidden in (768, 2560, 8192, rmsnorm.MAX_HIDDEN):
-        block, warps = rmsnorm._settings(hidden)
-        out.append(triton.Config({"BLOCK": block}, num_warps=warps))
+        cfg = rmsnorm.settings(hidden)
+        out.append(triton.Config({"BLOCK": cfg["BLOCK"], "BLOCK_ROWS": cfg["BLOCK_ROWS"]}, num_warps=cfg["num_warps"]))
     return tuple(out)
+
+
+def _residual_cases(flag: str) -> tuple:
+    return (("", {flag: False}), (flag.lower(), {flag: True}))
 
 
 def _specs() -> list[Spec]:
@@ -128,23 +135,25 @@ def _specs() -> list[Spec]:
     ce_block = cross_entropy._CUDA_BLOCK_V
     return [
         Spec("flash_attention._fwd_kernel", fa._fwd_kernel,
-             {"Q": io_, "K": io_, "V": io_, "OUT": io_, "LSE": "fp32"}, ("sm_scale",), cases=heads),
+             {"Q": io_, "K": io_, "V": io_, "OUT": io_, "LSE": "fp32"}, ("sm_scale",), configs=tuple(fa.FWD_CONFIGS),
+             cases=heads, prune=fa._prune_fp32_wide),
         Spec("flash_attention._bwd_delta_kernel", fa._bwd_delta_kernel, {"OUT": io_, "DO": io_, "DELTA": "fp32"},
              configs=(triton.Config({"BLOCK_M": 64}),),
              cases=tuple((label, {k: v for k, v in c.items() if k != "IS_CAUSAL"}) for label, c in
                          _head_dim_cases(causal=False))),
         Spec("flash_attention._bwd_dkdv_kernel", fa._bwd_dkdv_kernel,
              {"Q": io_, "K": io_, "V": io_, "DO": io_, "LSE": "fp32", "DELTA": "fp32", "DK": io_, "DV": io_},
-             ("sm_scale",), cases=heads),
+             ("sm_scale",), configs=tuple(fa.DKDV_CONFIGS), cases=heads, prune=fa._prune_fp32_wide),
         Spec("flash_attention._bwd_dq_kernel", fa._bwd_dq_kernel,
              {"Q": io_, "K": io_, "V": io_, "DO": io_, "LSE": "fp32", "DELTA": "fp32", "DQ": io_},
-             ("sm_scale",), cases=heads),
+             ("sm_scale",), configs=tuple(fa.DQ_CONFIGS), cases=heads, prune=fa._prune_fp32_wide),
         # the model's RMSNorm weight is an fp32 parameter under bf16 autocast
-        Spec("rmsnorm._rms_norm_fwd", rmsnorm._rms_norm_fwd, {"X": io_, "W": "fp32", "Y": io_, "RSTD": "fp32"},
-             ("eps",), configs=_rmsnorm_configs()),
+        Spec("rmsnorm._rms_norm_fwd", rmsnorm._rms_norm_fwd,
+             {"X": io_, "R": io_, "S": io_, "W": "fp32", "Y": io_, "RSTD": "fp32"},
+             ("eps",), configs=_rmsnorm_configs(), cases=_residual_cases("HAS_RESIDUAL")),
         Spec("rmsnorm._rms_norm_bwd", rmsnorm._rms_norm_bwd,
-             {"DY": io_, "X": io_, "W": "fp32", "RSTD": "fp32", "DX": io_, "DW_PART": "fp32"},
-             configs=_rmsnorm_configs()),
+             {"DY": io_, "DS_NEXT": io_, "S": io_, "W": "fp32", "RSTD": "fp32", "DX": io_, "DW": "fp32"},
+             configs=_rmsnorm_configs(), cases=_residual_cases("HAS_DS_NEXT")),
         Spec("swiglu._swiglu_fwd", swiglu._swiglu_fwd, {"A": io_, "B": io_, "C": io_},
              configs=(triton.Config({"BLOCK": swiglu._CUDA_BLOCK}, num_warps=swiglu._CUDA_WARPS),)),
         Spec("swiglu._swiglu_bwd", swiglu._swiglu_bwd, {"DC": io_, "A": io_, "B": io_, "DA": io_, "DB": io_},
@@ -202,7 +211,7 @@ def kept_configs(spec: Spec, case: dict, dtype: str) -> set[int]:
     without one). It is called as the Autotuner calls it: the positional arguments by name (empty meta tensors
     of the launch dtypes for the pointers) and the constexprs as keywords."""
     configs = spec.all_configs()
-    prune = getattr(spec.kernel, "early_config_prune", None)
+    prune = spec.prune or getattr(spec.kernel, "early_config_prune", None)
     if prune is None:
         return set(range(len(configs)))
     nargs = {}

@@ -26,29 +26,42 @@ import triton.language as tl
 from torch import Tensor
 
 from kernels.flash_attention_torch import FlashAttentionTorch, naive_attention
-from kernels.runtime import DTYPES, INTERPRET
+from kernels.runtime import DTYPES, INTERPRET, kernel_op, launch
 
 __all__ = ["FlashAttentionTorch", "FlashAttentionTriton", "flash_attention", "naive_attention"]
 
 
-
-def _configs(cuda: list[tuple[int, int, int, int]], interpret: tuple[int, int]) -> list[triton.Config]:
-    """Autotune candidates (BLOCK_M, BLOCK_N, warps, stages) on CUDA; one small config when interpreting."""
-    if INTERPRET:
-        cuda = [(*interpret, 1, 1)]
-    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in cuda]
+def _configs(specs: list[tuple[int, int, int, int]]) -> list[triton.Config]:
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in specs]
 
 
-# Forward and dQ: a query tile (BLOCK_M) walks key tiles (BLOCK_N); BLOCK_M a multiple of BLOCK_N so the
-# causal diagonal tiles line up with the query tile.
+# Candidate (BLOCK_M, BLOCK_N, warps, stages) per pass: what `bench.kernel_select --attention-sweep` times and
+# `kernels.compile_check` compiles. Forward and dQ: a query tile (BLOCK_M) walks key tiles (BLOCK_N); dK/dV: a key
+# tile (BLOCK_N) walks query tiles (BLOCK_M). The larger block is a multiple of the smaller, so the causal diagonal
+# tiles line up.
 FWD_CONFIGS = _configs([(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 32, 4, 4),
-                        (64, 64, 4, 3), (64, 32, 4, 4), (128, 64, 4, 4), (64, 64, 4, 4)], (32, 16))
+                        (64, 64, 4, 3), (64, 32, 4, 4), (128, 64, 4, 4), (64, 64, 4, 4)])
 DQ_CONFIGS = _configs([(128, 32, 4, 3), (128, 32, 8, 3), (128, 64, 8, 3), (64, 32, 4, 3),
-                       (64, 64, 4, 3), (128, 16, 4, 3), (128, 32, 4, 5)], (32, 16))
-# dK/dV: a key tile (BLOCK_N) walks query tiles (BLOCK_M); BLOCK_N a multiple of BLOCK_M.
+                       (64, 64, 4, 3), (128, 16, 4, 3), (128, 32, 4, 5)])
 DKDV_CONFIGS = _configs([(32, 128, 4, 3), (32, 128, 8, 3), (64, 128, 8, 3), (32, 64, 4, 3), (32, 64, 8, 3),
-                         (64, 64, 4, 3), (16, 128, 4, 3), (16, 64, 4, 3), (32, 128, 4, 5)], (16, 32))
-KEY = ["N_Q_BUCKET", "N_K_BUCKET", "HEAD_DIM", "IS_CAUSAL"]
+                         (64, 64, 4, 3), (16, 128, 4, 3), (16, 64, 4, 3), (32, 128, 4, 5)])
+CANDIDATES = {"fwd": FWD_CONFIGS, "dq": DQ_CONFIGS, "dkdv": DKDV_CONFIGS}
+
+# The launch config per pass, head-dim block and sequence length: the first row whose longest sequence covers N
+# (None: any). Chosen on an H200 by `python -m bench.kernel_select --attention-sweep` (docs/benchmarks.md) from
+# CANDIDATES; one fixed config per shape class instead of autotuning: nothing to time on the first call, and a
+# launch torch.compile and CUDA graphs take as they are.
+TUNED: dict[tuple[str, int], list[tuple[int | None, tuple[int, int, int, int]]]] = {
+    ("fwd", 64): [(None, (128, 64, 4, 3))],
+    ("fwd", 128): [(None, (128, 64, 8, 3))],
+    ("dq", 64): [(None, (128, 32, 4, 3))],
+    ("dq", 128): [(None, (128, 32, 8, 3))],
+    ("dkdv", 64): [(None, (32, 128, 4, 3))],
+    ("dkdv", 128): [(None, (32, 128, 8, 3))],
+}
+# under the interpreter: small tiles, so tests exercise several tiles and the causal diagonal
+INTERPRET_CONFIG = {"fwd": (32, 16, 1, 1), "dq": (32, 16, 1, 1), "dkdv": (16, 32, 1, 1)}
+FP32_WIDE_CONFIG = {"fwd": (64, 32, 4, 3), "dq": (64, 32, 4, 3), "dkdv": (32, 64, 4, 3)}
 
 
 def _prune_fp32_wide(configs: list[triton.Config], nargs: dict, **kwargs) -> list[triton.Config]:
@@ -60,7 +73,16 @@ def _prune_fp32_wide(configs: list[triton.Config], nargs: dict, **kwargs) -> lis
     return [c for c in configs if c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 2048] or configs
 
 
-PRUNE = {"early_config_prune": _prune_fp32_wide}
+def launch_config(pass_: str, block_d: int, seq: int, element_size: int) -> dict:
+    """Meta-parameters of one pass (fwd | dq | dkdv): BLOCK_M, BLOCK_N, num_warps, num_stages."""
+    if INTERPRET:
+        m, n, w, s = INTERPRET_CONFIG[pass_]
+    else:
+        rows = TUNED[(pass_, 64 if block_d <= 64 else 128)]
+        m, n, w, s = next(cfg for longest, cfg in rows if longest is None or seq <= longest)
+        if element_size >= 4 and block_d > 64 and m * n > 2048:
+            m, n, w, s = FP32_WIDE_CONFIG[pass_]
+    return {"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s}
 
 
 @triton.jit
@@ -93,12 +115,11 @@ def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, o
     return acc, l_i, m_i
 
 
-@triton.autotune(configs=FWD_CONFIGS, key=KEY, prune_configs_by=PRUNE)
 @triton.jit
 def _fwd_kernel(Q, K, V, OUT, LSE, sm_scale,
                 stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
                 stride_vb, stride_vh, stride_vn, stride_ob, stride_oh, stride_om,
-                H, N_Q, N_K, N_Q_BUCKET, N_K_BUCKET,
+                H, N_Q, N_K,
                 HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, IS_CAUSAL: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     pid_m = tl.program_id(0)
@@ -174,13 +195,12 @@ def _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, 
     return dk, dv
 
 
-@triton.autotune(configs=DKDV_CONFIGS, key=KEY, prune_configs_by=PRUNE)
 @triton.jit
 def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale,
                      stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
                      stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
                      stride_dkb, stride_dkh, stride_dkn, stride_dvb, stride_dvh, stride_dvn,
-                     H, N_Q, N_K, N_Q_BUCKET, N_K_BUCKET,
+                     H, N_Q, N_K,
                      HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, IS_CAUSAL: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     bh = tl.program_id(1)
@@ -236,13 +256,12 @@ def _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_
     return dq
 
 
-@triton.autotune(configs=DQ_CONFIGS, key=KEY, prune_configs_by=PRUNE)
 @triton.jit
 def _bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
                    stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
                    stride_vb, stride_vh, stride_vn, stride_dob, stride_doh, stride_dom,
                    stride_dqb, stride_dqh, stride_dqm,
-                   H, N_Q, N_K, N_Q_BUCKET, N_K_BUCKET,
+                   H, N_Q, N_K,
                    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, IS_CAUSAL: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     pid_m = tl.program_id(0)
@@ -306,69 +325,73 @@ def _unit_last(t: Tensor) -> Tensor:
 
 def _shape_args(q: Tensor, k: Tensor) -> dict:
     B, H, n_q, d = q.shape
-    n_k = k.shape[2]
-    return dict(H=H, N_Q=n_q, N_K=n_k, N_Q_BUCKET=triton.next_power_of_2(n_q),
-                N_K_BUCKET=triton.next_power_of_2(n_k), HEAD_DIM=d, BLOCK_D=max(16, triton.next_power_of_2(d)))
+    return dict(H=H, N_Q=n_q, N_K=k.shape[2], HEAD_DIM=d, BLOCK_D=max(16, triton.next_power_of_2(d)))
 
 
 def _strides(t: Tensor) -> tuple[int, int, int]:
     return t.stride(0), t.stride(1), t.stride(2)
 
 
-def flash_forward_triton(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> tuple[Tensor, Tensor]:
+def flash_forward_triton(q: Tensor, k: Tensor, v: Tensor, is_causal: bool,
+                         config: dict | None = None) -> tuple[Tensor, Tensor]:
+    """(O, L) for unit-last-stride q, k, v (batch, heads, seq, d_head); `config` overrides the tuned launch."""
     B, H, n_q, d = q.shape
+    shape = _shape_args(q, k)
+    cfg = config or launch_config("fwd", shape["BLOCK_D"], max(n_q, k.shape[2]), q.element_size())
     # O laid out (batch, seq, heads, d): the model's transpose(1, 2).reshape(B, T, H·d) is then free
     out = torch.empty(B, n_q, H, d, device=q.device, dtype=q.dtype).transpose(1, 2)
     lse = torch.empty(B, H, n_q, device=q.device, dtype=torch.float32)
-    grid = lambda meta: (triton.cdiv(n_q, meta["BLOCK_M"]), B * H)  # noqa: E731
-    _fwd_kernel[grid](q, k, v, out, lse, 1.0 / math.sqrt(d), *_strides(q), *_strides(k), *_strides(v),
-                      *_strides(out), IS_CAUSAL=is_causal, **_shape_args(q, k))
+    launch(_fwd_kernel)[(triton.cdiv(n_q, cfg["BLOCK_M"]), B * H)](
+        q, k, v, out, lse, 1.0 / math.sqrt(d), *_strides(q), *_strides(k), *_strides(v), *_strides(out),
+        IS_CAUSAL=is_causal, **shape, **cfg)
     return out, lse
 
 
 def flash_backward_triton(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, grad_out: Tensor,
-                          is_causal: bool) -> tuple[Tensor, Tensor, Tensor]:
+                          is_causal: bool, configs: dict | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """dQ, dK, dV; `configs` ({"dq": ..., "dkdv": ...}) overrides the tuned launches."""
     B, H, n_q, d = q.shape
     grad_out = _unit_last(grad_out)
     shape = _shape_args(q, k)
+    seq = max(n_q, k.shape[2])
+    configs = configs or {}
+    dq_cfg = configs.get("dq") or launch_config("dq", shape["BLOCK_D"], seq, q.element_size())
+    dkdv_cfg = configs.get("dkdv") or launch_config("dkdv", shape["BLOCK_D"], seq, q.element_size())
     delta = torch.empty_like(lse)
-    _bwd_delta_kernel[(triton.cdiv(n_q, 64), B * H)](out, grad_out, delta, H, n_q, *_strides(out),
-                                                     *_strides(grad_out), HEAD_DIM=d, BLOCK_D=shape["BLOCK_D"],
-                                                     BLOCK_M=64)
+    launch(_bwd_delta_kernel)[(triton.cdiv(n_q, 64), B * H)](
+        out, grad_out, delta, H, n_q, *_strides(out), *_strides(grad_out), HEAD_DIM=d, BLOCK_D=shape["BLOCK_D"],
+        BLOCK_M=64)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     scale = 1.0 / math.sqrt(d)
     common = (*_strides(q), *_strides(k), *_strides(v), *_strides(grad_out))
-    _bwd_dkdv_kernel[lambda meta: (triton.cdiv(k.shape[2], meta["BLOCK_N"]), B * H)](
+    # causal dK/dV: program 0 holds the first keys, which the most queries see: the longest work starts first
+    launch(_bwd_dkdv_kernel)[(triton.cdiv(k.shape[2], dkdv_cfg["BLOCK_N"]), B * H)](
         q, k, v, grad_out, lse, delta, dk, dv, scale, *common, *_strides(dk), *_strides(dv),
-        IS_CAUSAL=is_causal, **shape)
-    _bwd_dq_kernel[lambda meta: (triton.cdiv(n_q, meta["BLOCK_M"]), B * H)](
-        q, k, v, grad_out, lse, delta, dq, scale, *common, *_strides(dq), IS_CAUSAL=is_causal, **shape)
+        IS_CAUSAL=is_causal, **shape, **dkdv_cfg)
+    launch(_bwd_dq_kernel)[(triton.cdiv(n_q, dq_cfg["BLOCK_M"]), B * H)](
+        q, k, v, grad_out, lse, delta, dq, scale, *common, *_strides(dq), IS_CAUSAL=is_causal, **shape, **dq_cfg)
     return dq, dk, dv
 
 
-# The launchers as custom ops: torch.compile (Dynamo) treats them as opaque calls with known output shapes
-# instead of tracing into the autotuned Triton launches, which it cannot do for these kernels.
-@torch.library.custom_op("lm_workbench::flash_attention_fwd", mutates_args=())
-def _flash_fwd_op(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> tuple[Tensor, Tensor]:
-    return flash_forward_triton(q, k, v, is_causal)
-
-
-@_flash_fwd_op.register_fake
-def _(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> tuple[Tensor, Tensor]:
+def _fwd_fake(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> tuple[Tensor, Tensor]:
     B, H, n_q, d = q.shape
     return q.new_empty(B, n_q, H, d).transpose(1, 2), q.new_empty(B, H, n_q, dtype=torch.float32)
 
 
-@torch.library.custom_op("lm_workbench::flash_attention_bwd", mutates_args=())
+@kernel_op("flash_attention_fwd", fake=_fwd_fake)
+def _flash_fwd_op(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> tuple[Tensor, Tensor]:
+    return flash_forward_triton(q, k, v, is_causal)
+
+
+def _bwd_fake(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, grad_out: Tensor,
+              is_causal: bool) -> tuple[Tensor, Tensor, Tensor]:
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+@kernel_op("flash_attention_bwd", fake=_bwd_fake)
 def _flash_bwd_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, grad_out: Tensor,
                   is_causal: bool) -> tuple[Tensor, Tensor, Tensor]:
     return flash_backward_triton(q, k, v, out, lse, grad_out, is_causal)
-
-
-@_flash_bwd_op.register_fake
-def _(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, grad_out: Tensor,
-      is_causal: bool) -> tuple[Tensor, Tensor, Tensor]:
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 class FlashAttentionTriton(torch.autograd.Function):

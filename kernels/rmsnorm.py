@@ -1,19 +1,26 @@
-"""Fused RMSNorm (Zhang & Sennrich 2019) forward and backward in Triton.
+"""Fused RMSNorm (Zhang & Sennrich 2019), with the residual add folded in, forward and backward in Triton.
 
-    y = x · rstd · w,   rstd = 1 / sqrt(mean(x²) + eps)       (per row, fp32)
+    s = x + r            (optional residual add, stored: the next residual)
+    y = s · rstd · w,    rstd = 1 / sqrt(mean(s²) + eps)       (per row, fp32)
 
-Mirrors Liger-Kernel `src/liger_kernel/ops/rms_norm.py` (and Unsloth's `fast_rms_layernorm`, the Triton
-layer-norm tutorial): the forward runs one program per row with the whole row in one block, accumulates in
-fp32 and saves the per-row fp32 `rstd`; the backward recomputes x̂ = x · rstd and gives
+Mirrors Liger-Kernel `src/liger_kernel/ops/rms_norm.py` and llm.c's `fused_residual_forward` /
+`rmsnorm_backward`: the forward saves the per-row fp32 `rstd`; the backward recomputes ŝ = s · rstd and gives
 
-    dx = rstd · (dy·w − x̂ · mean(dy·w·x̂))        dw = Σ_rows dy · x̂
+    ds = rstd · (dy·w − ŝ · mean(dy·w·ŝ)) + ds_next        dw = Σ_rows dy · ŝ
 
-Each backward program walks a stripe of rows (grid = number of SMs on CUDA) and keeps a partial dw in
-fp32 registers, written to an (n_programs, hidden) buffer that torch sums in a second pass.
+where ds_next is the gradient arriving at the stored sum s from its own later use (the residual stream),
+so dx = dr = ds. Inductor does not fuse pointwise neighbours into a user kernel, which is why the add
+lives inside it.
+
+Layout: every program takes a block of BLOCK_ROWS whole rows (short rows: several per program, so one
+launch keeps enough loads in flight; long rows: one). The backward runs a persistent grid (a few programs
+per SM), each walking a stripe of row blocks and keeping its dw partial in fp32 registers; at the end each
+program adds its partial into one fp32 (hidden,) buffer with atomics, so dw is finished inside the kernel
+(the order of those ≤ a few hundred fp32 adds is not fixed: dw can differ between runs in the last bits).
 
 Semantics equal `model/layers.py::rms_norm_ref` (copied here as `rms_norm_torch`): statistics and the
-product with the weight in fp32, one cast back to x's dtype. I/O in fp16/bf16/fp32 (x and weight may
-differ, e.g. bf16 activations with an fp32 weight); gradients come back in the input dtypes.
+product with the weight in fp32, one cast back to x's dtype; s = x + r is rounded to its dtype (the
+promotion of x's and r's) before it is normalized, as `x = x + r` then the norm would be in PyTorch.
 
 Runs on CUDA, or on CPU tensors under the Triton interpreter (`TRITON_INTERPRET=1`, read at import, as
 Triton does). Elsewhere the launchers — and `rms_norm`, which does NOT fall back to the torch reference,
@@ -26,9 +33,10 @@ import triton.language as tl
 
 from kernels.runtime import DTYPES as _DTYPES
 from kernels.runtime import INTERPRET as _INTERPRET
+from kernels.runtime import kernel_op, launch, programs_for
 
 MAX_HIDDEN = 65536  # one row must fit in one block (registers / interpreter memory)
-_CPU_BWD_PROGRAMS = 4  # few programs under the interpreter, so the row-stripe loop is exercised
+TILE_ELEMENTS = 4096  # elements per program tile when rows are short: BLOCK_ROWS = TILE_ELEMENTS // BLOCK
 
 
 def rms_norm_torch(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
@@ -39,57 +47,68 @@ def rms_norm_torch(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> 
 
 
 @triton.jit
-def _rms_norm_fwd(X, W, Y, RSTD, stride_x, stride_y, n_cols, eps, BLOCK: tl.constexpr):
-    """One row per program: y = x · rstd · w with rstd saved (fp32) for the backward."""
-    row = tl.program_id(0).to(tl.int64)
+def _rms_norm_fwd(X, R, S, W, Y, RSTD, n_rows, n_cols, stride_x, stride_r, stride_s, stride_y, eps,
+                  HAS_RESIDUAL: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    """BLOCK_ROWS rows per program: (s = x + r, stored), y = s · rstd · w, rstd saved (fp32)."""
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
-    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-    rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
-    tl.store(RSTD + row, rstd)
-    y = (x * rstd) * w
-    tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+    row_ok = rows < n_rows
+    mask = row_ok[:, None] & (cols < n_cols)[None, :]
+    rows = rows.to(tl.int64)[:, None]
+    x = tl.load(X + rows * stride_x + cols[None, :], mask=mask, other=0.0)
+    if HAS_RESIDUAL:
+        r = tl.load(R + rows * stride_r + cols[None, :], mask=mask, other=0.0)
+        x = (x.to(tl.float32) + r.to(tl.float32)).to(S.dtype.element_ty)
+        tl.store(S + rows * stride_s + cols[None, :], x, mask=mask)
+    x = x.to(tl.float32)
+    w = tl.load(W + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+    tl.store(RSTD + tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS), rstd, mask=row_ok)
+    y = x * rstd[:, None] * w[None, :]
+    tl.store(Y + rows * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
 
 
 @triton.jit
-def _rms_norm_bwd(DY, X, W, RSTD, DX, DW_PART, stride_dy, stride_x, stride_dx, n_rows, n_cols,
-                  rows_per_program, BLOCK: tl.constexpr):
-    """Rows [pid·rows_per_program, …) : dx per row, and this stripe's partial dw into DW_PART[pid]."""
+def _rms_norm_bwd(DY, DS_NEXT, S, W, RSTD, DX, DW, n_rows, n_cols, stride_dy, stride_dn, stride_s, stride_dx,
+                  blocks_per_program, HAS_DS_NEXT: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    """Row blocks [pid·blocks_per_program, …): ds per row (+ ds_next), and this stripe's dw into DW (atomics)."""
     pid = tl.program_id(0)
-    row_start = pid * rows_per_program
-    row_end = tl.minimum(row_start + rows_per_program, n_rows)
     cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-    dw = tl.zeros((BLOCK,), dtype=tl.float32)
-    first = row_start.to(tl.int64)  # 64-bit offsets; then walk the stripe by advancing the pointers
-    DY += first * stride_dy
-    X += first * stride_x
-    DX += first * stride_dx
-    RSTD += first
-    for _ in range(row_start, row_end):
-        dy = tl.load(DY + cols, mask=mask, other=0.0).to(tl.float32)
-        x = tl.load(X + cols, mask=mask, other=0.0).to(tl.float32)
-        rstd = tl.load(RSTD)
-        x_hat = x * rstd
-        wdy = dy * w
-        c = tl.sum(wdy * x_hat, axis=0) / n_cols
-        dx = (wdy - x_hat * c) * rstd
-        tl.store(DX + cols, dx.to(DX.dtype.element_ty), mask=mask)
-        dw += dy * x_hat
-        DY += stride_dy
-        X += stride_x
-        DX += stride_dx
-        RSTD += 1
-    tl.store(DW_PART + pid.to(tl.int64) * n_cols + cols, dw, mask=mask)
+    col_ok = cols < n_cols
+    w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
+    dw = tl.zeros((BLOCK_ROWS, BLOCK), dtype=tl.float32)
+    first = pid * blocks_per_program * BLOCK_ROWS
+    last = tl.minimum(first + blocks_per_program * BLOCK_ROWS, n_rows)
+    for start in range(first, last, BLOCK_ROWS):
+        offs = start + tl.arange(0, BLOCK_ROWS)
+        row_ok = offs < last
+        mask = row_ok[:, None] & col_ok[None, :]
+        rows = offs.to(tl.int64)[:, None]
+        dy = tl.load(DY + rows * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        s = tl.load(S + rows * stride_s + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        rstd = tl.load(RSTD + offs, mask=row_ok, other=0.0)
+        s_hat = s * rstd[:, None]
+        wdy = dy * w[None, :]
+        c = tl.sum(wdy * s_hat, axis=1) / n_cols
+        ds = (wdy - s_hat * c[:, None]) * rstd[:, None]
+        if HAS_DS_NEXT:
+            ds += tl.load(DS_NEXT + rows * stride_dn + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        tl.store(DX + rows * stride_dx + cols[None, :], ds.to(DX.dtype.element_ty), mask=mask)
+        dw += dy * s_hat
+    tl.atomic_add(DW + cols, tl.sum(dw, axis=0), mask=col_ok)
 
 
-def _settings(n_cols: int) -> tuple[int, int]:
-    """(BLOCK, num_warps): the whole row in one block; warps grow with it (Liger's `calculate_settings`)."""
+def settings(n_cols: int, n_rows: int = 0) -> dict:
+    """Launch shape for a hidden size: BLOCK (the whole row), BLOCK_ROWS rows per program, warps, and
+    backward programs per SM. Short rows are stacked so one program holds ~TILE_ELEMENTS elements;
+    warps grow with the tile (Liger's `calculate_settings` for one row)."""
     block = max(16, triton.next_power_of_2(n_cols))
-    num_warps = 32 if block >= 32768 else 16 if block >= 8192 else 8 if block >= 2048 else 4
-    return block, num_warps
+    block_rows = max(1, TILE_ELEMENTS // block)
+    if n_rows:
+        block_rows = min(block_rows, triton.next_power_of_2(n_rows))
+    tile = block * block_rows
+    num_warps = 32 if tile >= 32768 else 16 if tile >= 8192 else 8 if tile >= 2048 else 4
+    return {"BLOCK": block, "BLOCK_ROWS": block_rows, "num_warps": num_warps, "per_sm": 2}
 
 
 def _check_runnable(t: torch.Tensor) -> None:
@@ -103,7 +122,7 @@ def _rows(t: torch.Tensor, n_cols: int) -> torch.Tensor:
     return t2 if t2.stride(-1) == 1 else t2.contiguous()
 
 
-def _validate(x: torch.Tensor, weight: torch.Tensor) -> None:
+def _validate(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None = None) -> None:
     if x.dim() < 1 or x.shape[-1] == 0:
         raise ValueError(f"rms_norm: x needs a non-empty last (hidden) dim, got shape {tuple(x.shape)}")
     if weight.dim() != 1 or weight.shape[0] != x.shape[-1]:
@@ -116,6 +135,78 @@ def _validate(x: torch.Tensor, weight: torch.Tensor) -> None:
         raise ValueError(f"rms_norm: hidden size {x.shape[-1]} > {MAX_HIDDEN} (one row must fit one block)")
     if x.device != weight.device:
         raise ValueError(f"rms_norm: x on {x.device} but weight on {weight.device}")
+    if residual is not None:
+        if residual.shape != x.shape:
+            raise ValueError(f"add_rms_norm: residual shape {tuple(residual.shape)} != x shape {tuple(x.shape)}")
+        if residual.dtype not in _DTYPES or residual.device != x.device:
+            raise ValueError(f"add_rms_norm: residual ({residual.dtype} on {residual.device}) must be fp16/bf16/fp32 "
+                             f"on {x.device}")
+
+
+def _fwd(x2: torch.Tensor, r2: torch.Tensor | None, weight: torch.Tensor, eps: float):
+    n_rows, n_cols = x2.shape
+    s_dtype = x2.dtype if r2 is None else torch.promote_types(x2.dtype, r2.dtype)
+    y = torch.empty((n_rows, n_cols), dtype=s_dtype, device=x2.device)
+    s = y if r2 is None else torch.empty((n_rows, n_cols), dtype=s_dtype, device=x2.device)
+    rstd = torch.empty(n_rows, dtype=torch.float32, device=x2.device)
+    if n_rows > 0:
+        cfg = settings(n_cols, n_rows)
+        r = x2 if r2 is None else r2
+        launch(_rms_norm_fwd)[(triton.cdiv(n_rows, cfg["BLOCK_ROWS"]),)](
+            x2, r, s, weight, y, rstd, n_rows, n_cols, x2.stride(0), r.stride(0), s.stride(0), y.stride(0), eps,
+            HAS_RESIDUAL=r2 is not None, BLOCK_ROWS=cfg["BLOCK_ROWS"], BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
+    return y, s, rstd
+
+
+def _fwd_fake(x2, weight, eps, r2=None):
+    dtype = x2.dtype if r2 is None else torch.promote_types(x2.dtype, r2.dtype)
+    return (x2.new_empty(x2.shape, dtype=dtype), x2.new_empty(x2.shape, dtype=dtype),
+            x2.new_empty(x2.shape[0], dtype=torch.float32))
+
+
+@kernel_op("rms_norm_fwd", fake=lambda x2, weight, eps: _fwd_fake(x2, weight, eps)[::2])
+def _rms_norm_fwd_op(x2: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    y, _, rstd = _fwd(x2, None, weight, eps)
+    return y, rstd
+
+
+@kernel_op("add_rms_norm_fwd", fake=lambda x2, r2, weight, eps: _fwd_fake(x2, weight, eps, r2))
+def _add_rms_norm_fwd_op(x2: torch.Tensor, r2: torch.Tensor, weight: torch.Tensor,
+                         eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _fwd(x2, r2, weight, eps)
+
+
+def _bwd(dy2: torch.Tensor, ds_next: torch.Tensor | None, s2: torch.Tensor, weight: torch.Tensor,
+         rstd: torch.Tensor, dx_dtype: torch.dtype):
+    n_rows, n_cols = s2.shape
+    dx = torch.empty((n_rows, n_cols), dtype=dx_dtype, device=s2.device)
+    dw = torch.zeros(n_cols, dtype=torch.float32, device=s2.device)
+    if n_rows > 0:
+        cfg = settings(n_cols, n_rows)
+        n_blocks = triton.cdiv(n_rows, cfg["BLOCK_ROWS"])
+        blocks_per_program = triton.cdiv(n_blocks, min(programs_for(s2, cfg["per_sm"]), n_blocks))
+        dn = dy2 if ds_next is None else ds_next
+        launch(_rms_norm_bwd)[(triton.cdiv(n_blocks, blocks_per_program),)](
+            dy2, dn, s2, weight, rstd, dx, dw, n_rows, n_cols, dy2.stride(0), dn.stride(0), s2.stride(0), dx.stride(0),
+            blocks_per_program, HAS_DS_NEXT=ds_next is not None, BLOCK_ROWS=cfg["BLOCK_ROWS"], BLOCK=cfg["BLOCK"],
+            num_warps=cfg["num_warps"])
+    return dx, dw.to(weight.dtype)
+
+
+def _bwd_fake(dy2, s2, weight, rstd, *rest):
+    return s2.new_empty(s2.shape), torch.empty_like(weight)
+
+
+@kernel_op("rms_norm_bwd", fake=_bwd_fake)
+def _rms_norm_bwd_op(dy2: torch.Tensor, s2: torch.Tensor, weight: torch.Tensor,
+                     rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _bwd(dy2, None, s2, weight, rstd, s2.dtype)
+
+
+@kernel_op("add_rms_norm_bwd", fake=_bwd_fake)
+def _add_rms_norm_bwd_op(dy2: torch.Tensor, s2: torch.Tensor, weight: torch.Tensor, rstd: torch.Tensor,
+                         ds_next: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _bwd(dy2, ds_next, s2, weight, rstd, s2.dtype)
 
 
 def rms_norm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float):
@@ -123,59 +214,14 @@ def rms_norm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float):
     _validate(x, weight)
     _check_runnable(x)
     x2 = _rows(x, x.shape[-1])  # (R, H)
-    y, rstd = _rms_norm_fwd_op(x2, weight, eps)
+    y, rstd = _rms_norm_fwd_op(x2, weight.contiguous(), eps)
     return y.view(x.shape), x2, rstd
 
 
 def rms_norm_backward(dy: torch.Tensor, x2: torch.Tensor, weight: torch.Tensor, rstd: torch.Tensor):
     """Launch the backward: returns (dx as (rows, hidden) in x's dtype, dw in weight's dtype)."""
     _check_runnable(x2)
-    return _rms_norm_bwd_op(_rows(dy, x2.shape[1]), x2, weight, rstd)
-
-
-# The launches as custom ops: torch.compile calls them as opaque ops with known output shapes instead of
-# tracing into the Triton launch (which it cannot do under TRITON_INTERPRET).
-@torch.library.custom_op("lm_workbench::rms_norm_fwd", mutates_args=())
-def _rms_norm_fwd_op(x2: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    n_rows, n_cols = x2.shape
-    y = torch.empty((n_rows, n_cols), dtype=x2.dtype, device=x2.device)
-    rstd = torch.empty(n_rows, dtype=torch.float32, device=x2.device)
-    if n_rows > 0:
-        block, num_warps = _settings(n_cols)
-        _rms_norm_fwd[(n_rows,)](x2, weight.contiguous(), y, rstd, x2.stride(0), y.stride(0), n_cols, eps,
-                                 BLOCK=block, num_warps=num_warps)
-    return y, rstd
-
-
-@_rms_norm_fwd_op.register_fake
-def _(x2: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    return x2.new_empty(x2.shape), x2.new_empty(x2.shape[0], dtype=torch.float32)
-
-
-@torch.library.custom_op("lm_workbench::rms_norm_bwd", mutates_args=())
-def _rms_norm_bwd_op(dy2: torch.Tensor, x2: torch.Tensor, weight: torch.Tensor,
-                     rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    n_rows, n_cols = x2.shape
-    dx = torch.empty((n_rows, n_cols), dtype=x2.dtype, device=x2.device)
-    if n_rows == 0:
-        return dx, torch.zeros_like(weight)
-    if x2.device.type == "cuda":
-        n_programs = torch.cuda.get_device_properties(x2.device).multi_processor_count
-    else:
-        n_programs = _CPU_BWD_PROGRAMS
-    rows_per_program = triton.cdiv(n_rows, min(n_programs, n_rows))
-    grid = triton.cdiv(n_rows, rows_per_program)
-    dw_part = torch.empty((grid, n_cols), dtype=torch.float32, device=x2.device)  # (P, H) partial sums
-    block, num_warps = _settings(n_cols)
-    _rms_norm_bwd[(grid,)](dy2, x2, weight.contiguous(), rstd, dx, dw_part, dy2.stride(0), x2.stride(0),
-                           dx.stride(0), n_rows, n_cols, rows_per_program, BLOCK=block, num_warps=num_warps)
-    return dx, dw_part.sum(0).to(weight.dtype)
-
-
-@_rms_norm_bwd_op.register_fake
-def _(dy2: torch.Tensor, x2: torch.Tensor, weight: torch.Tensor,
-      rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return x2.new_empty(x2.shape), torch.empty_like(weight)
+    return _rms_norm_bwd_op(_rows(dy, x2.shape[1]), x2, weight.contiguous(), rstd)
 
 
 class RMSNormTriton(torch.autograd.Function):
@@ -195,9 +241,42 @@ class RMSNormTriton(torch.autograd.Function):
         return dx.view(ctx.x_shape), dw, None
 
 
+class AddRMSNormTriton(torch.autograd.Function):
+    """`AddRMSNormTriton.apply(x, residual, weight, eps)` -> (s = x + residual, rms_norm(s)); saves s and rstd."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float):
+        _validate(x, weight, residual)
+        _check_runnable(x)
+        n_cols = x.shape[-1]
+        y, s2, rstd = _add_rms_norm_fwd_op(_rows(x, n_cols), _rows(residual, n_cols), weight.contiguous(), eps)
+        ctx.save_for_backward(s2, weight, rstd)
+        ctx.shape, ctx.dtypes = x.shape, (x.dtype, residual.dtype)
+        return s2.view(x.shape), y.view(x.shape)
+
+    @staticmethod
+    def backward(ctx, ds_next: torch.Tensor | None, dy: torch.Tensor):
+        s2, weight, rstd = ctx.saved_tensors
+        n_cols = s2.shape[1]
+        dy2 = _rows(dy, n_cols)
+        if ds_next is None:
+            ds, dw = _rms_norm_bwd_op(dy2, s2, weight.contiguous(), rstd)
+        else:
+            ds, dw = _add_rms_norm_bwd_op(dy2, s2, weight.contiguous(), rstd, _rows(ds_next, n_cols))
+        ds = ds.view(ctx.shape)
+        return ds.to(ctx.dtypes[0]), ds.to(ctx.dtypes[1]), dw, None
+
+
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     """Fused RMSNorm over the last dim; x (..., hidden), weight (hidden,). Same result as `rms_norm_torch`.
 
     Needs CUDA or TRITON_INTERPRET=1; raises RuntimeError otherwise (no silent fallback to the reference).
     """
     return RMSNormTriton.apply(x, weight, eps)
+
+
+def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                 eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
+    """(s, rms_norm(s)) with s = x + residual, in one kernel each way: the pre-norm block's residual add and
+    the next norm. Same results as `s = x + residual; rms_norm_torch(s, weight, eps)`."""
+    return AddRMSNormTriton.apply(x, residual, weight, eps)

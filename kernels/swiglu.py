@@ -27,6 +27,7 @@ import triton.language as tl
 
 from kernels.runtime import DTYPES as _DTYPES
 from kernels.runtime import INTERPRET as _INTERPRET
+from kernels.runtime import kernel_op, launch
 
 _CUDA_BLOCK, _CUDA_WARPS = 1024, 4
 _CPU_MAX_BLOCK = 16384  # the interpreter runs programs one by one: few, wide ones are fastest
@@ -103,36 +104,32 @@ def swiglu_backward(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor):
     return _swiglu_bwd_op(dc.contiguous(), a, b)
 
 
-# The launches as custom ops: torch.compile calls them as opaque ops with known output shapes instead of
-# tracing into the Triton launch (which it cannot do under TRITON_INTERPRET).
-@torch.library.custom_op("lm_workbench::swiglu_fwd", mutates_args=())
+def _fwd_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(a)
+
+
+@kernel_op("swiglu_fwd", fake=_fwd_fake)
 def _swiglu_fwd_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     c = torch.empty_like(a)
     n = a.numel()
     if n > 0:
         grid, block, num_warps = _launch(n, a.device)
-        _swiglu_fwd[(grid,)](a, b, c, n, BLOCK=block, num_warps=num_warps)
+        launch(_swiglu_fwd)[(grid,)](a, b, c, n, BLOCK=block, num_warps=num_warps)
     return c
 
 
-@_swiglu_fwd_op.register_fake
-def _(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(a)
+def _bwd_fake(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.empty_like(a), torch.empty_like(b)
 
 
-@torch.library.custom_op("lm_workbench::swiglu_bwd", mutates_args=())
+@kernel_op("swiglu_bwd", fake=_bwd_fake)
 def _swiglu_bwd_op(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     da, db = torch.empty_like(a), torch.empty_like(b)
     n = a.numel()
     if n > 0:
         grid, block, num_warps = _launch(n, a.device)
-        _swiglu_bwd[(grid,)](dc, a, b, da, db, n, BLOCK=block, num_warps=num_warps)
+        launch(_swiglu_bwd)[(grid,)](dc, a, b, da, db, n, BLOCK=block, num_warps=num_warps)
     return da, db
-
-
-@_swiglu_bwd_op.register_fake
-def _(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.empty_like(a), torch.empty_like(b)
 
 
 class SwiGLUTriton(torch.autograd.Function):

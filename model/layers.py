@@ -63,11 +63,20 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(d_model, device=device, dtype=dtype))
         self._norm = rms_norm_ref
+        self._add_norm = None
         if impl == "triton":
             self._norm = import_kernel("kernels.rmsnorm", "rms_norm", "norm='triton'")
+            self._add_norm = import_kernel("kernels.rmsnorm", "add_rms_norm", "norm='triton'")
 
     def forward(self, x: Tensor) -> Tensor:
         return self._norm(x, self.weight, self.eps)
+
+    def add_forward(self, x: Tensor, delta: Tensor) -> tuple[Tensor, Tensor]:
+        """(x + delta, norm(x + delta)): the residual add and this norm, one fused kernel with norm='triton'."""
+        if self._add_norm is not None:
+            return self._add_norm(x, delta, self.weight, self.eps)
+        x = x + delta
+        return x, self(x)
 
 
 def silu(x: Tensor) -> Tensor:

@@ -39,8 +39,8 @@ class TransformerBlock(nn.Module):
 
     def forward(self, x: Tensor, positions: Tensor, cache=None, layer: int = 0,
                 valid: Tensor | None = None) -> Tensor:
-        x = x + self.attn(self.ln1(x), positions, cache, layer, valid)
-        return x + self.ffn(self.ln2(x))
+        x, h = self.ln2.add_forward(x, self.attn(self.ln1(x), positions, cache, layer, valid))
+        return x + self.ffn(h)
 
 
 class KVCache:

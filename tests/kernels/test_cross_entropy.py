@@ -212,9 +212,11 @@ def test_no_grad_forward():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_memory_at_32k_vocab_is_3x_below_eager(dtype):
+def test_memory_at_32k_vocab_is_3x_below_eager(dtype, monkeypatch):
     """Issue 5's goal: memory for the loss at vocab 32k drops >= 3x vs eager, on the Triton path (the interpreter
-    on CPU), in fp32 (the least favourable dtype) and fp16 (eager keeps an extra fp32 copy of the logits)."""
+    on CPU), in fp32 (the least favourable dtype) and fp16 (eager keeps an extra fp32 copy of the logits).
+    The chunk cap is scaled down with N (32 of 256 rows per chunk) as 128 MiB is at the GPU's N."""
+    monkeypatch.setattr(ce, "CHUNK_BYTES", 32 * 32768 * torch.finfo(dtype).bits // 8)
     h, w, t = _inputs(256, 64, 32768, dtype)  # the fused loss keeps dW (V x d) instead of the logits (N x V)
     eager_saved, eager_peak = memory_bytes(linear_cross_entropy_torch, h, w, t)
     fused_saved, fused_peak = memory_bytes(fused_linear_cross_entropy, h, w, t)
@@ -231,3 +233,13 @@ def test_torch_compile_cuda():
     got = _run(torch.compile(fused_linear_cross_entropy), h, w, t)
     eager = _run(linear_cross_entropy_torch, h, w, t)
     assert all(_rel(g, e) < 2 * TOL[torch.bfloat16] for g, e in zip(got, eager))
+
+
+@pytest.mark.parametrize("n, vocab, d, itemsize, want", [
+    (8192, 32768, 768, 2, 2048),  # 128 MiB of bf16 logits: 4 chunks (Liger's rule alone: 256 rows, 32 chunks)
+    (8192, 32768, 768, 4, 1024),  # fp32 logits: half the rows
+    (100, 32768, 768, 2, 128),  # never more than next_pow2(N): one chunk
+    (2**20, 256, 4096, 2, 2**20),  # V < d: Liger's rule (all rows) outranks the byte cap (2**18 rows)
+])
+def test_default_chunk_size(n, vocab, d, itemsize, want):
+    assert ce.default_chunk_size(n, vocab, d, itemsize) == want

@@ -162,3 +162,72 @@ def test_rmsnorm_without_cuda_or_interpreter_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(rmsnorm, "_INTERPRET", False)
     with pytest.raises(RuntimeError, match="CUDA tensor or TRITON_INTERPRET=1"):
         rms_norm(torch.ones(2, 4), torch.ones(4))
+
+
+# ---- the residual add folded into the norm ------------------------------------------------------------------
+
+
+def _add_norm_reference(x, r, w, eps):
+    """What the pre-norm block computes without the kernel: s = x + r in PyTorch, then the reference norm."""
+    s = x + r
+    return s, rms_norm_torch(s, w, eps)
+
+
+@pytest.mark.parametrize("shape", [(3, 1), (5, 33), (9, 1000), (2, 3, 100), (70, 64)])
+@pytest.mark.parametrize("dtypes", [(torch.float32, torch.float32), (torch.float16, torch.float16),
+                                    (torch.float32, torch.float16)])  # the model's fp32 stream + a half delta
+def test_add_rms_norm_matches_add_then_norm(shape, dtypes):
+    """Forward (s and y) and every gradient, with both outputs used downstream (ds_next) as in the model."""
+    xd, rd = dtypes
+    g = torch.Generator().manual_seed(1)
+    x0, r0 = torch.randn(shape, generator=g), torch.randn(shape, generator=g)
+    w0 = 1.0 + 0.5 * torch.randn(shape[-1], generator=g)
+    dy, ds = torch.randn(shape, generator=g), torch.randn(shape, generator=g)
+    results = []
+    for fn in (rmsnorm.add_rms_norm, _add_norm_reference):
+        x = x0.to(DEVICE, xd).requires_grad_()
+        r = r0.to(DEVICE, rd).requires_grad_()
+        w = w0.to(DEVICE).requires_grad_()
+        s, y = fn(x, r, w, 1e-5)
+        ((s.float() * ds.to(DEVICE)).sum() + (y.float() * dy.to(DEVICE)).sum()).backward()
+        results.append((s, y, x.grad, r.grad, w.grad))
+    atol, rtol = TOL[torch.float16] if torch.float16 in dtypes else TOL[torch.float32]
+    for name, got, want in zip(("s", "y", "dx", "dr", "dw"), *results, strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        _close(name, got, want, atol, rtol * (10 if name == "dw" else 1))
+
+
+def test_add_rms_norm_sum_unused_downstream():
+    """Only the normalized output feeds the loss (ds_next is None): dx = dr = the norm's input gradient."""
+    x, w, dy = _inputs((6, 40), torch.float32)
+    r = torch.randn(6, 40, device=DEVICE)
+    xs, rs = x.clone().requires_grad_(), r.clone().requires_grad_()
+    _, y = rmsnorm.add_rms_norm(xs, rs, w, 1e-5)
+    y.backward(dy)
+    ref_y, ref_dx, ref_dw = _grads(rms_norm_torch, x + r, w, dy, 1e-5)
+    _close("y", y.detach(), ref_y, 1e-5, 1e-5)
+    _close("dx", xs.grad, ref_dx, 1e-5, 1e-5)
+    _close("dr", rs.grad, ref_dx, 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("hidden, block_rows", [(8, 256), (100, 32), (1000, 4), (3000, 1)])
+def test_settings_stack_short_rows(hidden, block_rows):
+    """Short rows share a program (a ~4096-element tile); a long row gets one to itself."""
+    cfg = rmsnorm.settings(hidden)
+    assert cfg["BLOCK"] >= hidden and cfg["BLOCK_ROWS"] == block_rows
+    assert rmsnorm.settings(hidden, n_rows=3)["BLOCK_ROWS"] == min(block_rows, 4)
+
+
+def test_many_rows_per_program_in_the_backward():
+    """More row blocks than programs: each backward program walks a stripe and adds its dw once (atomics)."""
+    x, w, dy = _inputs((517, 24), torch.float32, seed=3)  # 24 -> 128 rows per block, 5 blocks over 4 programs
+    got = _grads(rms_norm, x, w, dy, 1e-5)
+    want = _grads(rms_norm_torch, x, w, dy, 1e-5)
+    for name, g, ref in zip(("y", "dx", "dw"), got, want, strict=True):
+        _close(name, g, ref, 1e-5, 1e-4)
+
+
+def test_add_rms_norm_rejects_a_mismatched_residual():
+    with pytest.raises(ValueError, match="residual shape"):
+        rmsnorm.add_rms_norm(torch.ones(2, 4, device=DEVICE), torch.ones(2, 5, device=DEVICE),
+                             torch.ones(4, device=DEVICE))
