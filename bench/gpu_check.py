@@ -11,6 +11,11 @@ DIR/<part>.log:
                shards this command writes itself (DIR/shards)
   train        the train section of params-gpu.yaml (small, context 1024, bf16, torch.compile, the Triton
                kernels), shortened: a few dozen steps on the same shards
+  kernel_select  python -m bench.kernel_select --attention-sweep: each op ours vs Inductor / SDPA at the model's
+               shapes, winners into kernels/selection.json (what `kernels: auto` reads)
+  e2e          python -m bench.kernel_e2e --cuda-graphs: small, context 1024, batch 16: tokens/s and MFU with
+               kernels none / all / auto, and with CUDA graphs
+  convergence  python -m bench.kernel_convergence: 200 steps with and without the kernels, final loss within 1 %
   kernel_ops   python -m bench.kernel_ops --quick (FlashAttention, RMSNorm, SwiGLU, cross-entropy vs PyTorch)
 
 DIR/summary.json and DIR/summary.md get status, seconds and the key numbers parsed from each output.
@@ -105,6 +110,12 @@ def parse_kernel_ops(text: str, part: Part, out: Path) -> dict:
     return numbers
 
 
+def parse_tail(text: str, part: Part, out: Path) -> dict:
+    """The last non-empty line (each of these benches ends with its verdict or summary)."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return {"last": lines[-1][:200] if lines else ""}
+
+
 def parse_train(text: str, part: Part, out: Path) -> dict:
     numbers = {}
     done = re.search(r"done: val loss ([\d.]+).* (\d+) steps in (\d+)s", text)
@@ -180,6 +191,12 @@ def build_parts(out: Path, python: str = sys.executable) -> list[Part]:
         # compile_check's own tests compile for sm_90/sm_80 on the CPU: CI runs them, the GPU need not
         Part("pytest", [python, "-m", "pytest", "tests/kernels", "-q", "-p", "no:cacheprovider",
                         "--ignore", "tests/kernels/test_compile_check.py", *xdist_flags()], 150, parse_pytest),
+        # the per-op winners at the model's shapes -> kernels/selection.json, which `kernels: auto` (next) reads
+        Part("kernel_select", [python, "-m", "bench.kernel_select", "--out", str(out), "--attention-sweep"], 150,
+             parse_tail),
+        Part("e2e", [python, "-m", "bench.kernel_e2e", "--cuda-graphs", "--profile", str(out / "profiles")], 240,
+             parse_tail),
+        Part("convergence", [python, "-m", "bench.kernel_convergence", "--out", str(out)], 150, parse_tail),
         Part("kernel_ops", [python, "-m", "bench.kernel_ops", "--quick"], 240, parse_kernel_ops),
         # MFU only: the generation section (uncompiled, token by token) ran out the part's time on the H200
         Part("model_train", [python, "-m", "bench.model_train", "--device", "cuda", "--compile", "--skip-generate"],

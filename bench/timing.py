@@ -37,3 +37,30 @@ def format_table(headers: list[str], rows: list[list]) -> str:
 def table(title: str, headers: list[str], rows: list[list]) -> str:
     """``format_table`` under a title, after a blank line."""
     return f"\n{title}\n" + format_table(headers, rows)
+
+
+def event_times_ms(fn, warmup: int, iters: int) -> list[float]:
+    """Milliseconds of each of ``iters`` calls of ``fn()`` on the current CUDA stream, by CUDA events (one
+    pair per call, read after a single synchronize), after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+    torch.cuda.synchronize()
+    for start, end in events:
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) for start, end in events]
+
+
+def percentiles(values: list[float], points=(20, 50, 80)) -> tuple[float, ...]:
+    """Nearest-rank-interpolated percentiles (numpy's default 'linear'), e.g. (p20, median, p80)."""
+    ordered = sorted(values)
+    out = []
+    for p in points:
+        pos = (len(ordered) - 1) * p / 100
+        lo = int(pos)
+        hi = min(lo + 1, len(ordered) - 1)
+        out.append(ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo))
+    return tuple(out)

@@ -17,6 +17,7 @@ ATTENTION_IMPLS = ("naive", "sdpa", "triton")
 NORM_IMPLS = ("torch", "triton")
 FFN_IMPLS = ("torch", "triton")
 LOSS_IMPLS = ("torch", "fused")
+KERNEL_SETS = (None, "auto", "all", "none")  # overrides the four switches when set (model/kernel_choice.py)
 
 # name -> (d_model, n_layers, n_heads, d_ff or None for the 8/3 rule)
 PRESETS: dict[str, tuple[int, int, int, int | None]] = {
@@ -59,6 +60,7 @@ class ModelConfig:
     norm: str = "torch"  # torch | triton
     ffn: str = "torch"  # SwiGLU activation silu(a)·b: torch | triton (fused kernel)
     loss: str = "torch"  # LM head + cross-entropy: torch | fused (chunked, never materialises the logits)
+    kernels: str | None = None  # None: the four switches above; auto | all | none: set them (model/kernel_choice.py)
     tie_embeddings: bool = False
     qk_norm: bool = False
     # attention variants
@@ -97,6 +99,8 @@ class ModelConfig:
                               ("loss", LOSS_IMPLS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r}: expected one of {allowed}")
+        if self.kernels not in KERNEL_SETS:
+            raise ValueError(f"ModelConfig.kernels={self.kernels!r}: expected one of {KERNEL_SETS}")
         if self.rope_theta <= 0:
             raise ValueError(f"ModelConfig.rope_theta must be > 0, got {self.rope_theta}")
         if self.norm_eps <= 0:

@@ -36,6 +36,7 @@ from model.checkpoint import load_latest, save_checkpoint
 from model.config import ModelConfig
 from model.data import batch_rng, get_batch, load_tokens, read_meta, unigram_entropy
 from model.distributed import launched_by_torchrun
+from model.kernel_choice import resolve_kernels
 from model.optim import AdamW, cosine_schedule, wsd_schedule
 from model.parallel import Parallel
 from model.progress import Monitor
@@ -82,7 +83,8 @@ def model_config(cfg: TrainConfig, vocab_size: int) -> ModelConfig:
         attention=cfg.attention, norm=cfg.norm, ffn=cfg.ffn, loss=cfg.loss, tie_embeddings=cfg.tie_embeddings,
         qk_norm=cfg.qk_norm, n_kv_heads=cfg.n_kv_heads, sliding_window=cfg.sliding_window, n_experts=cfg.n_experts,
         moe_top_k=cfg.moe_top_k, moe_aux_loss_coef=cfg.moe_aux_loss_coef, moe_z_loss_coef=cfg.moe_z_loss_coef,
-        checkpoint_every=cfg.checkpoint_every).replace(moe_capacity_factor=cfg.moe_capacity_factor or None)
+        checkpoint_every=cfg.checkpoint_every, kernels=cfg.kernels).replace(
+            moe_capacity_factor=cfg.moe_capacity_factor or None)
 
 
 def learning_rate(cfg: TrainConfig, step: int) -> float:
@@ -272,7 +274,7 @@ def setup(cfg: TrainConfig, resume: bool, parallel: Parallel) -> Run:
         torch.use_deterministic_algorithms(True)
     meta = read_meta(cfg.data)
     train_tokens, val_tokens = load_tokens(cfg.data, "train"), load_tokens(cfg.data, "val")
-    mcfg = model_config(cfg, int(meta["vocab_size"]))
+    mcfg = resolve_kernels(model_config(cfg, int(meta["vocab_size"])), device)
     _check_shards(cfg, mcfg, meta, train_tokens, val_tokens)
 
     out_dir = Path(cfg.out_dir)

@@ -39,6 +39,8 @@ class TrainConfig:
     norm: str = _f("torch", "RMSNorm implementation: torch | triton")
     ffn: str = _f("torch", "SwiGLU activation: torch | triton (fused kernel)")
     loss: str = _f("torch", "LM head + cross-entropy: torch | fused (chunked; the logits never exist)")
+    kernels: str | None = _f(None, "set attention/norm/ffn/loss at once: auto (the fastest per op on this GPU, "
+                                   "from kernels/selection.json) | all (every Triton kernel) | none (PyTorch + SDPA)")
     tie_embeddings: bool = _f(False, "share the token embedding and LM head weights")
     qk_norm: bool = _f(False, "RMSNorm on queries and keys per head")
     n_kv_heads: int | None = _f(None, "grouped-query attention: K/V heads (default n_heads; 1 = multi-query)")

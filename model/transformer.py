@@ -10,6 +10,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from model.config import ModelConfig
+from model.kernel_choice import resolve_kernels
 from model.layers import (
     CausalSelfAttention,
     Embedding,
@@ -93,6 +94,7 @@ class KVCache:
 class TransformerLM(nn.Module):
     def __init__(self, cfg: ModelConfig, device=None, dtype=None):
         super().__init__()
+        cfg = resolve_kernels(cfg, device)  # kernels: auto | all | none -> the four switches
         self.cfg = cfg
         self.token_embeddings = Embedding(cfg.vocab_size, cfg.d_model, device=device, dtype=dtype)
         rope = RotaryEmbedding(cfg.rope_theta, cfg.d_head, cfg.context_length, device=device)

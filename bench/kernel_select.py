@@ -1,0 +1,258 @@
+"""Per op, at a model's shapes on this GPU: our Triton kernel against what the compiled model would run
+otherwise; the winners go into kernels/selection.json, which `kernels: auto` reads.
+
+    python -m bench.kernel_select [--preset small --context 1024 --batch 16 --vocab 32768]
+                                  [--attention-sweep] [--table PATH] [--out DIR] [--no-record]
+
+Each op forward + backward at the model's training shapes (batch x context rows), with the model's dtypes
+under bf16 autocast (an fp32 residual stream with bf16 branch outputs; bf16 matmul inputs):
+
+  norm       the block's residual add + RMSNorm: ours `add_rms_norm` vs `x + d; rms_norm_ref` eager and compiled
+  ffn        SwiGLU's silu(a)·b: ours vs eager and compiled
+  loss       LM head + cross-entropy: ours fused/chunked vs the model's `cross_entropy(h Wᵀ)` eager and compiled
+             (peak memory too)
+  attention  causal: ours vs SDPA's default backend (named in the output) and SDPA on cuDNN and on flash
+
+Timing: CUDA events around each call, 5 warmup calls, median of 20 with p20/p80 (bench.timing), and the same
+call replayed from a CUDA graph where it can be captured. Ours is timed eager and compiled (the launch as
+torch.compile sees it) and the better one counts. The choice is ours only where ours beats every
+alternative's median. `--attention-sweep` also times every FlashAttention candidate config per pass
+(kernels/flash_attention.CANDIDATES) at the training shape and at S16k, and writes attention_sweep.json
+(the source of flash_attention.TUNED).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from bench.results import Result, record
+from bench.timing import event_times_ms, format_table, percentiles
+from kernels import flash_attention as fa
+from kernels import selection
+from kernels.cross_entropy import fused_linear_cross_entropy
+from kernels.rmsnorm import add_rms_norm
+from kernels.swiglu import swiglu
+from model.config import ModelConfig
+from model.layers import rms_norm_ref, silu_mul
+from model.loss import cross_entropy
+
+WARMUP, ITERS = 5, 20
+
+
+def _outputs(forward, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    outs = forward(*inputs)
+    return outs if isinstance(outs, tuple) else (outs,)
+
+
+def _grad_fn(forward, inputs: list[torch.Tensor]):
+    """A callable running forward + backward (torch.autograd.grad: fresh gradients, nothing accumulates), with
+    upstream gradients drawn once."""
+    grads = [torch.ones_like(o) if o.dim() == 0 else 1e-2 * torch.randn_like(o) for o in _outputs(forward, inputs)]
+
+    def step():
+        return torch.autograd.grad(_outputs(forward, inputs), inputs, grads)
+    return step
+
+
+def _graph_ms(fn) -> float | None:
+    """Median ms of `fn` replayed from a CUDA graph (None where capture fails)."""
+    try:
+        fn()
+        torch.cuda.synchronize()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        return percentiles(event_times_ms(graph.replay, WARMUP, ITERS))[1]
+    except Exception as exc:  # noqa: BLE001 - a capture failure is a finding, not a crash
+        print(f"  (CUDA graph capture failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
+        return None
+
+
+def _time(fn) -> dict:
+    p20, p50, p80 = percentiles(event_times_ms(fn, WARMUP, ITERS))
+    return {"ms": p50, "p20": p20, "p80": p80, "graph_ms": _graph_ms(fn)}
+
+
+def _peak_mb(fn) -> float:
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2**20
+
+
+def op_cases(cfg: ModelConfig, batch: int, device) -> dict:
+    """op -> (our forward, {alternative: forward}, inputs): the model's tensors at its training shapes."""
+    n, d, bf16 = batch * cfg.context_length, cfg.d_model, torch.bfloat16
+    g = torch.Generator(device=device).manual_seed(0)
+
+    def rand(*shape, dtype=bf16, scale=1.0):
+        return (torch.randn(*shape, generator=g, device=device) * scale).to(dtype).requires_grad_()
+
+    def add_norm_ref(x, delta, w):
+        s = x + delta
+        return s, rms_norm_ref(s, w)
+
+    targets = torch.randint(cfg.vocab_size, (n,), generator=g, device=device)
+
+    def loss_ref(h, w):
+        return cross_entropy(h @ w.T, targets)
+
+    def sdpa_on(backend):
+        def attend(q, k, v):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return attend
+
+    heads, dh = cfg.n_heads, cfg.d_head
+    qkv = [rand(batch, heads, cfg.context_length, dh) for _ in range(3)]
+    return {
+        "norm": (add_rms_norm, {"eager": add_norm_ref, "inductor": torch.compile(add_norm_ref)},
+                 [rand(batch, cfg.context_length, d, dtype=torch.float32), rand(batch, cfg.context_length, d),
+                  (1 + 0.1 * torch.randn(d, generator=g, device=device)).requires_grad_()]),
+        "ffn": (swiglu, {"eager": silu_mul, "inductor": torch.compile(silu_mul)},
+                [rand(batch, cfg.context_length, cfg.d_ff) for _ in range(2)]),
+        "loss": (lambda h, w: fused_linear_cross_entropy(h, w, targets),
+                 {"eager": loss_ref, "inductor": torch.compile(loss_ref)},
+                 [rand(n, d), rand(cfg.vocab_size, d, scale=0.02)]),
+        "attention": (lambda q, k, v: fa.flash_attention(q, k, v, True),
+                      {"sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                       "sdpa-cudnn": sdpa_on(SDPBackend.CUDNN_ATTENTION),
+                       "sdpa-flash": sdpa_on(SDPBackend.FLASH_ATTENTION)}, qkv),
+    }
+
+
+def sdpa_default_backend(q, k, v) -> str:
+    try:
+        return SDPBackend(torch._fused_sdp_choice(q, k, v, is_causal=True)).name
+    except Exception as exc:  # noqa: BLE001 - private API: report, never fail on it
+        return f"unknown ({type(exc).__name__})"
+
+
+def measure_ops(cfg: ModelConfig, batch: int, device) -> tuple[dict, list[list]]:
+    keys = selection.shape_keys(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.vocab_size, cfg.context_length)
+    entries, rows = {}, []
+    for op, (ours, alternatives, inputs) in op_cases(cfg, batch, device).items():
+        timings = {"ours": _time(_grad_fn(ours, inputs)),
+                   "ours-compiled": _time(_grad_fn(torch.compile(ours), inputs))}
+        for name, fn in alternatives.items():
+            try:
+                timings[name] = _time(_grad_fn(fn, inputs))
+            except RuntimeError as exc:  # e.g. a backend SDPA cannot run here
+                print(f"  {op}/{name}: not run ({str(exc).splitlines()[0][:120]})")
+        if op == "loss":
+            for name, fn in (("ours", ours), ("eager", alternatives["eager"])):
+                timings[name]["peak_mb"] = _peak_mb(_grad_fn(fn, inputs))
+        ours_ms = min(timings["ours"]["ms"], timings["ours-compiled"]["ms"])
+        alternative = min((t["ms"], name) for name, t in timings.items() if not name.startswith("ours"))
+        winner = "ours" if ours_ms < alternative[0] else alternative[1]
+        entry = {"choice": selection.OURS[op] if winner == "ours" else selection.NONE[op], "winner": winner,
+                 "speedup_vs_best_alternative": alternative[0] / ours_ms, "best_alternative": alternative[1],
+                 "batch": batch, "timings": timings}
+        if op == "attention":
+            entry["sdpa_default_backend"] = sdpa_default_backend(*inputs)
+        entries.setdefault(op, {})[keys[op]] = entry
+        for name, t in timings.items():
+            graph = "-" if t["graph_ms"] is None else f"{t['graph_ms']:.3f}"
+            rows.append([f"{op} {keys[op]}", name, f"{t['ms']:.3f}", f"{t['p20']:.3f}-{t['p80']:.3f}", graph,
+                         f"{t.get('peak_mb', float('nan')):.0f}" if "peak_mb" in t else "",
+                         "<- " + entry["choice"] if (name.startswith("ours") and winner == "ours")
+                         or name == winner else ""])
+    return entries, rows
+
+
+def _pass_fn(pass_: str, cfg: dict, tensors: tuple):
+    q, k, v, o, lse, do = tensors
+    if pass_ == "fwd":
+        return lambda: fa.flash_forward_triton(q, k, v, True, cfg)
+    return lambda: fa.flash_backward_triton(q, k, v, o, lse, do, True, {pass_: cfg})
+
+
+def attention_sweep(device) -> dict:
+    """Median fwd and bwd ms of every candidate config per pass, at the training shape and at S16k."""
+    shapes = [(16, 12, 1024, 64), (1, 16, 4096, 64), (1, 16, 16384, 64), (1, 16, 16384, 128)]
+    out = {}
+    for shape in shapes:
+        q, k, v = (torch.randn(shape, device=device, dtype=torch.bfloat16) for _ in range(3))
+        do = torch.randn(shape, device=device, dtype=torch.bfloat16)
+        o, lse = fa.flash_forward_triton(q, k, v, True)
+        label = "B{}_H{}_S{}_d{}".format(*shape)
+        out[label] = {}
+        for pass_, configs in fa.CANDIDATES.items():
+            times = []
+            for c in configs:
+                cfg = {**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}
+                fn = _pass_fn(pass_, cfg, (q, k, v, o, lse, do))
+                try:
+                    ms = percentiles(event_times_ms(fn, 3, 10))[1]
+                except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory: the config is skipped
+                    print(f"  {label} {pass_} {cfg}: {type(exc).__name__}")
+                    continue
+                times.append((ms, [cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["num_warps"], cfg["num_stages"]]))
+            times.sort()
+            out[label][pass_] = times
+            print(f"  {label} {pass_}: best {times[0][1]} {times[0][0]:.3f} ms, worst {times[-1][0]:.3f} ms")
+    return out
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m bench.kernel_select", description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default="small")
+    p.add_argument("--context", type=int, default=1024)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--vocab", type=int, default=32768)
+    p.add_argument("--table", default=None, help="selection table to update (default kernels/selection.json)")
+    p.add_argument("--out", default="data/gpu_check", help="folder for kernel_select.json and attention_sweep.json")
+    p.add_argument("--attention-sweep", action="store_true", help="time every FlashAttention candidate config")
+    p.add_argument("--no-record", action="store_true", help="write no results rows")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not torch.cuda.is_available():
+        print("error: bench.kernel_select needs a CUDA GPU", file=sys.stderr)
+        return 2
+    device = torch.device("cuda")
+    name = torch.cuda.get_device_name(device)
+    cfg = ModelConfig.from_preset(args.preset, vocab_size=args.vocab, context_length=args.context)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"device: {name}; torch {torch.__version__}; {args.preset} context {args.context} batch {args.batch}")
+    entries, rows = measure_ops(cfg, args.batch, device)
+    print(format_table(["op", "impl", "median ms", "p20-p80", "CUDA graph ms", "peak MB", "choice"], rows))
+    path = selection.update(name, entries, args.table)
+    (out / "kernel_select.json").write_text(json.dumps({name: entries}, indent=1))
+    print(f"selection table: {path}")
+    if args.attention_sweep:
+        (out / "attention_sweep.json").write_text(json.dumps(attention_sweep(device), indent=1))
+    if not args.no_record:
+        results = []
+        for op, by_shape in entries.items():
+            for key, e in by_shape.items():
+                best_ours = min(("ours", "ours-compiled"), key=lambda n: e["timings"][n]["ms"])
+                t, alt = e["timings"][best_ours], e["timings"][e["best_alternative"]]
+                results.append(Result(f"{op} {key} B{args.batch}", "fwd_bwd_ms", t["ms"], "ms",
+                                      e["best_alternative"], alt["ms"], alt["ms"] / t["ms"], ITERS, t["p20"], t["ms"],
+                                      t["p80"], extra={"choice": e["choice"], "ours": best_ours,
+                                                       "graph_ms": t["graph_ms"]}))
+        record("gpu_kernel_select", results, "python -m bench.kernel_select " + " ".join(argv or sys.argv[1:]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
