@@ -11,13 +11,14 @@ under bf16 autocast (an fp32 residual stream with bf16 branch outputs; bf16 matm
   ffn        SwiGLU's silu(a)·b: ours vs eager and compiled
   loss       LM head + cross-entropy: ours fused/chunked vs the model's `cross_entropy(h Wᵀ)` eager and compiled
              (peak memory too)
+  projections  Q, K, V and W1, W3 of one block: one GEMM per input (fused_projections) vs five, eager and compiled
   attention  causal: ours vs SDPA's default backend (named in the output) and SDPA on cuDNN and on flash
 
-Timing: CUDA events around each call, 5 warmup calls, median of 20 with p20/p80 (bench.timing), and the same
-call replayed from a CUDA graph where it can be captured. Ours is timed eager and compiled (the launch as
+Timing: CUDA events around each call, 5 warmup calls, median of 20 with p20/p80 (bench.timing); with
+--cuda-graphs also the same call replayed from a CUDA graph where it can be captured. Ours is timed eager and compiled (the launch as
 torch.compile sees it) and the better one counts. The choice is ours only where ours beats every
 alternative's median. `--attention-sweep` also times every FlashAttention candidate config per pass
-(kernels/flash_attention.CANDIDATES) at the training shape and at S16k, and writes attention_sweep.json
+(kernels/flash_attention.CANDIDATES) at the training shape and at S16k d64, and writes attention_sweep.json
 (the source of flash_attention.TUNED).
 """
 
@@ -40,7 +41,7 @@ from kernels.cross_entropy import fused_linear_cross_entropy
 from kernels.rmsnorm import add_rms_norm
 from kernels.swiglu import swiglu
 from model.config import ModelConfig
-from model.layers import rms_norm_ref, silu_mul
+from model.layers import fused_linear, rms_norm_ref, silu_mul
 from model.loss import cross_entropy
 
 WARMUP, ITERS = 5, 20
@@ -81,9 +82,9 @@ def _graph_ms(fn) -> float | None:
         return None
 
 
-def _time(fn) -> dict:
+def _time(fn, graphs: bool = False) -> dict:
     p20, p50, p80 = percentiles(event_times_ms(fn, WARMUP, ITERS))
-    return {"ms": p50, "p20": p20, "p80": p80, "graph_ms": _graph_ms(fn)}
+    return {"ms": p50, "p20": p20, "p80": p80, "graph_ms": _graph_ms(fn) if graphs else None}
 
 
 def _peak_mb(fn) -> float:
@@ -118,6 +119,14 @@ def op_cases(cfg: ModelConfig, batch: int, device) -> dict:
                 return F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return attend
 
+    def separate(x, *weights):
+        return tuple(x @ w.T for w in weights)
+
+    def fused(x, wq, wk, wv, w1, w3):
+        return fused_linear(x, wq, wk, wv), fused_linear(x, w1, w3)
+
+    kv = cfg.n_kv_heads * cfg.d_head
+    projection_weights = [rand(width, d, scale=d ** -0.5) for width in (d, kv, kv, cfg.d_ff, cfg.d_ff)]
     heads, dh = cfg.n_heads, cfg.d_head
     qkv = [rand(batch, heads, cfg.context_length, dh) for _ in range(3)]
     return {
@@ -129,6 +138,8 @@ def op_cases(cfg: ModelConfig, batch: int, device) -> dict:
         "loss": (lambda h, w: fused_linear_cross_entropy(h, w, targets),
                  {"eager": loss_ref, "inductor": torch.compile(loss_ref)},
                  [rand(n, d), rand(cfg.vocab_size, d, scale=0.02)]),
+        "projections": (fused, {"eager": separate, "inductor": torch.compile(separate)},
+                        [rand(n, d), *projection_weights]),
         "attention": (lambda q, k, v: fa.flash_attention(q, k, v, True),
                       {"sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
                        "sdpa-cudnn": sdpa_on(SDPBackend.CUDNN_ATTENTION),
@@ -143,15 +154,16 @@ def sdpa_default_backend(q, k, v) -> str:
         return f"unknown ({type(exc).__name__})"
 
 
-def measure_ops(cfg: ModelConfig, batch: int, device) -> tuple[dict, list[list]]:
-    keys = selection.shape_keys(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.vocab_size, cfg.context_length)
+def measure_ops(cfg: ModelConfig, batch: int, device, graphs: bool = False) -> tuple[dict, list[list]]:
+    keys = selection.shape_keys(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.vocab_size, cfg.context_length,
+                                cfg.n_kv_heads * cfg.d_head)
     entries, rows = {}, []
     for op, (ours, alternatives, inputs) in op_cases(cfg, batch, device).items():
-        timings = {"ours": _time(_grad_fn(ours, inputs)),
-                   "ours-compiled": _time(_grad_fn(torch.compile(ours), inputs))}
+        timings = {"ours": _time(_grad_fn(ours, inputs), graphs),
+                   "ours-compiled": _time(_grad_fn(torch.compile(ours), inputs), graphs)}
         for name, fn in alternatives.items():
             try:
-                timings[name] = _time(_grad_fn(fn, inputs))
+                timings[name] = _time(_grad_fn(fn, inputs), graphs)
             except RuntimeError as exc:  # e.g. a backend SDPA cannot run here
                 print(f"  {op}/{name}: not run ({str(exc).splitlines()[0][:120]})")
         if op == "loss":
@@ -184,7 +196,7 @@ def _pass_fn(pass_: str, cfg: dict, tensors: tuple):
 
 def attention_sweep(device) -> dict:
     """Median fwd and bwd ms of every candidate config per pass, at the training shape and at S16k."""
-    shapes = [(16, 12, 1024, 64), (1, 16, 4096, 64), (1, 16, 16384, 64), (1, 16, 16384, 128)]
+    shapes = [(16, 12, 1024, 64), (1, 16, 16384, 64)]
     out = {}
     for shape in shapes:
         q, k, v = (torch.randn(shape, device=device, dtype=torch.bfloat16) for _ in range(3))
@@ -218,6 +230,7 @@ def parse_args(argv):
     p.add_argument("--table", default=None, help="selection table to update (default kernels/selection.json)")
     p.add_argument("--out", default="data/gpu_check", help="folder for kernel_select.json and attention_sweep.json")
     p.add_argument("--attention-sweep", action="store_true", help="time every FlashAttention candidate config")
+    p.add_argument("--cuda-graphs", action="store_true", help="also time each call replayed from a CUDA graph")
     p.add_argument("--no-record", action="store_true", help="write no results rows")
     return p.parse_args(argv)
 
@@ -233,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(f"device: {name}; torch {torch.__version__}; {args.preset} context {args.context} batch {args.batch}")
-    entries, rows = measure_ops(cfg, args.batch, device)
+    entries, rows = measure_ops(cfg, args.batch, device, args.cuda_graphs)
     print(format_table(["op", "impl", "median ms", "p20-p80", "CUDA graph ms", "peak MB", "choice"], rows))
     path = selection.update(name, entries, args.table)
     (out / "kernel_select.json").write_text(json.dumps({name: entries}, indent=1))

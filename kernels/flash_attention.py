@@ -134,6 +134,7 @@ def _fwd_kernel(Q, K, V, OUT, LSE, sm_scale,
     offs_d = tl.arange(0, BLOCK_D)
     q_mask = (offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM)
     q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :], mask=q_mask, other=0.0)
+    sm_scale = tl.cast(sm_scale, tl.float32)  # torch.compile passes Python floats as fp64
     qk_scale = sm_scale * 1.4426950408889634
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -217,6 +218,7 @@ def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale,
     do_base = DO + b.to(tl.int64) * stride_dob + h * stride_doh
     lse_base = LSE + bh.to(tl.int64) * N_Q
     delta_base = DELTA + bh.to(tl.int64) * N_Q
+    sm_scale = tl.cast(sm_scale, tl.float32)  # torch.compile passes Python floats as fp64
     qk_scale = sm_scale * 1.4426950408889634
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
@@ -281,6 +283,7 @@ def _bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
     delta = tl.load(DELTA + bh.to(tl.int64) * N_Q + offs_m, mask=offs_m < N_Q, other=0.0)
     k_base = K + b.to(tl.int64) * stride_kb + h * stride_kh
     v_base = V + b.to(tl.int64) * stride_vb + h * stride_vh
+    sm_scale = tl.cast(sm_scale, tl.float32)  # torch.compile passes Python floats as fp64
     qk_scale = sm_scale * 1.4426950408889634
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     if IS_CAUSAL:

@@ -62,7 +62,7 @@ def _rms_norm_fwd(X, R, S, W, Y, RSTD, n_rows, n_cols, stride_x, stride_r, strid
         tl.store(S + rows * stride_s + cols[None, :], x, mask=mask)
     x = x.to(tl.float32)
     w = tl.load(W + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
-    rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + tl.cast(eps, tl.float32))  # torch.compile passes floats as fp64
     tl.store(RSTD + tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS), rstd, mask=row_ok)
     y = x * rstd[:, None] * w[None, :]
     tl.store(Y + rows * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)

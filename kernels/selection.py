@@ -6,7 +6,8 @@ SDPA for attention) and writes the winner per op into `kernels/selection.json`:
 
     {"NVIDIA H200": {"norm": {"hidden=768": {"choice": "torch", "winner": "inductor", "ms": {...}, ...}}, ...}}
 
-`switches(device_name, shapes)` reads it back as the model's four switches. An op, shape or GPU the table
+`switches(device_name, shapes)` reads it back as the model's switches (attention, norm, ffn, loss and
+fused_projections: Q/K/V and W1/W3 as one GEMM each). An op, shape or GPU the table
 does not hold gets the PyTorch path (no kernel is used where it was never shown to win), and says so.
 Plain JSON and no torch: the model reads it while building, the bench writes it.
 """
@@ -18,15 +19,20 @@ import os
 from pathlib import Path
 
 TABLE = Path(__file__).with_name("selection.json")
-OPS = ("attention", "norm", "ffn", "loss")
-OURS = {"attention": "triton", "norm": "triton", "ffn": "triton", "loss": "fused"}  # kernels: all
-NONE = {"attention": "sdpa", "norm": "torch", "ffn": "torch", "loss": "torch"}  # kernels: none
+# op -> the ModelConfig field it sets
+FIELDS = {"attention": "attention", "norm": "norm", "ffn": "ffn", "loss": "loss", "projections": "fused_projections"}
+OPS = tuple(FIELDS)
+OURS = {"attention": "triton", "norm": "triton", "ffn": "triton", "loss": "fused", "projections": True}  # all
+NONE = {"attention": "sdpa", "norm": "torch", "ffn": "torch", "loss": "torch", "projections": False}  # none
 
 
-def shape_keys(d_model: int, n_heads: int, d_ff: int, vocab_size: int, context_length: int) -> dict[str, str]:
+def shape_keys(d_model: int, n_heads: int, d_ff: int, vocab_size: int, context_length: int,
+               kv_width: int | None = None) -> dict[str, str]:
     """The shape each op is looked up by (the batch is left out: the table is measured at a training batch)."""
+    kv_width = d_model if kv_width is None else kv_width
     return {"attention": f"d_head={d_model // n_heads},seq={context_length}", "norm": f"hidden={d_model}",
-            "ffn": f"d_ff={d_ff}", "loss": f"d={d_model},vocab={vocab_size}"}
+            "ffn": f"d_ff={d_ff}", "loss": f"d={d_model},vocab={vocab_size}",
+            "projections": f"d={d_model},kv={kv_width},d_ff={d_ff}"}
 
 
 def read(path: str | Path | None = None) -> dict:
@@ -40,7 +46,7 @@ def read(path: str | Path | None = None) -> dict:
 
 
 def switches(device_name: str, keys: dict[str, str], path: str | Path | None = None) -> tuple[dict, list[str]]:
-    """(the four switches, notes): the measured winner per op for this GPU and shape, else the PyTorch path."""
+    """({op: choice}, notes): the measured winner per op for this GPU and shape, else the PyTorch path."""
     by_device = read(path).get(device_name, {})
     chosen, notes = {}, []
     for op in OPS:

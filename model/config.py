@@ -60,7 +60,8 @@ class ModelConfig:
     norm: str = "torch"  # torch | triton
     ffn: str = "torch"  # SwiGLU activation silu(a)·b: torch | triton (fused kernel)
     loss: str = "torch"  # LM head + cross-entropy: torch | fused (chunked, never materialises the logits)
-    kernels: str | None = None  # None: the four switches above; auto | all | none: set them (model/kernel_choice.py)
+    fused_projections: bool = False  # Q, K, V (and SwiGLU's W1, W3) as one GEMM each: same math, wider GEMMs
+    kernels: str | None = None  # None: the switches above as given; auto | all | none set them (model/kernel_choice.py)
     tie_embeddings: bool = False
     qk_norm: bool = False
     # attention variants

@@ -1,7 +1,8 @@
-"""`kernels: auto | all | none`: the model's four kernel switches set at once.
+"""`kernels: auto | all | none`: the model's kernel switches set at once.
 
-- none: PyTorch and SDPA everywhere (the baseline the kernels must beat);
-- all: every Triton kernel (attention='triton', norm='triton', ffn='triton', loss='fused'), for ablations;
+- none: PyTorch and SDPA everywhere, separate projection GEMMs (the baseline the kernels must beat);
+- all: every Triton kernel (attention='triton', norm='triton', ffn='triton', loss='fused') and the fused
+  projection GEMMs, for ablations;
 - auto: per op, whichever of ours / Inductor / SDPA `make gpu-check` measured fastest on this GPU at this
   model's shapes (kernels/selection.py reads the table); on a CPU, or for what the table lacks, the PyTorch path.
 
@@ -27,7 +28,7 @@ def _device_name(device) -> str | None:
 
 
 def resolve_kernels(cfg: ModelConfig, device=None, table=None) -> ModelConfig:
-    """cfg with `kernels` turned into the four switches (and `kernels` cleared); unchanged when it is None."""
+    """cfg with `kernels` turned into the switches (and `kernels` cleared); unchanged when it is None."""
     if cfg.kernels is None:
         return cfg
     from kernels import selection
@@ -41,10 +42,11 @@ def resolve_kernels(cfg: ModelConfig, device=None, table=None) -> ModelConfig:
         if name is None:
             chosen = dict(selection.NONE)
         else:
-            keys = selection.shape_keys(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.vocab_size, cfg.context_length)
+            keys = selection.shape_keys(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.vocab_size, cfg.context_length,
+                                        cfg.n_kv_heads * cfg.d_head)
             chosen, notes = selection.switches(name, keys, table)
             for note in notes:
                 warnings.warn(f"kernels: auto: {note}", stacklevel=2)
     if chosen["attention"] == "triton" and (cfg.n_kv_heads != cfg.n_heads or cfg.sliding_window is not None):
         chosen["attention"] = "sdpa"
-    return cfg.replace(kernels=None, **chosen)
+    return cfg.replace(kernels=None, **{selection.FIELDS[op]: value for op, value in chosen.items()})

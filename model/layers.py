@@ -90,17 +90,28 @@ def silu_mul(a: Tensor, b: Tensor) -> Tensor:
 class SwiGLU(nn.Module):
     """FFN(x) = W2(SiLU(W1 x) ⊙ W3 x) (Shazeer 2020); impl='triton' fuses SiLU(a) ⊙ b into one kernel."""
 
-    def __init__(self, d_model: int, d_ff: int, impl: str = "torch", device=None, dtype=None):
+    def __init__(self, d_model: int, d_ff: int, impl: str = "torch", fused_projections: bool = False,
+                 device=None, dtype=None):
         super().__init__()
         self.w1 = Linear(d_model, d_ff, device=device, dtype=dtype)
         self.w2 = Linear(d_ff, d_model, device=device, dtype=dtype)
         self.w3 = Linear(d_model, d_ff, device=device, dtype=dtype)
+        self.fused_projections = fused_projections
         self._activation = silu_mul
         if impl == "triton":
             self._activation = import_kernel("kernels.swiglu", "swiglu", "ffn='triton'")
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.fused_projections:  # one (d_model -> 2·d_ff) GEMM instead of two
+            a, b = fused_linear(x, self.w1.weight, self.w3.weight).chunk(2, dim=-1)
+            return self.w2(self._activation(a, b))
         return self.w2(self._activation(self.w1(x), self.w3(x)))
+
+
+def fused_linear(x: Tensor, *weights: Tensor) -> Tensor:
+    """x @ [W_1; W_2; ...]ᵀ: the projections that read the same input as one GEMM (the weights are concatenated
+    each call, a copy of a few MB; their gradients come back as slices). Same math as the separate products."""
+    return x @ torch.cat(weights).T
 
 
 class RotaryEmbedding(nn.Module):
@@ -158,7 +169,7 @@ class CausalSelfAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, rope: RotaryEmbedding, impl: str = "naive",
                  qk_norm: bool = False, norm_eps: float = 1e-5, n_kv_heads: int | None = None,
-                 sliding_window: int | None = None, device=None, dtype=None):
+                 sliding_window: int | None = None, fused_projections: bool = False, device=None, dtype=None):
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if n_kv_heads <= 0 or n_heads % n_kv_heads:
@@ -167,6 +178,7 @@ class CausalSelfAttention(nn.Module):
             raise ValueError(f"sliding_window={sliding_window} must be a positive integer or None")
         self.n_heads, self.d_head, self.impl = n_heads, d_model // n_heads, impl
         self.n_kv_heads, self.sliding_window = n_kv_heads, sliding_window
+        self.fused_projections = fused_projections
         self.q_proj = Linear(d_model, d_model, device=device, dtype=dtype)
         self.k_proj = Linear(d_model, n_kv_heads * self.d_head, device=device, dtype=dtype)
         self.v_proj = Linear(d_model, n_kv_heads * self.d_head, device=device, dtype=dtype)
@@ -187,9 +199,15 @@ class CausalSelfAttention(nn.Module):
         """x: (B, T, d); positions: (B, T) or (T,); cache: a KVCache (tokens appended in place);
         valid: (B, T) bool, False for padding tokens (they never serve as keys to real tokens)."""
         B, T, _ = x.shape
-        q = self.q_proj(x).view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, dh)
-        k, v = (proj(x).view(B, T, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, Hkv, T, dh)
-                for proj in (self.k_proj, self.v_proj))
+        if self.fused_projections:  # one GEMM for Q, K and V
+            kv = self.n_kv_heads * self.d_head
+            q, k, v = fused_linear(x, self.q_proj.weight, self.k_proj.weight, self.v_proj.weight).split(
+                [self.n_heads * self.d_head, kv, kv], dim=-1)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q = q.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, dh)
+        k = k.view(B, T, self.n_kv_heads, self.d_head).transpose(1, 2)  # (B, Hkv, T, dh)
+        v = v.view(B, T, self.n_kv_heads, self.d_head).transpose(1, 2)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         pos = positions[:, None, :] if positions.dim() == 2 else positions  # broadcast over heads

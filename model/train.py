@@ -83,7 +83,7 @@ def model_config(cfg: TrainConfig, vocab_size: int) -> ModelConfig:
         attention=cfg.attention, norm=cfg.norm, ffn=cfg.ffn, loss=cfg.loss, tie_embeddings=cfg.tie_embeddings,
         qk_norm=cfg.qk_norm, n_kv_heads=cfg.n_kv_heads, sliding_window=cfg.sliding_window, n_experts=cfg.n_experts,
         moe_top_k=cfg.moe_top_k, moe_aux_loss_coef=cfg.moe_aux_loss_coef, moe_z_loss_coef=cfg.moe_z_loss_coef,
-        checkpoint_every=cfg.checkpoint_every, kernels=cfg.kernels).replace(
+        checkpoint_every=cfg.checkpoint_every, fused_projections=cfg.fused_projections, kernels=cfg.kernels).replace(
             moe_capacity_factor=cfg.moe_capacity_factor or None)
 
 

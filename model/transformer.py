@@ -31,12 +31,13 @@ class TransformerBlock(nn.Module):
         super().__init__()
         self.ln1 = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
         self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads, rope, cfg.attention, cfg.qk_norm, cfg.norm_eps,
-                                        cfg.n_kv_heads, cfg.sliding_window, device=device, dtype=dtype)
+                                        cfg.n_kv_heads, cfg.sliding_window, cfg.fused_projections, device=device,
+                                        dtype=dtype)
         self.ln2 = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
         if cfg.is_moe:
             self.ffn = MoEFeedForward(cfg, device=device, dtype=dtype)
         else:
-            self.ffn = SwiGLU(cfg.d_model, cfg.d_ff, cfg.ffn, device=device, dtype=dtype)
+            self.ffn = SwiGLU(cfg.d_model, cfg.d_ff, cfg.ffn, cfg.fused_projections, device=device, dtype=dtype)
 
     def forward(self, x: Tensor, positions: Tensor, cache=None, layer: int = 0,
                 valid: Tensor | None = None) -> Tensor:

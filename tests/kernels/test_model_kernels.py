@@ -13,7 +13,7 @@ from model.optim import AdamW
 from model.transformer import TransformerLM
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-KERNELS = dict(attention="triton", norm="triton", ffn="triton")
+KERNELS = dict(attention="triton", norm="triton", ffn="triton", fused_projections=True)
 if importlib.util.find_spec("kernels.cross_entropy"):
     KERNELS["loss"] = "fused"
 
@@ -39,8 +39,8 @@ def _train(cfg: ModelConfig, steps: int = 3):
     return losses, grads
 
 
-@pytest.mark.parametrize("switches", [KERNELS, {"attention": "triton"}, {"norm": "triton", "ffn": "triton"}],
-                         ids=["all", "attention", "norm+ffn"])
+@pytest.mark.parametrize("switches", [KERNELS, {"attention": "triton"}, {"norm": "triton", "ffn": "triton"},
+                                      {"kernels": "all"}], ids=["all", "attention", "norm+ffn", "kernels-all"])
 def test_kernels_train_like_the_naive_model(switches):
     want_losses, want_grads = _train(_config())
     got_losses, got_grads = _train(_config(**switches))
