@@ -15,8 +15,8 @@ under bf16 autocast (an fp32 residual stream with bf16 branch outputs; bf16 matm
   attention  causal: ours vs SDPA's default backend (named in the output) and SDPA on cuDNN and on flash
 
 Timing: CUDA events around each call, 5 warmup calls, median of 20 with p20/p80 (bench.timing); with
---cuda-graphs also the same call replayed from a CUDA graph where it can be captured. Ours is timed eager and compiled (the launch as
-torch.compile sees it) and the better one counts. The choice is ours only where ours beats every
+--cuda-graphs also the same call replayed from a CUDA graph where it can be captured. Ours is timed eager and
+compiled (the launch as torch.compile sees it) and the better one counts. The choice is ours only where ours beats every
 alternative's median. `--attention-sweep` also times every FlashAttention candidate config per pass
 (kernels/flash_attention.CANDIDATES) at the training shape and at S16k d64, and writes attention_sweep.json
 (the source of flash_attention.TUNED).
