@@ -289,7 +289,7 @@ def environment() -> dict:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__.splitlines()[0])
     p.add_argument("--out", default="data/gpu_check", help="folder for logs, shards and the summary (%(default)s)")
-    p.add_argument("--only", default="", help="comma-separated parts to run (default: all)")
+    p.add_argument("--only", default="", help="comma-separated parts to run, in this order (default: all)")
     p.add_argument("--skip", default="", help="comma-separated parts to leave out")
     p.add_argument("--budget-s", type=float, default=600.0,
                    help="total time; each part's timeout is capped by what is left (default %(default)s)")
@@ -300,13 +300,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def select(parts: list[Part], only: str, skip: str) -> list[Part]:
-    names = [p.name for p in parts]
-    wanted = [s.strip() for s in only.split(",") if s.strip()] or names
+    """The parts named by --only, in that order (default: all, in the built order), less those in --skip."""
+    by_name = {p.name: p for p in parts}
+    wanted = [s.strip() for s in only.split(",") if s.strip()] or list(by_name)
     dropped = {s.strip() for s in skip.split(",") if s.strip()}
-    unknown = sorted((set(wanted) | dropped) - set(names))
+    unknown = sorted((set(wanted) | dropped) - set(by_name))
     if unknown:
-        raise ValueError(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join(names)}")
-    return [p for p in parts if p.name in wanted and p.name not in dropped]
+        raise ValueError(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join(by_name)}")
+    return [by_name[name] for name in dict.fromkeys(wanted) if name not in dropped]
 
 
 def add_part_args(parts: list[Part], specs: list[str]) -> None:

@@ -25,6 +25,7 @@ alternative's median. `--attention-sweep` also times every FlashAttention candid
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -34,12 +35,12 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from bench.results import Result, record
-from bench.timing import event_times_ms, format_table, percentiles
+from bench.timing import cuda_graph_ms, event_times_ms, format_table, percentiles
 from kernels import flash_attention as fa
 from kernels import selection
 from kernels.cross_entropy import fused_linear_cross_entropy
 from kernels.rmsnorm import add_rms_norm
-from kernels.swiglu import swiglu
+from kernels.swiglu import swiglu, swiglu_packed
 from model.config import ModelConfig
 from model.layers import fused_linear, rms_norm_ref, silu_mul
 from model.loss import cross_entropy
@@ -62,29 +63,9 @@ def _grad_fn(forward, inputs: list[torch.Tensor]):
     return step
 
 
-def _graph_ms(fn) -> float | None:
-    """Median ms of `fn` replayed from a CUDA graph (None where capture fails)."""
-    try:
-        fn()
-        torch.cuda.synchronize()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                fn()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
-        return percentiles(event_times_ms(graph.replay, WARMUP, ITERS))[1]
-    except Exception as exc:  # noqa: BLE001 - a capture failure is a finding, not a crash
-        print(f"  (CUDA graph capture failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
-        return None
-
-
 def _time(fn, graphs: bool = False) -> dict:
     p20, p50, p80 = percentiles(event_times_ms(fn, WARMUP, ITERS))
-    return {"ms": p50, "p20": p20, "p80": p80, "graph_ms": _graph_ms(fn) if graphs else None}
+    return {"ms": p50, "p20": p20, "p80": p80, "graph_ms": cuda_graph_ms(fn, WARMUP, ITERS) if graphs else None}
 
 
 def _peak_mb(fn) -> float:
@@ -96,55 +77,97 @@ def _peak_mb(fn) -> float:
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
-def op_cases(cfg: ModelConfig, batch: int, device) -> dict:
-    """op -> (our forward, {alternative: forward}, inputs): the model's tensors at its training shapes."""
-    n, d, bf16 = batch * cfg.context_length, cfg.d_model, torch.bfloat16
-    g = torch.Generator(device=device).manual_seed(0)
+class Shapes:
+    """The model's tensors at its training shapes (batch x context rows), drawn from one seeded generator."""
 
-    def rand(*shape, dtype=bf16, scale=1.0):
-        return (torch.randn(*shape, generator=g, device=device) * scale).to(dtype).requires_grad_()
+    def __init__(self, cfg: ModelConfig, batch: int, device):
+        self.cfg, self.batch, self.device = cfg, batch, device
+        self.n, self.d = batch * cfg.context_length, cfg.d_model
+        self.g = torch.Generator(device=device).manual_seed(0)
 
-    def add_norm_ref(x, delta, w):
-        s = x + delta
-        return s, rms_norm_ref(s, w)
+    def rand(self, *shape, dtype=torch.bfloat16, scale=1.0) -> torch.Tensor:
+        return (torch.randn(*shape, generator=self.g, device=self.device) * scale).to(dtype).requires_grad_()
 
-    targets = torch.randint(cfg.vocab_size, (n,), generator=g, device=device)
 
-    def loss_ref(h, w):
+def _separate(x, *weights):
+    return tuple(x @ w.T for w in weights)
+
+
+def _fused(x, wq, wk, wv, w1, w3):
+    return fused_linear(x, wq, wk, wv), fused_linear(x, w1, w3)
+
+
+def projections_case(sh: Shapes, packed_ffn: bool):
+    kv = sh.cfg.n_kv_heads * sh.cfg.d_head
+    weights = [sh.rand(width, sh.d, scale=sh.d ** -0.5) for width in (sh.d, kv, kv, sh.cfg.d_ff, sh.cfg.d_ff)]
+    return _fused, {"eager": _separate, "inductor": torch.compile(_separate)}, [sh.rand(sh.n, sh.d), *weights]
+
+
+def _add_norm_ours(x, delta, w):
+    return add_rms_norm(x, delta, w, 1e-5, torch.bfloat16)
+
+
+def _add_norm_reference(x, delta, w):
+    s = x + delta
+    return s, rms_norm_ref(s, w).to(torch.bfloat16)
+
+
+def norm_case(sh: Shapes, packed_ffn: bool):
+    """An fp32 residual stream plus a bf16 branch output; the norm feeds a bf16 matmul (autocast)."""
+    w = (1 + 0.1 * torch.randn(sh.d, generator=sh.g, device=sh.device)).requires_grad_()
+    inputs = [sh.rand(sh.n, sh.d, dtype=torch.float32), sh.rand(sh.n, sh.d), w]
+    return _add_norm_ours, {"eager": _add_norm_reference, "inductor": torch.compile(_add_norm_reference)}, inputs
+
+
+def _packed_reference(h):
+    return silu_mul(*h.chunk(2, dim=-1))
+
+
+def ffn_case(sh: Shapes, packed_ffn: bool):
+    """With fused projections the activation reads the fused GEMM's packed [a, b] output: measured in that form."""
+    if packed_ffn:
+        return (swiglu_packed, {"eager": _packed_reference, "inductor": torch.compile(_packed_reference)},
+                [sh.rand(sh.n, 2 * sh.cfg.d_ff)])
+    return swiglu, {"eager": silu_mul, "inductor": torch.compile(silu_mul)}, [sh.rand(sh.n, sh.cfg.d_ff) for _ in "ab"]
+
+
+def loss_case(sh: Shapes, packed_ffn: bool):
+    targets = torch.randint(sh.cfg.vocab_size, (sh.n,), generator=sh.g, device=sh.device)
+
+    def reference(h, w):
         return cross_entropy(h @ w.T, targets)
 
-    def sdpa_on(backend):
-        def attend(q, k, v):
-            with sdpa_kernel(backend):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return attend
+    def ours(h, w):
+        return fused_linear_cross_entropy(h, w, targets)
 
-    def separate(x, *weights):
-        return tuple(x @ w.T for w in weights)
+    inputs = [sh.rand(sh.n, sh.d), sh.rand(sh.cfg.vocab_size, sh.d, scale=0.02)]
+    return ours, {"eager": reference, "inductor": torch.compile(reference)}, inputs
 
-    def fused(x, wq, wk, wv, w1, w3):
-        return fused_linear(x, wq, wk, wv), fused_linear(x, w1, w3)
 
-    kv = cfg.n_kv_heads * cfg.d_head
-    projection_weights = [rand(width, d, scale=d ** -0.5) for width in (d, kv, kv, cfg.d_ff, cfg.d_ff)]
-    heads, dh = cfg.n_heads, cfg.d_head
-    qkv = [rand(batch, heads, cfg.context_length, dh) for _ in range(3)]
-    return {
-        "norm": (add_rms_norm, {"eager": add_norm_ref, "inductor": torch.compile(add_norm_ref)},
-                 [rand(batch, cfg.context_length, d, dtype=torch.float32), rand(batch, cfg.context_length, d),
-                  (1 + 0.1 * torch.randn(d, generator=g, device=device)).requires_grad_()]),
-        "ffn": (swiglu, {"eager": silu_mul, "inductor": torch.compile(silu_mul)},
-                [rand(batch, cfg.context_length, cfg.d_ff) for _ in range(2)]),
-        "loss": (lambda h, w: fused_linear_cross_entropy(h, w, targets),
-                 {"eager": loss_ref, "inductor": torch.compile(loss_ref)},
-                 [rand(n, d), rand(cfg.vocab_size, d, scale=0.02)]),
-        "projections": (fused, {"eager": separate, "inductor": torch.compile(separate)},
-                        [rand(n, d), *projection_weights]),
-        "attention": (lambda q, k, v: fa.flash_attention(q, k, v, True),
-                      {"sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                       "sdpa-cudnn": sdpa_on(SDPBackend.CUDNN_ATTENTION),
-                       "sdpa-flash": sdpa_on(SDPBackend.FLASH_ATTENTION)}, qkv),
-    }
+def _sdpa_on(backend):
+    def attend(q, k, v):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return attend
+
+
+def _sdpa(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def _flash(q, k, v):
+    return fa.flash_attention(q, k, v, True)
+
+
+def attention_case(sh: Shapes, packed_ffn: bool):
+    qkv = [sh.rand(sh.batch, sh.cfg.n_heads, sh.cfg.context_length, sh.cfg.d_head) for _ in range(3)]
+    return _flash, {"sdpa": _sdpa, "sdpa-cudnn": _sdpa_on(SDPBackend.CUDNN_ATTENTION),
+                    "sdpa-flash": _sdpa_on(SDPBackend.FLASH_ATTENTION)}, qkv
+
+
+# in the order they are measured: the projections' choice decides the form the FFN is measured in
+CASES = {"projections": projections_case, "norm": norm_case, "ffn": ffn_case, "loss": loss_case,
+         "attention": attention_case}
 
 
 def sdpa_default_backend(q, k, v) -> str:
@@ -158,7 +181,10 @@ def measure_ops(cfg: ModelConfig, batch: int, device, graphs: bool = False) -> t
     keys = selection.shape_keys(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.vocab_size, cfg.context_length,
                                 cfg.n_kv_heads * cfg.d_head)
     entries, rows = {}, []
-    for op, (ours, alternatives, inputs) in op_cases(cfg, batch, device).items():
+    shapes = Shapes(cfg, batch, device)
+    for op, case in CASES.items():
+        fused = entries.get("projections", {}).get(keys["projections"], {}).get("choice", False)
+        ours, alternatives, inputs = case(shapes, fused)
         timings = {"ours": _time(_grad_fn(ours, inputs), graphs),
                    "ours-compiled": _time(_grad_fn(torch.compile(ours), inputs), graphs)}
         for name, fn in alternatives.items():
@@ -177,12 +203,16 @@ def measure_ops(cfg: ModelConfig, batch: int, device, graphs: bool = False) -> t
                  "batch": batch, "timings": timings}
         if op == "attention":
             entry["sdpa_default_backend"] = sdpa_default_backend(*inputs)
+        if op == "ffn":
+            entry["form"] = "packed [a, b] (fused projections)" if fused else "separate a, b"
+        del inputs, alternatives
+        torch.cuda.empty_cache()
         entries.setdefault(op, {})[keys[op]] = entry
         for name, t in timings.items():
             graph = "-" if t["graph_ms"] is None else f"{t['graph_ms']:.3f}"
             rows.append([f"{op} {keys[op]}", name, f"{t['ms']:.3f}", f"{t['p20']:.3f}-{t['p80']:.3f}", graph,
                          f"{t.get('peak_mb', float('nan')):.0f}" if "peak_mb" in t else "",
-                         "<- " + entry["choice"] if (name.startswith("ours") and winner == "ours")
+                         f"<- {entry['choice']}" if (name.startswith("ours") and winner == "ours")
                          or name == winner else ""])
     return entries, rows
 
@@ -218,7 +248,32 @@ def attention_sweep(device) -> dict:
             times.sort()
             out[label][pass_] = times
             print(f"  {label} {pass_}: best {times[0][1]} {times[0][0]:.3f} ms, worst {times[-1][0]:.3f} ms")
+        out[label]["fwd_bwd_ms"] = _fwd_bwd_ms(out[label], (q, k, v, do))
+        print(f"  {label} fwd+bwd: " + ", ".join(f"{n} {ms:.3f} ms" for n, ms in out[label]["fwd_bwd_ms"].items()))
     return out
+
+
+def _fwd_bwd_ms(swept: dict, tensors: tuple) -> dict:
+    """Forward + backward with the best config of each pass, against SDPA's default backend and its flash one."""
+    q, k, v, do = (t.detach().requires_grad_(i < 3) for i, t in enumerate(tensors))
+    best = {p: dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), swept[p][0][1], strict=True))
+            for p in fa.CANDIDATES}
+
+    def ours():
+        out, lse = fa.flash_forward_triton(q, k, v, True, best["fwd"])
+        return fa.flash_backward_triton(q, k, v, out, lse, do, True, {"dq": best["dq"], "dkdv": best["dkdv"]})
+
+    def sdpa_with(backend):
+        def run():
+            ctx = sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()
+            with ctx:
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return torch.autograd.grad(out, (q, k, v), do)
+        return run
+
+    result = {"ours (best configs)": ours, "sdpa (default)": sdpa_with(None),
+              "sdpa-flash": sdpa_with(SDPBackend.FLASH_ATTENTION)}
+    return {name: percentiles(event_times_ms(fn, 3, 10))[1] for name, fn in result.items()}
 
 
 def parse_args(argv):

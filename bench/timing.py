@@ -64,3 +64,22 @@ def percentiles(values: list[float], points=(20, 50, 80)) -> tuple[float, ...]:
         hi = min(lo + 1, len(ordered) - 1)
         out.append(ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo))
     return tuple(out)
+
+
+def cuda_graph_ms(fn, warmup: int = 5, iters: int = 20) -> float | None:
+    """Median ms of ``fn()`` replayed from a CUDA graph (launch costs gone: what the kernels themselves take);
+    None, with the reason printed, where the call cannot be captured."""
+    try:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        return percentiles(event_times_ms(graph.replay, warmup, iters))[1]
+    except Exception as exc:  # noqa: BLE001 - a capture failure is a finding, not a crash
+        print(f"  (CUDA graph capture failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
+        return None

@@ -125,6 +125,12 @@ def _rmsnorm_configs() -> tuple:
     return tuple(out)
 
 
+def _packed_config() -> triton.Config:
+    """The packed SwiGLU launch of the `small` preset's FFN (d_ff 2048) at a training batch."""
+    cfg = swiglu.packed_settings(16384, 2048, cuda=True)
+    return triton.Config({"BLOCK_R": cfg["BLOCK_R"], "BLOCK_F": cfg["BLOCK_F"]}, num_warps=cfg["num_warps"])
+
+
 def _residual_cases(flag: str) -> tuple:
     return (("", {flag: False}), (flag.lower(), {flag: True}))
 
@@ -158,6 +164,10 @@ def _specs() -> list[Spec]:
              configs=(triton.Config({"BLOCK": swiglu._CUDA_BLOCK}, num_warps=swiglu._CUDA_WARPS),)),
         Spec("swiglu._swiglu_bwd", swiglu._swiglu_bwd, {"DC": io_, "A": io_, "B": io_, "DA": io_, "DB": io_},
              configs=(triton.Config({"BLOCK": swiglu._CUDA_BLOCK}, num_warps=swiglu._CUDA_WARPS),)),
+        Spec("swiglu._swiglu_packed_fwd", swiglu._swiglu_packed_fwd, {"H": io_, "C": io_},
+             configs=(_packed_config(),)),
+        Spec("swiglu._swiglu_packed_bwd", swiglu._swiglu_packed_bwd, {"DC": io_, "H": io_, "DH": io_},
+             configs=(_packed_config(),)),
         Spec("cross_entropy._ce_loss_grad_rows", cross_entropy._ce_loss_grad_rows,
              {"LOGITS": io_, "TARGETS": "i64", "LOSS": "fp32", "N_VALID": "i64"},
              configs=(triton.Config({"BLOCK_V": ce_block}, num_warps=8 if ce_block >= 2048 else 4),)),

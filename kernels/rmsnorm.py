@@ -19,7 +19,9 @@ program adds its partial into one fp32 (hidden,) buffer with atomics, so dw is f
 (the order of those ≤ a few hundred fp32 adds is not fixed: dw can differ between runs in the last bits).
 
 Semantics equal `model/layers.py::rms_norm_ref` (copied here as `rms_norm_torch`): statistics and the
-product with the weight in fp32, one cast back to x's dtype; s = x + r is rounded to its dtype (the
+product with the weight in fp32, one cast back to x's dtype (or to `out_dtype`: under autocast the model asks
+for the bf16 its next matmul reads, so the cast that autocast would add is done by the kernel's store and the
+gradient comes back in bf16 without a cast kernel either way); s = x + r is rounded to its dtype (the
 promotion of x's and r's) before it is normalized, as `x = x + r` then the norm would be in PyTorch.
 
 Runs on CUDA, or on CPU tensors under the Triton interpreter (`TRITON_INTERPRET=1`, read at import, as
@@ -143,10 +145,10 @@ def _validate(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | No
                              f"on {x.device}")
 
 
-def _fwd(x2: torch.Tensor, r2: torch.Tensor | None, weight: torch.Tensor, eps: float):
+def _fwd(x2: torch.Tensor, r2: torch.Tensor | None, weight: torch.Tensor, eps: float, out_dtype: torch.dtype | None):
     n_rows, n_cols = x2.shape
     s_dtype = x2.dtype if r2 is None else torch.promote_types(x2.dtype, r2.dtype)
-    y = torch.empty((n_rows, n_cols), dtype=s_dtype, device=x2.device)
+    y = torch.empty((n_rows, n_cols), dtype=out_dtype or s_dtype, device=x2.device)
     s = y if r2 is None else torch.empty((n_rows, n_cols), dtype=s_dtype, device=x2.device)
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x2.device)
     if n_rows > 0:
@@ -158,22 +160,24 @@ def _fwd(x2: torch.Tensor, r2: torch.Tensor | None, weight: torch.Tensor, eps: f
     return y, s, rstd
 
 
-def _fwd_fake(x2, weight, eps, r2=None):
+def _fwd_fake(x2, weight, eps, out_dtype, r2=None):
     dtype = x2.dtype if r2 is None else torch.promote_types(x2.dtype, r2.dtype)
-    return (x2.new_empty(x2.shape, dtype=dtype), x2.new_empty(x2.shape, dtype=dtype),
+    return (x2.new_empty(x2.shape, dtype=out_dtype or dtype), x2.new_empty(x2.shape, dtype=dtype),
             x2.new_empty(x2.shape[0], dtype=torch.float32))
 
 
-@kernel_op("rms_norm_fwd", fake=lambda x2, weight, eps: _fwd_fake(x2, weight, eps)[::2])
-def _rms_norm_fwd_op(x2: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    y, _, rstd = _fwd(x2, None, weight, eps)
+@kernel_op("rms_norm_fwd", fake=lambda x2, weight, eps, out_dtype: _fwd_fake(x2, weight, eps, out_dtype)[::2])
+def _rms_norm_fwd_op(x2: torch.Tensor, weight: torch.Tensor, eps: float,
+                     out_dtype: torch.dtype | None) -> tuple[torch.Tensor, torch.Tensor]:
+    y, _, rstd = _fwd(x2, None, weight, eps, out_dtype)
     return y, rstd
 
 
-@kernel_op("add_rms_norm_fwd", fake=lambda x2, r2, weight, eps: _fwd_fake(x2, weight, eps, r2))
-def _add_rms_norm_fwd_op(x2: torch.Tensor, r2: torch.Tensor, weight: torch.Tensor,
-                         eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _fwd(x2, r2, weight, eps)
+@kernel_op("add_rms_norm_fwd",
+           fake=lambda x2, r2, weight, eps, out_dtype: _fwd_fake(x2, weight, eps, out_dtype, r2))
+def _add_rms_norm_fwd_op(x2: torch.Tensor, r2: torch.Tensor, weight: torch.Tensor, eps: float,
+                         out_dtype: torch.dtype | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _fwd(x2, r2, weight, eps, out_dtype)
 
 
 def _bwd(dy2: torch.Tensor, ds_next: torch.Tensor | None, s2: torch.Tensor, weight: torch.Tensor,
@@ -209,12 +213,12 @@ def _add_rms_norm_bwd_op(dy2: torch.Tensor, s2: torch.Tensor, weight: torch.Tens
     return _bwd(dy2, ds_next, s2, weight, rstd, s2.dtype)
 
 
-def rms_norm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float):
-    """Launch the forward: returns (y shaped like x, x as (rows, hidden), rstd (rows,) fp32)."""
+def rms_norm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float, out_dtype: torch.dtype | None = None):
+    """Launch the forward: returns (y shaped like x, in out_dtype or x's, x as (rows, hidden), rstd (rows,) fp32)."""
     _validate(x, weight)
     _check_runnable(x)
     x2 = _rows(x, x.shape[-1])  # (R, H)
-    y, rstd = _rms_norm_fwd_op(x2, weight.contiguous(), eps)
+    y, rstd = _rms_norm_fwd_op(x2, weight.contiguous(), eps, out_dtype)
     return y.view(x.shape), x2, rstd
 
 
@@ -225,11 +229,12 @@ def rms_norm_backward(dy: torch.Tensor, x2: torch.Tensor, weight: torch.Tensor, 
 
 
 class RMSNormTriton(torch.autograd.Function):
-    """`RMSNormTriton.apply(x, weight, eps)`: fused RMSNorm; saves x, weight and the fp32 rstd (rows,)."""
+    """`RMSNormTriton.apply(x, weight, eps, out_dtype)`: fused RMSNorm; saves x, weight and the fp32 rstd (rows,)."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-        y, x2, rstd = rms_norm_forward(x, weight, eps)
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, eps: float,
+                out_dtype: torch.dtype | None = None) -> torch.Tensor:
+        y, x2, rstd = rms_norm_forward(x, weight, eps, out_dtype)
         ctx.save_for_backward(x2, weight, rstd)
         ctx.x_shape = x.shape
         return y
@@ -238,18 +243,21 @@ class RMSNormTriton(torch.autograd.Function):
     def backward(ctx, dy: torch.Tensor):
         x2, weight, rstd = ctx.saved_tensors
         dx, dw = rms_norm_backward(dy, x2, weight, rstd)
-        return dx.view(ctx.x_shape), dw, None
+        return dx.view(ctx.x_shape), dw, None, None
 
 
 class AddRMSNormTriton(torch.autograd.Function):
-    """`AddRMSNormTriton.apply(x, residual, weight, eps)` -> (s = x + residual, rms_norm(s)); saves s and rstd."""
+    """`AddRMSNormTriton.apply(x, residual, weight, eps, out_dtype)` -> (s = x + residual, rms_norm(s)); saves s and
+    rstd."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float):
+    def forward(ctx, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                out_dtype: torch.dtype | None = None):
         _validate(x, weight, residual)
         _check_runnable(x)
         n_cols = x.shape[-1]
-        y, s2, rstd = _add_rms_norm_fwd_op(_rows(x, n_cols), _rows(residual, n_cols), weight.contiguous(), eps)
+        y, s2, rstd = _add_rms_norm_fwd_op(_rows(x, n_cols), _rows(residual, n_cols), weight.contiguous(), eps,
+                                           out_dtype)
         ctx.save_for_backward(s2, weight, rstd)
         ctx.shape, ctx.dtypes = x.shape, (x.dtype, residual.dtype)
         return s2.view(x.shape), y.view(x.shape)
@@ -264,19 +272,22 @@ class AddRMSNormTriton(torch.autograd.Function):
         else:
             ds, dw = _add_rms_norm_bwd_op(dy2, s2, weight.contiguous(), rstd, _rows(ds_next, n_cols))
         ds = ds.view(ctx.shape)
-        return ds.to(ctx.dtypes[0]), ds.to(ctx.dtypes[1]), dw, None
+        return ds.to(ctx.dtypes[0]), ds.to(ctx.dtypes[1]), dw, None, None
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    """Fused RMSNorm over the last dim; x (..., hidden), weight (hidden,). Same result as `rms_norm_torch`.
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5,
+             out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Fused RMSNorm over the last dim; x (..., hidden), weight (hidden,). Same result as `rms_norm_torch`, cast
+    to `out_dtype` when given (e.g. the autocast dtype of the matmul that reads it: one rounding, in the kernel).
 
     Needs CUDA or TRITON_INTERPRET=1; raises RuntimeError otherwise (no silent fallback to the reference).
     """
-    return RMSNormTriton.apply(x, weight, eps)
+    return RMSNormTriton.apply(x, weight, eps, out_dtype)
 
 
-def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
-                 eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
+def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5,
+                 out_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(s, rms_norm(s)) with s = x + residual, in one kernel each way: the pre-norm block's residual add and
-    the next norm. Same results as `s = x + residual; rms_norm_torch(s, weight, eps)`."""
-    return AddRMSNormTriton.apply(x, residual, weight, eps)
+    the next norm. Same results as `s = x + residual; rms_norm_torch(s, weight, eps)` (the norm cast to
+    `out_dtype` when given)."""
+    return AddRMSNormTriton.apply(x, residual, weight, eps, out_dtype)

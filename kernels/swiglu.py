@@ -65,6 +65,45 @@ def _swiglu_bwd(DC, A, B, DA, DB, n_elements, BLOCK: tl.constexpr):
     tl.store(DB + offs, db.to(DB.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _swiglu_packed_fwd(H, C, n_rows, F, stride_h, stride_c, BLOCK_R: tl.constexpr, BLOCK_F: tl.constexpr):
+    """c = silu(a)·b with a = h[:, :F] and b = h[:, F:] of one (rows, 2F) buffer (the fused W1/W3 GEMM's output)."""
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)
+    mask = (rows < n_rows)[:, None] & (cols < F)[None, :]
+    h = H + rows.to(tl.int64)[:, None] * stride_h + cols[None, :]
+    a = tl.load(h, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(h + F, mask=mask, other=0.0).to(tl.float32)
+    tl.store(C + rows.to(tl.int64)[:, None] * stride_c + cols[None, :], (a * tl.sigmoid(a) * b).to(C.dtype.element_ty),
+             mask=mask)
+
+
+@triton.jit
+def _swiglu_packed_bwd(DC, H, DH, n_rows, F, stride_dc, stride_h, stride_dh, BLOCK_R: tl.constexpr,
+                       BLOCK_F: tl.constexpr):
+    """dh = [da, db] into one (rows, 2F) buffer: the gradient the fused GEMM's backward reads, no concatenation."""
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)
+    mask = (rows < n_rows)[:, None] & (cols < F)[None, :]
+    r = rows.to(tl.int64)[:, None]
+    dc = tl.load(DC + r * stride_dc + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    h = H + r * stride_h + cols[None, :]
+    a = tl.load(h, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(h + F, mask=mask, other=0.0).to(tl.float32)
+    sig = tl.sigmoid(a)
+    dh = DH + r * stride_dh + cols[None, :]
+    tl.store(dh, (dc * b * sig * (1.0 + a * (1.0 - sig))).to(DH.dtype.element_ty), mask=mask)
+    tl.store(dh + F, (dc * a * sig).to(DH.dtype.element_ty), mask=mask)
+
+
+def packed_settings(n_rows: int, F: int, cuda: bool) -> dict:
+    """BLOCK_F columns (at most 1024) x BLOCK_R rows per program: ~4096 elements on CUDA, few big programs on CPU."""
+    block_f = min(1024, triton.next_power_of_2(F))
+    target = 4096 if cuda else _CPU_MAX_BLOCK
+    block_r = max(1, min(target // block_f, triton.next_power_of_2(max(n_rows, 1))))
+    return {"BLOCK_R": block_r, "BLOCK_F": block_f, "num_warps": 8 if cuda else 4}
+
+
 def _launch(n_elements: int, device: torch.device) -> tuple[int, int, int]:
     """(grid, BLOCK, num_warps) for n_elements > 0."""
     if device.type == "cuda":
@@ -130,6 +169,67 @@ def _swiglu_bwd_op(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[
         grid, block, num_warps = _launch(n, a.device)
         launch(_swiglu_bwd)[(grid,)](dc, a, b, da, db, n, BLOCK=block, num_warps=num_warps)
     return da, db
+
+
+def _packed_fwd_fake(h2: torch.Tensor) -> torch.Tensor:
+    return h2.new_empty(h2.shape[0], h2.shape[1] // 2)
+
+
+@kernel_op("swiglu_packed_fwd", fake=_packed_fwd_fake)
+def _swiglu_packed_fwd_op(h2: torch.Tensor) -> torch.Tensor:
+    n_rows, F = h2.shape[0], h2.shape[1] // 2
+    c = torch.empty((n_rows, F), dtype=h2.dtype, device=h2.device)
+    if n_rows > 0:
+        cfg = packed_settings(n_rows, F, h2.is_cuda)
+        launch(_swiglu_packed_fwd)[(triton.cdiv(n_rows, cfg["BLOCK_R"]), triton.cdiv(F, cfg["BLOCK_F"]))](
+            h2, c, n_rows, F, h2.stride(0), c.stride(0), BLOCK_R=cfg["BLOCK_R"], BLOCK_F=cfg["BLOCK_F"],
+            num_warps=cfg["num_warps"])
+    return c
+
+
+def _packed_bwd_fake(dc2: torch.Tensor, h2: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(h2)
+
+
+@kernel_op("swiglu_packed_bwd", fake=_packed_bwd_fake)
+def _swiglu_packed_bwd_op(dc2: torch.Tensor, h2: torch.Tensor) -> torch.Tensor:
+    n_rows, F = h2.shape[0], h2.shape[1] // 2
+    dh = torch.empty_like(h2)
+    if n_rows > 0:
+        cfg = packed_settings(n_rows, F, h2.is_cuda)
+        launch(_swiglu_packed_bwd)[(triton.cdiv(n_rows, cfg["BLOCK_R"]), triton.cdiv(F, cfg["BLOCK_F"]))](
+            dc2, h2, dh, n_rows, F, dc2.stride(0), h2.stride(0), dh.stride(0), BLOCK_R=cfg["BLOCK_R"],
+            BLOCK_F=cfg["BLOCK_F"], num_warps=cfg["num_warps"])
+    return dh
+
+
+class SwiGLUPackedTriton(torch.autograd.Function):
+    """`SwiGLUPackedTriton.apply(h)` = silu(h[..., :F]) · h[..., F:]; saves h; the gradient is one (..., 2F) tensor."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor) -> torch.Tensor:
+        if h.shape[-1] % 2:
+            raise ValueError(f"swiglu_packed: the last dim must hold [a, b] (even), got shape {tuple(h.shape)}")
+        if h.dtype not in _DTYPES:
+            raise ValueError(f"swiglu_packed: dtype {h.dtype} not in fp16/bf16/fp32")
+        _check_runnable(h)
+        h2 = h.reshape(-1, h.shape[-1])
+        h2 = h2 if h2.stride(-1) == 1 else h2.contiguous()
+        ctx.save_for_backward(h2)
+        ctx.shape = h.shape
+        return _swiglu_packed_fwd_op(h2).view(*h.shape[:-1], h.shape[-1] // 2)
+
+    @staticmethod
+    def backward(ctx, dc: torch.Tensor):
+        (h2,) = ctx.saved_tensors
+        dc2 = dc.reshape(-1, dc.shape[-1])
+        return _swiglu_packed_bwd_op(dc2 if dc2.stride(-1) == 1 else dc2.contiguous(), h2).view(ctx.shape)
+
+
+def swiglu_packed(h: torch.Tensor) -> torch.Tensor:
+    """silu(a) · b for h = [a, b] along the last dim (the fused W1/W3 projection's output), without splitting h:
+    the same result as `swiglu_torch(*h.chunk(2, -1))`; the backward writes [da, db] into one tensor."""
+    return SwiGLUPackedTriton.apply(h)
 
 
 class SwiGLUTriton(torch.autograd.Function):

@@ -69,14 +69,22 @@ class RMSNorm(nn.Module):
             self._add_norm = import_kernel("kernels.rmsnorm", "add_rms_norm", "norm='triton'")
 
     def forward(self, x: Tensor) -> Tensor:
+        if self._add_norm is not None:
+            return self._norm(x, self.weight, self.eps, _autocast_dtype(x))
         return self._norm(x, self.weight, self.eps)
 
     def add_forward(self, x: Tensor, delta: Tensor) -> tuple[Tensor, Tensor]:
         """(x + delta, norm(x + delta)): the residual add and this norm, one fused kernel with norm='triton'."""
         if self._add_norm is not None:
-            return self._add_norm(x, delta, self.weight, self.eps)
+            return self._add_norm(x, delta, self.weight, self.eps, _autocast_dtype(x))
         x = x + delta
         return x, self(x)
+
+
+def _autocast_dtype(x: Tensor) -> torch.dtype | None:
+    """Under autocast the norm's output only feeds matmuls, which read it in the autocast dtype: the Triton norm
+    stores it in that dtype directly (the same values a cast would give; no cast kernel either way)."""
+    return torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else None
 
 
 def silu(x: Tensor) -> Tensor:
@@ -98,13 +106,14 @@ class SwiGLU(nn.Module):
         self.w3 = Linear(d_model, d_ff, device=device, dtype=dtype)
         self.fused_projections = fused_projections
         self._activation = silu_mul
+        self._packed = lambda h: silu_mul(*h.chunk(2, dim=-1))
         if impl == "triton":
             self._activation = import_kernel("kernels.swiglu", "swiglu", "ffn='triton'")
+            self._packed = import_kernel("kernels.swiglu", "swiglu_packed", "ffn='triton'")
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.fused_projections:  # one (d_model -> 2·d_ff) GEMM instead of two
-            a, b = fused_linear(x, self.w1.weight, self.w3.weight).chunk(2, dim=-1)
-            return self.w2(self._activation(a, b))
+        if self.fused_projections:  # one (d_model -> 2·d_ff) GEMM instead of two; the activation reads both halves
+            return self.w2(self._packed(fused_linear(x, self.w1.weight, self.w3.weight)))
         return self.w2(self._activation(self.w1(x), self.w3(x)))
 
 

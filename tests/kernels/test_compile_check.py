@@ -74,7 +74,7 @@ def test_small_kernels_pass_and_report_resources(tmp_path):
                      "--json", str(report))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(report.read_text())
-    assert data["ok"] and len(data["rows"]) == 2 * 3 * 2 + 1 * 2 * 3 * 2  # swiglu fwd/bwd; delta x 2 head dims
+    assert data["ok"] and len(data["rows"]) == 4 * 3 * 2 + 1 * 2 * 3 * 2  # swiglu fwd/bwd, packed too; delta x 2 dims
     assert all(r["regs"] and r["shared"] is not None and not r["cached"] for r in data["rows"])
     again = run_check("--kernel", "swiglu", "--cache-dir", str(tmp_path / "cache"), "--json", str(report))
     assert again.returncode == 0 and all(r["cached"] for r in json.loads(report.read_text())["rows"])

@@ -231,3 +231,24 @@ def test_add_rms_norm_rejects_a_mismatched_residual():
     with pytest.raises(ValueError, match="residual shape"):
         rmsnorm.add_rms_norm(torch.ones(2, 4, device=DEVICE), torch.ones(2, 5, device=DEVICE),
                              torch.ones(4, device=DEVICE))
+
+
+def test_out_dtype_is_the_reference_cast_once():
+    """out_dtype (the autocast dtype of the next matmul): the fp32 norm rounded once; the half-precision
+    gradient flows back into the fp32 input and weight as the cast's backward would."""
+    x, w, _ = _inputs((7, 40), torch.float32, seed=4)
+    r = torch.randn(7, 40, device=DEVICE).to(torch.float16)
+    dy = torch.randn(7, 40, device=DEVICE).to(torch.float16)
+    got = [t.clone().requires_grad_() for t in (x, r, w)]
+    want = [t.clone().requires_grad_() for t in (x, r, w)]
+    _, y = rmsnorm.add_rms_norm(*got, 1e-5, out_dtype=torch.float16)
+    _, ref = _add_norm_reference(*want, 1e-5)
+    ref = ref.to(torch.float16)
+    assert y.dtype == torch.float16
+    _close("y", y, ref, 0, 0)
+    y.backward(dy)
+    ref.backward(dy)
+    for name, a, b in zip(("dx", "dr", "dw"), got, want, strict=True):
+        _close(name, a.grad, b.grad, 1e-5, 1e-4)
+    plain = rmsnorm.rms_norm(x, w, 1e-5, out_dtype=torch.float16)
+    _close("rms_norm y", plain, rms_norm_torch(x, w, 1e-5).to(torch.float16), 0, 0)

@@ -155,3 +155,28 @@ def test_swiglu_without_cuda_or_interpreter_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(swiglu_mod, "_INTERPRET", False)
     with pytest.raises(RuntimeError, match="CUDA tensor or TRITON_INTERPRET=1"):
         swiglu(torch.ones(4), torch.ones(4))
+
+
+@pytest.mark.parametrize("shape", [(3, 8), (5, 66), (2, 3, 2050), (1, 2)])
+def test_swiglu_packed_matches_the_halves(shape):
+    """h = [a, b] along the last dim: the same c as the reference on the halves, and dh = [da, db] in one tensor."""
+    from kernels.swiglu import swiglu_packed
+
+    g = torch.Generator().manual_seed(5)
+    h0 = torch.randn(shape, generator=g).to(DEVICE)
+    dc = torch.randn(*shape[:-1], shape[-1] // 2, generator=g).to(DEVICE)
+    h = h0.clone().requires_grad_()
+    c = swiglu_packed(h)
+    c.backward(dc)
+    ref_h = h0.clone().requires_grad_()
+    ref = swiglu_torch(*ref_h.chunk(2, dim=-1))
+    ref.backward(dc)
+    torch.testing.assert_close(c, ref, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(h.grad, ref_h.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_swiglu_packed_rejects_an_odd_width():
+    from kernels.swiglu import swiglu_packed
+
+    with pytest.raises(ValueError, match="even"):
+        swiglu_packed(torch.ones(2, 5, device=DEVICE))
