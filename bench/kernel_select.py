@@ -11,7 +11,8 @@ under bf16 autocast (an fp32 residual stream with bf16 branch outputs; bf16 matm
   ffn        SwiGLU's silu(a)·b: ours vs eager and compiled
   loss       LM head + cross-entropy: ours fused/chunked vs the model's `cross_entropy(h Wᵀ)` eager and compiled
              (peak memory too)
-  projections  Q, K, V and W1, W3 of one block: one GEMM per input (fused_projections) vs five, eager and compiled
+  projections  Q, K, V (to heads) and W1, W3 (to silu(a)·b) of one block: one GEMM per input (fused_projections)
+             vs five, eager and compiled, the layout costs around the GEMMs included
   attention  causal: ours vs SDPA's default backend (named in the output) and SDPA on cuDNN and on flash
 
 Timing: CUDA events around each call, 5 warmup calls, median of 20 with p20/p80 (bench.timing); with
@@ -89,18 +90,32 @@ class Shapes:
         return (torch.randn(*shape, generator=self.g, device=self.device) * scale).to(dtype).requires_grad_()
 
 
-def _separate(x, *weights):
-    return tuple(x @ w.T for w in weights)
+def _heads(t: torch.Tensor, d_head: int) -> torch.Tensor:
+    B, T, _ = t.shape
+    return t.view(B, T, -1, d_head).transpose(1, 2)
 
 
-def _fused(x, wq, wk, wv, w1, w3):
-    return fused_linear(x, wq, wk, wv), fused_linear(x, w1, w3)
+def _projection_variants(d_head: int):
+    """(separate, fused): the block's projections as the model runs them without and with fused_projections:
+    Q, K, V split into heads and silu(a)·b; fused, one GEMM for Q, K, V and one for the packed [a, b]."""
+    def separate(x, wq, wk, wv, w1, w3):
+        return (*(_heads(x @ w.T, d_head) for w in (wq, wk, wv)), silu_mul(x @ w1.T, x @ w3.T))
+
+    def fused(x, wq, wk, wv, w1, w3):
+        q, k, v = fused_linear(x, wq, wk, wv).split([wq.shape[0], wk.shape[0], wv.shape[0]], dim=-1)
+        return (*(_heads(t, d_head) for t in (q, k, v)), silu_mul(*fused_linear(x, w1, w3).chunk(2, dim=-1)))
+
+    return separate, fused
 
 
 def projections_case(sh: Shapes, packed_ffn: bool):
+    """Both ways including what the layout costs around the GEMMs (the heads' views and, backward, the
+    gradients' concatenation into the fused GEMM's layout): in the model that, not the GEMMs, decides."""
     kv = sh.cfg.n_kv_heads * sh.cfg.d_head
     weights = [sh.rand(width, sh.d, scale=sh.d ** -0.5) for width in (sh.d, kv, kv, sh.cfg.d_ff, sh.cfg.d_ff)]
-    return _fused, {"eager": _separate, "inductor": torch.compile(_separate)}, [sh.rand(sh.n, sh.d), *weights]
+    x = sh.rand(sh.batch, sh.cfg.context_length, sh.d)
+    separate, fused = _projection_variants(sh.cfg.d_head)
+    return fused, {"eager": separate, "inductor": torch.compile(separate)}, [x, *weights]
 
 
 def _add_norm_ours(x, delta, w):

@@ -39,7 +39,7 @@ import triton.language as tl
 
 from kernels.runtime import DTYPES as _DTYPES
 from kernels.runtime import INTERPRET as _INTERPRET
-from kernels.runtime import kernel_op, launch
+from kernels.runtime import dense, kernel_op, launch
 
 _BACKENDS = ("auto", "triton", "torch")
 _CUDA_BLOCK_V = 4096  # vocab block per sweep step on the GPU (Liger: up to 32768 with 32 warps)
@@ -101,45 +101,63 @@ def ce_loss_grad_rows_triton(logits: torch.Tensor, targets: torch.Tensor, loss: 
     """Launch the row kernel: fills `loss` (rows,) fp32 and overwrites contiguous `logits` (rows, V) with
     d(mean loss)/d logits. `n_valid` is a 0-d tensor (the mean's denominator). `block_v` (power of 2)
     overrides the vocab block, e.g. to exercise the multi-block online softmax in tests."""
+    if logits.shape[0] > 0:
+        loss.copy_(_row_losses_triton(logits, targets, n_valid, ignore_index, block_v))
+
+
+def _row_losses_triton(logits: torch.Tensor, targets: torch.Tensor, n_valid: torch.Tensor, ignore_index: int,
+                       block_v: int | None = None) -> torch.Tensor:
+    """The row kernel on one chunk: returns the rows' losses (fp32) and leaves the gradient in `logits`."""
     if not _triton_runnable(logits):
         raise RuntimeError(f"cross-entropy Triton kernel needs CUDA tensors or TRITON_INTERPRET=1 at import; "
                            f"got device={logits.device}, TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET')}")
-    rows, V = logits.shape
-    if logits.stride(1) != 1:
-        raise ValueError(f"logits must have unit column stride, got strides {tuple(logits.stride())}")
-    if rows == 0:
-        return
+    V = logits.shape[1]
+    if not logits.is_contiguous():
+        raise ValueError(f"logits must be contiguous, got strides {tuple(logits.stride())}")
     cap = _CUDA_BLOCK_V if logits.is_cuda else _CPU_BLOCK_V
     block = block_v if block_v is not None else min(triton.next_power_of_2(V), cap)
     if block <= 0 or block & (block - 1):
         raise ValueError(f"block_v must be a positive power of 2, got {block_v}")
-    _ce_loss_grad_rows_op(logits, targets, loss, n_valid, ignore_index, block)
+    return _ce_loss_grad_rows_op(logits, targets, n_valid, ignore_index, block)
 
 
-def _rows_fake(logits: torch.Tensor, targets: torch.Tensor, loss: torch.Tensor, n_valid: torch.Tensor,
-               ignore_index: int, block: int) -> None:
-    return None
+def _rows_fake(logits: torch.Tensor, targets: torch.Tensor, n_valid: torch.Tensor, ignore_index: int,
+               block: int) -> torch.Tensor:
+    return logits.new_empty(logits.shape[0], dtype=torch.float32)
 
 
-@kernel_op("ce_loss_grad_rows", mutates_args=("logits", "loss"), fake=_rows_fake)
-def _ce_loss_grad_rows_op(logits: torch.Tensor, targets: torch.Tensor, loss: torch.Tensor, n_valid: torch.Tensor,
-                          ignore_index: int, block: int) -> None:
-    launch(_ce_loss_grad_rows)[(logits.shape[0],)](logits, targets, loss, n_valid, logits.stride(0), logits.shape[1],
-                                                   ignore_index, BLOCK_V=block, num_warps=8 if block >= 2048 else 4)
+# Mutates only `logits`, a whole fresh matmul output; the losses come back as a new tensor (a mutated slice of a
+# larger buffer would be a view whose layout the compiled graph may change).
+@kernel_op("ce_loss_grad_rows", mutates_args=("logits",), fake=_rows_fake)
+def _ce_loss_grad_rows_op(logits: torch.Tensor, targets: torch.Tensor, n_valid: torch.Tensor, ignore_index: int,
+                          block: int) -> torch.Tensor:
+    targets, n_valid = dense(targets, n_valid)
+    loss = torch.empty(logits.shape[0], dtype=torch.float32, device=logits.device)
+    if logits.shape[0] > 0:
+        launch(_ce_loss_grad_rows, logits)[(logits.shape[0],)](
+            logits, targets, loss, n_valid, logits.stride(0), logits.shape[1], ignore_index, BLOCK_V=block,
+            num_warps=8 if block >= 2048 else 4)
+    return loss
 
 
 def ce_loss_grad_rows_torch(logits: torch.Tensor, targets: torch.Tensor, loss: torch.Tensor,
                             n_valid: torch.Tensor, ignore_index: int = -100) -> None:
     """Same contract as `ce_loss_grad_rows_triton`, in plain torch (fp32 math on the chunk)."""
+    loss.copy_(_row_losses_torch(logits, targets, n_valid, ignore_index))
+
+
+def _row_losses_torch(logits: torch.Tensor, targets: torch.Tensor, n_valid: torch.Tensor,
+                      ignore_index: int) -> torch.Tensor:
     x = logits.float()  # (rows, V)
     valid = targets != ignore_index
     t = torch.where(valid, targets, 0).clamp(0, x.shape[1] - 1).long()[:, None]  # (rows, 1)
     lse = torch.logsumexp(x, dim=1)
-    loss.copy_(torch.where(valid, lse - x.gather(1, t).squeeze(1), 0.0))
+    loss = torch.where(valid, lse - x.gather(1, t).squeeze(1), 0.0)
     g = torch.exp(x - lse[:, None])
     g.scatter_add_(1, t, torch.full_like(t, -1.0, dtype=g.dtype))
     g.mul_((valid.to(g.dtype) / n_valid)[:, None])
     logits.copy_(g)
+    return loss
 
 
 def default_chunk_size(n_rows: int, vocab: int, hidden: int, itemsize: int = 2) -> int:
@@ -164,15 +182,15 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
         chunk = chunk_size if chunk_size is not None else default_chunk_size(N, V, d, hidden.element_size())
         targets = targets.contiguous()
         n_valid = (targets != ignore_index).sum()  # 0-d device tensor, no sync
-        loss_rows = torch.empty(N, dtype=torch.float32, device=hidden.device)
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         grad_h = torch.empty(N, d, dtype=hidden.dtype, device=hidden.device) if need_h else None
         grad_w = torch.zeros(V, d, dtype=torch.float32, device=hidden.device) if need_w else None
-        row_step = ce_loss_grad_rows_triton if use_triton else ce_loss_grad_rows_torch
+        row_losses = _row_losses_triton if use_triton else _row_losses_torch
         for start in range(0, N, chunk):
             end = min(start + chunk, N)
             h_c = hidden[start:end]
             logits = h_c @ weight.T  # (c, V) input dtype, contiguous
-            row_step(logits, targets[start:end], loss_rows[start:end], n_valid, ignore_index)
+            total = total + row_losses(logits, targets[start:end], n_valid, ignore_index).sum()
             if need_h:
                 grad_h[start:end] = logits @ weight  # (c, d)
             if need_w:
@@ -183,7 +201,7 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
         if need_w:
             grad_w = grad_w.to(weight.dtype)
         ctx.save_for_backward(grad_h, grad_w)
-        return loss_rows.sum() / n_valid
+        return total / n_valid
 
     @staticmethod
     def backward(ctx, grad_out):

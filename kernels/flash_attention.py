@@ -26,7 +26,7 @@ import triton.language as tl
 from torch import Tensor
 
 from kernels.flash_attention_torch import FlashAttentionTorch, naive_attention
-from kernels.runtime import DTYPES, INTERPRET, kernel_op, launch
+from kernels.runtime import DTYPES, INTERPRET, dense, kernel_op, launch
 
 __all__ = ["FlashAttentionTorch", "FlashAttentionTriton", "flash_attention", "naive_attention"]
 
@@ -51,12 +51,14 @@ CANDIDATES = {"fwd": FWD_CONFIGS, "dq": DQ_CONFIGS, "dkdv": DKDV_CONFIGS}
 # (None: any). Chosen on an H200 by `python -m bench.kernel_select --attention-sweep` (docs/benchmarks.md) from
 # CANDIDATES; one fixed config per shape class instead of autotuning: nothing to time on the first call, and a
 # launch torch.compile and CUDA graphs take as they are.
+# d64 rows: the H200 sweep of 2026-11-27 (B16 H12 S1024 and B1 H16 S16384; attention_sweep.json, docs/benchmarks.md);
+# d128 rows: not swept yet (the former autotuner's first candidates).
 TUNED: dict[tuple[str, int], list[tuple[int | None, tuple[int, int, int, int]]]] = {
-    ("fwd", 64): [(None, (128, 64, 4, 3))],
+    ("fwd", 64): [(1024, (64, 64, 4, 4)), (None, (64, 64, 4, 3))],
     ("fwd", 128): [(None, (128, 64, 8, 3))],
-    ("dq", 64): [(None, (128, 32, 4, 3))],
+    ("dq", 64): [(1024, (128, 32, 4, 3)), (None, (128, 64, 8, 3))],
     ("dq", 128): [(None, (128, 32, 8, 3))],
-    ("dkdv", 64): [(None, (32, 128, 4, 3))],
+    ("dkdv", 64): [(1024, (64, 64, 4, 3)), (None, (32, 128, 4, 3))],
     ("dkdv", 128): [(None, (32, 128, 8, 3))],
 }
 # under the interpreter: small tiles, so tests exercise several tiles and the causal diagonal
@@ -341,10 +343,9 @@ def flash_forward_triton(q: Tensor, k: Tensor, v: Tensor, is_causal: bool,
     B, H, n_q, d = q.shape
     shape = _shape_args(q, k)
     cfg = config or launch_config("fwd", shape["BLOCK_D"], max(n_q, k.shape[2]), q.element_size())
-    # O laid out (batch, seq, heads, d): the model's transpose(1, 2).reshape(B, T, H·d) is then free
-    out = torch.empty(B, n_q, H, d, device=q.device, dtype=q.dtype).transpose(1, 2)
+    out = torch.empty(B, H, n_q, d, device=q.device, dtype=q.dtype)
     lse = torch.empty(B, H, n_q, device=q.device, dtype=torch.float32)
-    launch(_fwd_kernel)[(triton.cdiv(n_q, cfg["BLOCK_M"]), B * H)](
+    launch(_fwd_kernel, q)[(triton.cdiv(n_q, cfg["BLOCK_M"]), B * H)](
         q, k, v, out, lse, 1.0 / math.sqrt(d), *_strides(q), *_strides(k), *_strides(v), *_strides(out),
         IS_CAUSAL=is_causal, **shape, **cfg)
     return out, lse
@@ -361,40 +362,43 @@ def flash_backward_triton(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Ten
     dq_cfg = configs.get("dq") or launch_config("dq", shape["BLOCK_D"], seq, q.element_size())
     dkdv_cfg = configs.get("dkdv") or launch_config("dkdv", shape["BLOCK_D"], seq, q.element_size())
     delta = torch.empty_like(lse)
-    launch(_bwd_delta_kernel)[(triton.cdiv(n_q, 64), B * H)](
+    launch(_bwd_delta_kernel, q)[(triton.cdiv(n_q, 64), B * H)](
         out, grad_out, delta, H, n_q, *_strides(out), *_strides(grad_out), HEAD_DIM=d, BLOCK_D=shape["BLOCK_D"],
         BLOCK_M=64)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     scale = 1.0 / math.sqrt(d)
     common = (*_strides(q), *_strides(k), *_strides(v), *_strides(grad_out))
     # causal dK/dV: program 0 holds the first keys, which the most queries see: the longest work starts first
-    launch(_bwd_dkdv_kernel)[(triton.cdiv(k.shape[2], dkdv_cfg["BLOCK_N"]), B * H)](
+    launch(_bwd_dkdv_kernel, q)[(triton.cdiv(k.shape[2], dkdv_cfg["BLOCK_N"]), B * H)](
         q, k, v, grad_out, lse, delta, dk, dv, scale, *common, *_strides(dk), *_strides(dv),
         IS_CAUSAL=is_causal, **shape, **dkdv_cfg)
-    launch(_bwd_dq_kernel)[(triton.cdiv(n_q, dq_cfg["BLOCK_M"]), B * H)](
+    launch(_bwd_dq_kernel, q)[(triton.cdiv(n_q, dq_cfg["BLOCK_M"]), B * H)](
         q, k, v, grad_out, lse, delta, dq, scale, *common, *_strides(dq), IS_CAUSAL=is_causal, **shape, **dq_cfg)
     return dq, dk, dv
 
 
 def _fwd_fake(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> tuple[Tensor, Tensor]:
     B, H, n_q, d = q.shape
-    return q.new_empty(B, n_q, H, d).transpose(1, 2), q.new_empty(B, H, n_q, dtype=torch.float32)
+    return (torch.empty(B, H, n_q, d, dtype=q.dtype, device=q.device),
+            torch.empty(B, H, n_q, dtype=torch.float32, device=q.device))
 
 
+# Inside the ops every input is made compact first (kernels.runtime.dense): the kernels take strides, but the ones
+# a compiled graph passes are those read while tracing.
 @kernel_op("flash_attention_fwd", fake=_fwd_fake)
 def _flash_fwd_op(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> tuple[Tensor, Tensor]:
-    return flash_forward_triton(q, k, v, is_causal)
+    return flash_forward_triton(*dense(q, k, v), is_causal)
 
 
 def _bwd_fake(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, grad_out: Tensor,
               is_causal: bool) -> tuple[Tensor, Tensor, Tensor]:
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    return tuple(torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))  # compact, as dense() makes
 
 
 @kernel_op("flash_attention_bwd", fake=_bwd_fake)
 def _flash_bwd_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, grad_out: Tensor,
                   is_causal: bool) -> tuple[Tensor, Tensor, Tensor]:
-    return flash_backward_triton(q, k, v, out, lse, grad_out, is_causal)
+    return flash_backward_triton(*dense(q, k, v, out, lse, grad_out), is_causal)
 
 
 class FlashAttentionTriton(torch.autograd.Function):

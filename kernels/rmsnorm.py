@@ -35,7 +35,7 @@ import triton.language as tl
 
 from kernels.runtime import DTYPES as _DTYPES
 from kernels.runtime import INTERPRET as _INTERPRET
-from kernels.runtime import kernel_op, launch, programs_for
+from kernels.runtime import dense, kernel_op, launch, programs_for
 
 MAX_HIDDEN = 65536  # one row must fit in one block (registers / interpreter memory)
 TILE_ELEMENTS = 4096  # elements per program tile when rows are short: BLOCK_ROWS = TILE_ELEMENTS // BLOCK
@@ -146,6 +146,8 @@ def _validate(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | No
 
 
 def _fwd(x2: torch.Tensor, r2: torch.Tensor | None, weight: torch.Tensor, eps: float, out_dtype: torch.dtype | None):
+    x2, weight = dense(x2, weight)
+    r2 = None if r2 is None else r2.contiguous()
     n_rows, n_cols = x2.shape
     s_dtype = x2.dtype if r2 is None else torch.promote_types(x2.dtype, r2.dtype)
     y = torch.empty((n_rows, n_cols), dtype=out_dtype or s_dtype, device=x2.device)
@@ -154,7 +156,7 @@ def _fwd(x2: torch.Tensor, r2: torch.Tensor | None, weight: torch.Tensor, eps: f
     if n_rows > 0:
         cfg = settings(n_cols, n_rows)
         r = x2 if r2 is None else r2
-        launch(_rms_norm_fwd)[(triton.cdiv(n_rows, cfg["BLOCK_ROWS"]),)](
+        launch(_rms_norm_fwd, x2)[(triton.cdiv(n_rows, cfg["BLOCK_ROWS"]),)](
             x2, r, s, weight, y, rstd, n_rows, n_cols, x2.stride(0), r.stride(0), s.stride(0), y.stride(0), eps,
             HAS_RESIDUAL=r2 is not None, BLOCK_ROWS=cfg["BLOCK_ROWS"], BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
     return y, s, rstd
@@ -182,6 +184,8 @@ def _add_rms_norm_fwd_op(x2: torch.Tensor, r2: torch.Tensor, weight: torch.Tenso
 
 def _bwd(dy2: torch.Tensor, ds_next: torch.Tensor | None, s2: torch.Tensor, weight: torch.Tensor,
          rstd: torch.Tensor, dx_dtype: torch.dtype):
+    dy2, s2, weight, rstd = dense(dy2, s2, weight, rstd)
+    ds_next = None if ds_next is None else ds_next.contiguous()
     n_rows, n_cols = s2.shape
     dx = torch.empty((n_rows, n_cols), dtype=dx_dtype, device=s2.device)
     dw = torch.zeros(n_cols, dtype=torch.float32, device=s2.device)
@@ -190,7 +194,7 @@ def _bwd(dy2: torch.Tensor, ds_next: torch.Tensor | None, s2: torch.Tensor, weig
         n_blocks = triton.cdiv(n_rows, cfg["BLOCK_ROWS"])
         blocks_per_program = triton.cdiv(n_blocks, min(programs_for(s2, cfg["per_sm"]), n_blocks))
         dn = dy2 if ds_next is None else ds_next
-        launch(_rms_norm_bwd)[(triton.cdiv(n_blocks, blocks_per_program),)](
+        launch(_rms_norm_bwd, s2)[(triton.cdiv(n_blocks, blocks_per_program),)](
             dy2, dn, s2, weight, rstd, dx, dw, n_rows, n_cols, dy2.stride(0), dn.stride(0), s2.stride(0), dx.stride(0),
             blocks_per_program, HAS_DS_NEXT=ds_next is not None, BLOCK_ROWS=cfg["BLOCK_ROWS"], BLOCK=cfg["BLOCK"],
             num_warps=cfg["num_warps"])

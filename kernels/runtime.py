@@ -20,12 +20,29 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # the I/O dtypes every 
 NAMESPACE = "lm_workbench"
 
 
-def launch(kernel):
-    """`launch(kernel)[grid](...)`: the Triton launch, wrapped for torch.compile on a GPU."""
-    if INTERPRET:
+def traced(t: torch.Tensor) -> bool:
+    """Whether the op body runs under a trace (Dynamo, or AOTAutograd/Inductor decomposing the op with fake or
+    proxy tensors) rather than on real tensors."""
+    from torch._subclasses.fake_tensor import is_fake
+    return (torch.compiler.is_compiling() or is_fake(t)
+            or torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.PROXY) is not None)
+
+
+def launch(kernel, like: torch.Tensor):
+    """`launch(kernel, some_input)[grid](...)`: under a trace, the launch wrapped by `wrap_triton` so Inductor
+    records the kernel itself; on real tensors the plain launch (wrap_triton's eager path costs ~0.1 ms of host
+    time per launch through its higher-order op)."""
+    if INTERPRET or not traced(like):
         return kernel
     from torch.library import wrap_triton
     return wrap_triton(kernel)
+
+
+def dense(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Contiguous copies where needed. Inside a triton_op the strides a kernel gets are read while tracing and
+    compiled in as constants; Inductor keeps an input's stride order but may lay a strided view out anew, so
+    only compact inputs are guaranteed the strides the kernel was traced with."""
+    return tuple(t.contiguous() for t in tensors)
 
 
 def kernel_op(name: str, mutates_args: tuple[str, ...] = (), fake=None):

@@ -27,7 +27,7 @@ import triton.language as tl
 
 from kernels.runtime import DTYPES as _DTYPES
 from kernels.runtime import INTERPRET as _INTERPRET
-from kernels.runtime import kernel_op, launch
+from kernels.runtime import dense, kernel_op, launch
 
 _CUDA_BLOCK, _CUDA_WARPS = 1024, 4
 _CPU_MAX_BLOCK = 16384  # the interpreter runs programs one by one: few, wide ones are fastest
@@ -149,11 +149,12 @@ def _fwd_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 @kernel_op("swiglu_fwd", fake=_fwd_fake)
 def _swiglu_fwd_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    a, b = dense(a, b)
     c = torch.empty_like(a)
     n = a.numel()
     if n > 0:
         grid, block, num_warps = _launch(n, a.device)
-        launch(_swiglu_fwd)[(grid,)](a, b, c, n, BLOCK=block, num_warps=num_warps)
+        launch(_swiglu_fwd, a)[(grid,)](a, b, c, n, BLOCK=block, num_warps=num_warps)
     return c
 
 
@@ -163,11 +164,12 @@ def _bwd_fake(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch
 
 @kernel_op("swiglu_bwd", fake=_bwd_fake)
 def _swiglu_bwd_op(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    dc, a, b = dense(dc, a, b)
     da, db = torch.empty_like(a), torch.empty_like(b)
     n = a.numel()
     if n > 0:
         grid, block, num_warps = _launch(n, a.device)
-        launch(_swiglu_bwd)[(grid,)](dc, a, b, da, db, n, BLOCK=block, num_warps=num_warps)
+        launch(_swiglu_bwd, a)[(grid,)](dc, a, b, da, db, n, BLOCK=block, num_warps=num_warps)
     return da, db
 
 
@@ -177,11 +179,12 @@ def _packed_fwd_fake(h2: torch.Tensor) -> torch.Tensor:
 
 @kernel_op("swiglu_packed_fwd", fake=_packed_fwd_fake)
 def _swiglu_packed_fwd_op(h2: torch.Tensor) -> torch.Tensor:
+    (h2,) = dense(h2)
     n_rows, F = h2.shape[0], h2.shape[1] // 2
     c = torch.empty((n_rows, F), dtype=h2.dtype, device=h2.device)
     if n_rows > 0:
         cfg = packed_settings(n_rows, F, h2.is_cuda)
-        launch(_swiglu_packed_fwd)[(triton.cdiv(n_rows, cfg["BLOCK_R"]), triton.cdiv(F, cfg["BLOCK_F"]))](
+        launch(_swiglu_packed_fwd, h2)[(triton.cdiv(n_rows, cfg["BLOCK_R"]), triton.cdiv(F, cfg["BLOCK_F"]))](
             h2, c, n_rows, F, h2.stride(0), c.stride(0), BLOCK_R=cfg["BLOCK_R"], BLOCK_F=cfg["BLOCK_F"],
             num_warps=cfg["num_warps"])
     return c
@@ -193,11 +196,12 @@ def _packed_bwd_fake(dc2: torch.Tensor, h2: torch.Tensor) -> torch.Tensor:
 
 @kernel_op("swiglu_packed_bwd", fake=_packed_bwd_fake)
 def _swiglu_packed_bwd_op(dc2: torch.Tensor, h2: torch.Tensor) -> torch.Tensor:
+    dc2, h2 = dense(dc2, h2)
     n_rows, F = h2.shape[0], h2.shape[1] // 2
     dh = torch.empty_like(h2)
     if n_rows > 0:
         cfg = packed_settings(n_rows, F, h2.is_cuda)
-        launch(_swiglu_packed_bwd)[(triton.cdiv(n_rows, cfg["BLOCK_R"]), triton.cdiv(F, cfg["BLOCK_F"]))](
+        launch(_swiglu_packed_bwd, h2)[(triton.cdiv(n_rows, cfg["BLOCK_R"]), triton.cdiv(F, cfg["BLOCK_F"]))](
             dc2, h2, dh, n_rows, F, dc2.stride(0), h2.stride(0), dh.stride(0), BLOCK_R=cfg["BLOCK_R"],
             BLOCK_F=cfg["BLOCK_F"], num_warps=cfg["num_warps"])
     return dh

@@ -249,6 +249,7 @@ def test_out_dtype_is_the_reference_cast_once():
     y.backward(dy)
     ref.backward(dy)
     for name, a, b in zip(("dx", "dr", "dw"), got, want, strict=True):
-        _close(name, a.grad, b.grad, 1e-5, 1e-4)
+        # dr is fp16: the fp32 sums' order (kernel vs autograd) can move it by one fp16 step (~1e-3 relative)
+        _close(name, a.grad, b.grad, *((1e-4, 2e-3) if name == "dr" else (1e-5, 1e-4)))
     plain = rmsnorm.rms_norm(x, w, 1e-5, out_dtype=torch.float16)
     _close("rms_norm y", plain, rms_norm_torch(x, w, 1e-5).to(torch.float16), 0, 0)
