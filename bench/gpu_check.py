@@ -9,8 +9,8 @@ DIR/<part>.log:
   model_train  python -m bench.model_train --device cuda --compile --skip-generate (MFU of `small`, context 1024)
   ddp, fsdp    a 1-GPU torchrun smoke of python -m model.train --parallel ddp / fsdp on NCCL, on tiny token
                shards this command writes itself (DIR/shards)
-  train        the train section of params-gpu.yaml (small, context 1024, bf16, torch.compile, the Triton
-               kernels), shortened: a few dozen steps on the same shards
+  train        the train section of params-gpu.yaml (small, context 1024, bf16, torch.compile, kernels: auto),
+               shortened: a few dozen steps on the same shards
   kernel_select  python -m bench.kernel_select --attention-sweep: each op ours vs Inductor / SDPA at the model's
                shapes, winners into kernels/selection.json (what `kernels: auto` reads)
   e2e          python -m bench.kernel_e2e --cuda-graphs: small, context 1024, batch 16: tokens/s and MFU with
@@ -190,11 +190,11 @@ def build_parts(out: Path, python: str = sys.executable) -> list[Part]:
     return [
         # compile_check's own tests compile for sm_90/sm_80 on the CPU: CI runs them, the GPU need not
         Part("pytest", [python, "-m", "pytest", "tests/kernels", "-q", "-p", "no:cacheprovider",
-                        "--ignore", "tests/kernels/test_compile_check.py", *xdist_flags()], 150, parse_pytest),
-        # the per-op winners at the model's shapes -> kernels/selection.json, which `kernels: auto` (next) reads
-        Part("kernel_select", [python, "-m", "bench.kernel_select", "--out", str(out), "--attention-sweep"], 150,
-             parse_tail),
-        Part("e2e", [python, "-m", "bench.kernel_e2e", "--cuda-graphs", "--profile", str(out / "profiles")], 240,
+                        "--ignore", "tests/kernels/test_compile_check.py", *xdist_flags()], 120, parse_pytest),
+        # the per-op winners at the model's shapes -> kernels/selection.json, which `kernels: auto` (next) reads;
+        # --part-args "kernel_select=--attention-sweep" adds the FlashAttention config sweep (~45 s)
+        Part("kernel_select", [python, "-m", "bench.kernel_select", "--out", str(out)], 90, parse_tail),
+        Part("e2e", [python, "-m", "bench.kernel_e2e", "--cuda-graphs", "--profile", str(out / "profiles")], 300,
              parse_tail),
         Part("convergence", [python, "-m", "bench.kernel_convergence", "--out", str(out)], 150, parse_tail),
         Part("kernel_ops", [python, "-m", "bench.kernel_ops", "--quick"], 240, parse_kernel_ops),

@@ -35,7 +35,7 @@ def test_train_commands_parse_with_model_train(tmp_path):
     section = gpu_check.read_train_section(gpu_check.PARAMS_GPU)
     assert (cfg.preset, cfg.context_length, cfg.batch_size) == (section["preset"], section["context_length"],
                                                                 section["batch_size"])
-    assert cfg.compile and cfg.attention == "triton" and cfg.loss == "fused"
+    assert cfg.compile and cfg.kernels == "auto"
     assert cfg.max_steps == gpu_check.TRAIN_OVERRIDES["max_steps"]
     assert cfg.data == str(tmp_path / "shards")
     for mode in ("ddp", "fsdp"):
