@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                                                           "p80_ms": r["p80_ms"], "switches": r["switches"]}))
             if r["mfu"] is not None:
                 rows.append(Result(f"{r['shape']}/{r['variant']}", "mfu", 100 * r["mfu"], "%", repeats=r["steps"]))
-        record("gpu_kernel_e2e", rows, "python -m bench.kernel_e2e " + " ".join(argv if argv is not None else sys.argv[1:]))
+        command = "python -m bench.kernel_e2e " + " ".join(argv if argv is not None else sys.argv[1:])
+        record("gpu_kernel_e2e", rows, command)
     print(f"median step times: {statistics.median(r['ms'] for r in results):.1f} ms over {len(results)} variants")
     return 0
 
