@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 from tqdm import tqdm
 
+from alignment.config import LoopConfig, StepsConfig, override, setting
 from alignment.data import load_pairs
 from alignment.evaluate import evaluate, load_model_and_tokenizer
 from alignment.loop import (
@@ -55,34 +56,17 @@ SUMMED = ("loss", "rewards/accuracies", "rewards/margins", "rewards/chosen", "re
 
 
 @dataclass(frozen=True)
-class DPOConfig:
-    model: str  # our run folder / ckpt-*.pt, or a local HF model folder
-    tokenizer: str | None = None  # vocab.json + merges.txt folder (ours); HF: default the model folder
-    reference: str | None = None  # frozen reference model; default a frozen copy of the starting policy
-    task: str = "arithmetic"  # arithmetic: generated pairs + greedy task accuracy | none (needs pairs)
-    pairs: str | None = None  # JSONL(.gz) of preference pairs; replaces the generated pairs
-    n_train: int = 2000
-    n_test: int = 100  # held-out items (arithmetic) / at most this many held-out pairs
-    digits: int = 2  # arithmetic: operands of 1..digits digits
-    held_out: str = "problems"  # arithmetic test split: unseen problems, or unseen wording of the same facts
-    beta: float = 0.1  # DPO's β (Rafailov et al. 2023): strength of the implicit KL to the reference
-    lr: float = 1e-4  # peak; cosine to lr/10 after warmup_steps
-    warmup_steps: int = 10
-    weight_decay: float = 0.0
-    batch_size: int = 16  # pairs per microbatch (2 x batch_size sequences per forward)
-    grad_accum: int = 1
-    steps: int = 100  # optimizer steps
-    grad_clip: float = 1.0
-    eval_interval: int = 50  # held-out evaluation every N steps (and at the end); 0 = only at the end
-    eval_batch_size: int = 32
-    seed: int = 0
-    out_dir: str = "runs/dpo"
-    max_new_tokens: int = 24
-    template: str = "short"  # arithmetic prompts: 'short', 'r1_zero' or a string with {question}
-    device: str = "cpu"
-    report: str | None = None  # also append the final eval row (stage 'dpo') to this CSV
-    metrics: str | None = None  # also write the final summary (JSON) here, for dvc metrics
-    engine: str = "ours"  # ours | trl (TRL's DPOTrainer on a local HF model)
+class DPOConfig(StepsConfig):
+    """Direct preference optimization (Rafailov et al. 2023); the shared settings in alignment.config. The task
+    `none` trains on `pairs` alone (no greedy task accuracy)."""
+
+    steps: int = override(StepsConfig, "steps", 100)
+    out_dir: str = override(LoopConfig, "out_dir", "runs/dpo")
+    max_new_tokens: int = override(LoopConfig, "max_new_tokens", 24)
+    reference: str | None = setting(None, "frozen reference model; default a frozen copy of the starting policy")
+    pairs: str | None = setting(None, "JSONL(.gz) of preference pairs; replaces the generated pairs")
+    beta: float = setting(0.1, "DPO's beta: strength of the implicit KL to the reference")
+    batch_size: int = setting(16, "pairs per microbatch (2 x batch_size sequences per forward)")
 
     def __post_init__(self) -> None:
         check_choices(self, TASKS)

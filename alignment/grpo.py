@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from alignment.config import LoopConfig, RolloutConfig, StepsConfig, override, setting
 from alignment.data import TASKS, load_task
 from alignment.evaluate import build_prompt, evaluate, score
 from alignment.loop import (
@@ -62,45 +63,31 @@ METRIC_COLUMNS = ("step", "lr", "loss", "reward", "format_reward", "answer_rewar
 
 
 @dataclass(frozen=True)
-class GRPOConfig:
-    model: str  # our run folder / ckpt-*.pt (e.g. the SFT output), or a local HF model folder
-    tokenizer: str | None = None
-    task: str = "arithmetic"
-    n_train: int = 2000
-    n_test: int = 100
-    digits: int = 2  # arithmetic: operands of 1..digits digits
-    held_out: str = "problems"  # arithmetic test split: unseen problems, or unseen wording of the same facts
-    steps: int = 200  # GRPO steps (rollout batches)
-    lr: float = 1e-5
-    warmup_steps: int = 0  # linear warmup, then constant (CS336 uses a constant lr)
-    weight_decay: float = 0.0
-    rollout_batch_size: int = 256  # responses per GRPO step
-    group_size: int = 8  # responses per question
-    train_batch_size: int = 256  # responses per optimizer step (== rollout_batch_size: on-policy)
-    grad_accum: int = 128  # microbatches per optimizer step
-    epochs_per_rollout_batch: int = 1  # > 1: off-policy, needs grpo_clip
-    loss_type: str = "reinforce_with_baseline"  # no_baseline | reinforce_with_baseline | grpo_clip
-    normalize_by_std: bool = True
-    advantage_eps: float = 1e-6
-    cliprange: float = 0.2
-    cliprange_low: float | None = None  # DAPO: 0.2
-    cliprange_high: float | None = None  # DAPO: 0.28
-    length_normalization: str = "masked_mean"  # masked_mean | constant (Dr. GRPO: / max_new_tokens)
-    kl_coef: float = 0.0  # > 0: k3 KL to a frozen copy of the starting policy
-    skip_zero_std_groups: bool = False  # DAPO's filter: a group whose rewards all agree has zero advantage; skip it
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 1024
-    grad_clip: float = 1.0
-    eval_interval: int = 10
-    eval_batch_size: int = 64
-    seed: int = 0
-    out_dir: str = "runs/grpo"
-    template: str = "r1_zero"
-    device: str = "cpu"
-    report: str | None = None  # also append the final eval row (stage 'grpo') to this CSV
-    metrics: str | None = None  # also write the final summary (JSON) here, for dvc metrics
-    engine: str = "ours"  # ours | trl (TRL's trainer on a local HF model: accelerate/DeepSpeed/vLLM)
+class GRPOConfig(StepsConfig, RolloutConfig):
+    """Group relative policy optimization (Shao et al. 2024) with CS336 A5's defaults (lr 1e-5 constant, 256
+    rollouts in groups of 8, 128 microbatches, 1024 new tokens); the shared settings in alignment.config (A5's
+    prompt is `template: r1_zero`; the default here is the project's `short`, as for every trainer)."""
+
+    lr: float = override(LoopConfig, "lr", 1e-5)
+    warmup_steps: int = override(StepsConfig, "warmup_steps", 0)  # CS336 A5: a constant lr
+    grad_accum: int = override(StepsConfig, "grad_accum", 128)
+    eval_interval: int = override(LoopConfig, "eval_interval", 10)
+    eval_batch_size: int = override(LoopConfig, "eval_batch_size", 64)
+    out_dir: str = override(LoopConfig, "out_dir", "runs/grpo")
+    max_new_tokens: int = override(LoopConfig, "max_new_tokens", 1024)
+    train_batch_size: int = setting(256, "responses per optimizer step (== rollout_batch_size: on-policy)")
+    epochs_per_rollout_batch: int = setting(1, "passes over each rollout batch (> 1: off-policy, needs grpo_clip)")
+    loss_type: str = setting("reinforce_with_baseline", "no_baseline | reinforce_with_baseline | grpo_clip")
+    normalize_by_std: bool = setting(True, "divide group advantages by their std (Dr. GRPO: false)")
+    advantage_eps: float = setting(1e-6, "added to the group std before dividing")
+    cliprange: float = setting(0.2, "grpo_clip: the PPO clip range on the probability ratio")
+    cliprange_low: float | None = setting(None, "a separate lower clip range (DAPO's clip-higher: 0.2)")
+    cliprange_high: float | None = setting(None, "a separate upper clip range (DAPO's clip-higher: 0.28)")
+    length_normalization: str = setting("masked_mean", "masked_mean (per response) | constant (Dr. GRPO: divide by "
+                                                       "max_new_tokens)")
+    kl_coef: float = setting(0.0, "> 0: the k3 KL to a frozen copy of the starting policy, with this weight")
+    skip_zero_std_groups: bool = setting(False, "DAPO's filter: skip groups whose rewards all agree (zero advantage)")
+    top_p: float = setting(1.0, "nucleus sampling of the rollouts")
 
     def __post_init__(self) -> None:
         check_choices(self, TASKS)

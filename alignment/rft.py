@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from alignment.config import LoopConfig, RolloutConfig, override, setting
 from alignment.data import TASKS, load_task
 from alignment.evaluate import build_prompt, evaluate, score
 from alignment.loop import check_choices, cli_main, load_model_and_prepare, save_trained, write_metrics_row
@@ -37,34 +38,20 @@ METRIC_COLUMNS = ("round", "sampled_tokens", "total_sampled_tokens", "reward", "
 
 
 @dataclass(frozen=True)
-class RFTConfig:
-    model: str  # our run folder / ckpt-*.pt (the SFT output)
-    tokenizer: str | None = None
-    task: str = "digits"
-    n_train: int = 2000
-    n_test: int = 200  # held-out (validation for digits) problems scored at eval rounds
-    digits: int = 2
-    held_out: str = "problems"  # arithmetic task only
-    token_budget: int = 0  # sampled response tokens; 0: GRPO's total from match_metrics
-    match_metrics: str | None = None  # GRPO's run folder or metrics.csv (sampled_tokens) when token_budget is 0
-    max_rounds: int = 1000  # a guard; the budget ends the run
-    rollout_batch_size: int = 128  # responses sampled per round (as GRPO's rollout batch)
-    group_size: int = 8  # responses per question
-    temperature: float = 1.0
-    max_new_tokens: int = 64
-    lr: float = 1e-4
-    batch_size: int = 32  # kept responses per optimizer step
-    epochs_per_round: int = 1
-    grad_clip: float = 1.0
-    eval_interval: int = 10  # rounds; 0: only at the end
-    eval_batch_size: int = 64
-    seed: int = 0
-    out_dir: str = "runs/rft"
-    template: str = "short"
-    device: str = "cpu"
-    report: str | None = None
-    metrics: str | None = None
-    engine: str = "ours"  # ours only
+class RFTConfig(RolloutConfig):
+    """Rejection-sampling fine-tuning at a sampled-token budget (the module docstring); the shared settings in
+    alignment.config (engine: ours only)."""
+
+    eval_interval: int = override(LoopConfig, "eval_interval", 10)
+    eval_batch_size: int = override(LoopConfig, "eval_batch_size", 64)
+    out_dir: str = override(LoopConfig, "out_dir", "runs/rft")
+    token_budget: int = setting(0, "sampled response tokens to spend; 0: GRPO's total from match_metrics")
+    match_metrics: str | None = setting(None, "GRPO's run folder or metrics.csv (sampled_tokens) when token_budget "
+                                              "is 0")
+    max_rounds: int = setting(1000, "a guard; the token budget ends the run")
+    rollout_batch_size: int = override(RolloutConfig, "rollout_batch_size", 128)
+    batch_size: int = setting(32, "kept responses per optimizer step")
+    epochs_per_round: int = setting(1, "passes over each round's kept responses")
 
     def __post_init__(self) -> None:
         check_choices(self, TASKS)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 from tqdm import tqdm
 
+from alignment.config import LoopConfig, StepsConfig, override, setting
 from alignment.data import TASKS, demonstrations, load_task
 from alignment.evaluate import evaluate
 from alignment.loop import (
@@ -45,33 +46,14 @@ METRIC_COLUMNS = ("step", "lr", "loss", "nll_per_token", "grad_norm", "response_
 
 
 @dataclass(frozen=True)
-class SFTConfig:
-    model: str  # our run folder / ckpt-*.pt, or a local HF model folder
-    tokenizer: str | None = None  # vocab.json + merges.txt folder (ours); HF: default the model folder
-    task: str = "arithmetic"  # digits | arithmetic (generated) | gsm8k (../shared/data/alignment)
-    n_train: int = 2000
-    n_test: int = 100
-    digits: int = 2  # arithmetic: operands of 1..digits digits
-    held_out: str = "problems"  # arithmetic test split: unseen problems, or unseen wording of the same facts
-    teacher_slip: float = 0.0  # digits/arithmetic: how often the teacher forgets the carry (alignment.digits)
-    lr: float = 1e-3  # peak; cosine to lr/10 after warmup_steps (tiny models; ~1e-5 for 1B-scale HF models)
-    warmup_steps: int = 10
-    weight_decay: float = 0.0
-    batch_size: int = 16  # sequences per microbatch
-    grad_accum: int = 1
-    steps: int = 200  # optimizer steps
-    grad_clip: float = 1.0
-    normalize_constant: float = 1.0  # CS336: summed response NLL / constant
-    eval_interval: int = 50  # held-out accuracy every N steps (and at the end); 0 = only at the end
-    eval_batch_size: int = 32
-    seed: int = 0
-    out_dir: str = "runs/sft"
-    max_new_tokens: int = 64  # byte-level tokenizers need ~45 for " 23 + 48 = 71 </think> <answer> 71 </answer>"
-    template: str = "short"  # 'short', 'r1_zero' or a string with {question}
-    device: str = "cpu"
-    report: str | None = None  # also append the final eval row (stage 'sft') to this CSV
-    metrics: str | None = None  # also write the final summary (JSON) here, for dvc metrics
-    engine: str = "ours"  # ours | trl (TRL's trainer on a local HF model: accelerate/DeepSpeed/vLLM)
+class SFTConfig(StepsConfig):
+    """Supervised fine-tuning on (prompt, response) demonstrations; the shared settings in alignment.config."""
+
+    lr: float = override(LoopConfig, "lr", 1e-3)  # cosine to lr/10 after warmup (tiny models; ~1e-5 at 1B scale)
+    out_dir: str = override(LoopConfig, "out_dir", "runs/sft")
+    teacher_slip: float = setting(0.0, "digits/arithmetic: how often the teacher forgets a carry (alignment.digits)")
+    batch_size: int = setting(16, "sequences per microbatch")
+    normalize_constant: float = setting(1.0, "the summed response NLL is divided by this (CS336 A5)")
 
     def __post_init__(self) -> None:
         check_choices(self, TASKS)

@@ -65,8 +65,8 @@ def naive_margins(policy, reference, pairs, beta: float) -> list[float]:
 
 
 def small_cfg(run, tok, out, **kw) -> DPOConfig:
-    base = dict(model=str(run), tokenizer=str(tok), n_train=16, n_test=4, beta=0.5, lr=3e-3, warmup_steps=2,
-                batch_size=8, steps=24, eval_interval=12, max_new_tokens=4, out_dir=str(out), seed=0)
+    base = dict(model=str(run), tokenizer=str(tok), task="arithmetic", n_train=16, n_test=4, beta=0.5, lr=3e-3,
+                warmup_steps=2, batch_size=8, steps=24, eval_interval=12, max_new_tokens=4, out_dir=str(out), seed=0)
     return DPOConfig(**{**base, **kw})
 
 

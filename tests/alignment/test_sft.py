@@ -5,6 +5,7 @@ CLI runs and rejects bad configs."""
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -37,8 +38,8 @@ def reference_nll(model, pairs) -> float:
 
 
 def small_cfg(run, tok, out, **kw) -> SFTConfig:
-    base = dict(model=str(run), tokenizer=str(tok), n_train=24, n_test=4, lr=3e-3, warmup_steps=2, batch_size=8,
-                grad_accum=2, steps=30, eval_interval=15, max_new_tokens=24, out_dir=str(out), seed=0)
+    base = dict(model=str(run), tokenizer=str(tok), task="arithmetic", n_train=24, n_test=4, lr=3e-3, warmup_steps=2,
+                batch_size=8, grad_accum=2, steps=30, eval_interval=15, max_new_tokens=24, out_dir=str(out), seed=0)
     return SFTConfig(**{**base, **kw})
 
 
@@ -113,12 +114,13 @@ def test_none_flag_overrides_a_params_value(tmp_path):
 
 
 def test_demonstrations_follow_the_configured_teacher():
-    cfg = SFTConfig(model="m", n_train=300, n_test=0, digits=1, held_out="wording", teacher_slip=1.0)
+    cfg = SFTConfig(model="m", task="arithmetic", n_train=300, n_test=0, digits=1, held_out="wording",
+                    teacher_slip=1.0)
     train, _ = load_task(cfg)
     correct = [r1_zero_reward_fn(response, item["answer"])["reward"] == 1.0
                for (_, response), item in zip(demonstrations(cfg, train), train)]
     assert correct == [carry_slip(item) is None for item in train] and 0 < sum(correct) < len(train)
-    clean = SFTConfig(model="m", n_train=300, n_test=0, digits=1, held_out="wording")
+    clean = SFTConfig(model="m", task="arithmetic", n_train=300, n_test=0, digits=1, held_out="wording")
     assert all(r1_zero_reward_fn(r, item["answer"])["reward"] == 1.0
                for (_, r), item in zip(demonstrations(clean, train), train))
 
@@ -130,4 +132,4 @@ def test_help_shows_params_values_and_required_fields(tmp_path, capsys):
         main(["--params", str(params), "--help"])
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps help lines
     assert done.value.code == 0
-    assert "steps (default: 7)" in text and "(default: required)" in text
+    assert re.search(r"--steps STEPS [^-]*\(default: 7\)", text) and "(default: required)" in text

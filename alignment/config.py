@@ -1,0 +1,70 @@
+"""The settings every alignment trainer shares, declared once: SFT, DPO, GRPO and RFT subclass `LoopConfig`.
+
+A field's help text lives in its metadata, so `--help` shows it with the value a run would use. A trainer whose
+method has its own default for a shared setting (a learning rate, an output folder) restates only the default:
+`lr: float = override(LoopConfig, "lr", 1e-3)`. The shared defaults are the project's: the `digits` task held out
+by problem (alignment/digits.py), the `short` template, on the CPU with our own engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+
+def setting(default, help: str):
+    """A dataclass field with its default and its `--help` text."""
+    return field(default=default, metadata={"help": help})
+
+
+def override(cls: type, name: str, default):
+    """A subclass's own default for a field `cls` declares (same help text)."""
+    base = next(f for f in fields(cls) if f.name == name)
+    return field(default=default, metadata=base.metadata)
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """What a trainer starts from (model, task), how it evaluates and where it writes."""
+
+    model: str = field(metadata={"help": "our run folder / ckpt-*.pt, or a local HF model folder"})
+    tokenizer: str | None = setting(None, "vocab.json + merges.txt folder (ours); HF: default the model folder")
+    task: str = setting("digits", "digits (alignment.digits: held out by problem), arithmetic (word problems) or "
+                                  "gsm8k (../shared/data/alignment)")
+    n_train: int = setting(2000, "training problems (SFT: demonstrations; DPO: pairs; RL: questions drawn)")
+    n_test: int = setting(200, "held-out problems scored at each evaluation (validation for digits)")
+    digits: int = setting(2, "operands of 1..digits digits (digits and arithmetic tasks)")
+    held_out: str = setting("problems", "arithmetic test split: unseen problems, or unseen wording of the same facts")
+    lr: float = setting(1e-4, "peak learning rate")
+    grad_clip: float = setting(1.0, "clip the global gradient norm to this (0: off)")
+    eval_interval: int = setting(50, "held-out evaluation every N steps (rounds for RFT) and at the end; 0: only at "
+                                     "the end")
+    eval_batch_size: int = setting(32, "prompts per greedy evaluation batch")
+    seed: int = setting(0, "seed of the data order, sampling and initialisation")
+    out_dir: str = setting("runs/align", "folder for the checkpoint, config.json and metrics.csv")
+    max_new_tokens: int = setting(64, "token limit of every generated response (byte-level tokenizers need ~45 for "
+                                      "\" 23 + 48 = 71 </think> <answer> 71 </answer>\")")
+    template: str = setting("short", "prompt: 'short', 'r1_zero' (the R1-Zero / CS336 A5 prompt) or a string with "
+                                     "{question}")
+    device: str = setting("cpu", "cpu | cuda | mps")
+    report: str | None = setting(None, "also append the final evaluation row to this CSV")
+    metrics: str | None = setting(None, "also write the final summary (JSON) here, for dvc metrics")
+    engine: str = setting("ours", "ours | trl (TRL's trainer on a local HF model: accelerate / DeepSpeed / vLLM)")
+
+
+@dataclass(frozen=True)
+class RolloutConfig(LoopConfig):
+    """Trainers that sample responses from the policy in groups per question (GRPO, RFT)."""
+
+    rollout_batch_size: int = setting(256, "responses sampled per step (GRPO) or round (RFT)")
+    group_size: int = setting(8, "responses per question")
+    temperature: float = setting(1.0, "sampling temperature of the rollouts")
+
+
+@dataclass(frozen=True)
+class StepsConfig(LoopConfig):
+    """Trainers that take a fixed number of optimizer steps with warmup (SFT, DPO, GRPO)."""
+
+    steps: int = setting(200, "optimizer steps (GRPO: rollout batches)")
+    warmup_steps: int = setting(10, "linear warmup steps, then the method's schedule")
+    weight_decay: float = setting(0.0, "AdamW decoupled weight decay")
+    grad_accum: int = setting(1, "microbatches per optimizer step")

@@ -1,0 +1,95 @@
+"""Each setting is declared once: a field shared by two config classes comes from a base they share.
+
+A subclass may restate a field its base declares to give it another default (alignment.config.override); that
+is not a second declaration. Independent knobs of different components that happen to share a generic name
+(a dedup seed and a trainer seed) are not the same setting: GENERIC lists them. KNOWN lists the duplicates still
+to be removed, with the reason; the test fails on any new duplicate and on a KNOWN entry that is gone (so the
+list only shrinks).
+"""
+
+import dataclasses
+import importlib
+import re
+from pathlib import Path
+
+import alignment.config
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("alignment", "scaling", "workbench", "pipeline", "model", "kernels", "leaderboard")
+
+# generic names of unrelated per-component knobs (each component's own seed, output folder, workers, ...)
+GENERIC = {"seed", "out_dir", "metrics", "device", "data", "workers", "lr", "loss", "steps", "eval_interval",
+           "grad_clip", "warmup_steps", "weight_decay", "grad_accum"}
+# still declared twice; remove an entry when its duplicate goes
+MODEL_FIELDS = ("attention", "checkpoint_every", "context_length", "d_ff", "d_model", "ffn", "fused_projections",
+                "kernels", "moe_aux_loss_coef", "moe_capacity_factor", "moe_top_k", "moe_z_loss_coef", "n_experts",
+                "n_heads", "n_kv_heads", "n_layers", "norm", "qk_norm", "rope_theta", "sliding_window",
+                "tie_embeddings", "vocab_size")
+KNOWN = {
+    **{name: "model.train_config.TrainConfig copies ModelConfig's fields (model.train.model_config) until TrainConfig "
+             "holds a ModelConfig" for name in MODEL_FIELDS},
+    "batch_size": "three units: SFT sequences, DPO pairs, RFT kept responses per step (and the LM trainer's "
+                  "sequences); one name per unit would change params.yaml keys",
+}
+
+
+def config_classes() -> list[type]:
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            names = re.findall(r"^class (\w*Config)\b", path.read_text(encoding="utf-8"), re.M)
+            if names:
+                module = importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
+                found += [getattr(module, n) for n in names if dataclasses.is_dataclass(getattr(module, n))]
+    return found
+
+
+def declaring_root(cls: type, name: str) -> type:
+    """The highest dataclass in cls's MRO that declares `name` (a restated default in a subclass is not a new one)."""
+    return [k for k in cls.__mro__ if dataclasses.is_dataclass(k) and name in k.__dict__.get("__annotations__", {})][-1]
+
+
+def duplicates(classes: list[type]) -> dict[str, list[str]]:
+    roots: dict[str, set[type]] = {}
+    for cls in classes:
+        for f in dataclasses.fields(cls):
+            roots.setdefault(f.name, set()).add(declaring_root(cls, f.name))
+    return {name: sorted(f"{r.__module__}.{r.__qualname__}" for r in rs) for name, rs in roots.items()
+            if len(rs) > 1 and name not in GENERIC}
+
+
+def test_no_setting_is_declared_twice_outside_a_shared_base():
+    found = duplicates(config_classes())
+    new = {name: where for name, where in found.items() if name not in KNOWN}
+    assert not new, f"declared in more than one config class outside a shared base: {new}"
+    gone = sorted(set(KNOWN) - set(found))
+    assert not gone, f"no longer duplicated: remove from KNOWN: {gone}"
+
+
+def test_the_alignment_trainers_share_their_settings():
+    """The 19 settings every trainer has are declared once, in alignment.config.LoopConfig, with help text."""
+    from alignment.dpo import DPOConfig
+    from alignment.grpo import GRPOConfig
+    from alignment.rft import RFTConfig
+    from alignment.sft import SFTConfig
+
+    shared = [f.name for f in dataclasses.fields(alignment.config.LoopConfig)]
+    assert len(shared) == 19
+    for cls in (SFTConfig, DPOConfig, GRPOConfig, RFTConfig):
+        for name in shared:
+            assert declaring_root(cls, name) is alignment.config.LoopConfig, (cls.__name__, name)
+        assert all(f.metadata.get("help") for f in dataclasses.fields(cls)), cls.__name__
+        assert cls(model="m", **({"token_budget": 1} if cls is RFTConfig else {})).task == "digits"
+
+
+def test_a_planted_duplicate_is_found_and_an_override_is_not():
+    @dataclasses.dataclass(frozen=True)
+    class PlantedConfig:
+        group_size: int = 8
+
+    @dataclasses.dataclass(frozen=True)
+    class OverridingConfig(alignment.config.RolloutConfig):
+        group_size: int = alignment.config.override(alignment.config.RolloutConfig, "group_size", 4)
+
+    found = duplicates([alignment.config.RolloutConfig, PlantedConfig, OverridingConfig])
+    assert list(found) == ["group_size"] and len(found["group_size"]) == 2
