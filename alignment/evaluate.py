@@ -248,7 +248,9 @@ def load_model_and_tokenizer(model_path: str, tokenizer_dir: str | None = None, 
 # ---- CLI -----------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m alignment.evaluate", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m alignment.evaluate", description=__doc__.split("\n\n")[0])
     p.add_argument("--task", required=True, choices=TASKS, help="what to evaluate on")
     p.add_argument("--model", required=True,
                    help="our run folder or ckpt-*.pt, or a local Hugging Face model folder (detected by config.json)")

@@ -322,7 +322,9 @@ def bench_grpo(args, workdir: Path, device: torch.device) -> dict:
 # ---- CLI ------------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench.alignment_engines", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.alignment_engines", description=__doc__.split("\n\n")[0])
     p.add_argument("--parts", default="rollout,grpo", help="comma-separated parts: rollout, grpo (default both)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available; default)")
     p.add_argument("--quick", action="store_true", help="smoke-test sizes (seconds on CPU)")

@@ -114,11 +114,13 @@ def task_rows(params: str) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.alignment_seeds", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--out-dir", type=Path, default=Path("/tmp/align/seeds"))
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.alignment_seeds", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the SFT -> DPO/RFT/GRPO chain")
+    ap.add_argument("--out-dir", type=Path, default=Path("/tmp/align/seeds"), help="folder for the runs of each seed")
+    ap.add_argument("--params", default="params.yaml", help="params file whose stage sections the runs use")
+    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the results rows go")
     ap.add_argument("--area", default="alignment", help="results file (and doc section) the rows go to")
     ap.add_argument("--no-record", action="store_true", help="print, do not append to the results file")
     args = ap.parse_args(argv)

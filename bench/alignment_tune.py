@@ -119,20 +119,23 @@ def choose(points: list[dict[str, str]], seeds: list[int], found) -> tuple[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.alignment_tune", description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.alignment_tune", description=__doc__.split("\n\n")[0],
                                  allow_abbrev=False)
-    ap.add_argument("--stage", choices=STAGES, required=True)
+    ap.add_argument("--stage", choices=STAGES, required=True, help="the alignment stage whose settings are tuned")
     ap.add_argument("--grid", nargs="*", default=[], metavar="FLAG=V1,V2",
                     help="the stage's flags to vary (e.g. steps=800,1600 lr=2e-3,4e-3); one value: a fixed flag "
                          "(e.g. tokenizer=DIR)")
     ap.add_argument("--set", nargs="*", default=[], metavar="FLAG=VALUE",
                     help="fixed flags for every run, commas kept ({seed} substituted)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds per grid point")
+    ap.add_argument("--params", default="params.yaml", help="params file whose stage section is the base")
     ap.add_argument("--model-template", help="each seed's starting model, {seed} substituted")
-    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
-    ap.add_argument("--out-dir", type=Path, default=Path("/tmp/align/tune"))
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1),
+                    help="runs in parallel processes")
+    ap.add_argument("--out-dir", type=Path, default=Path("/tmp/align/tune"), help="folder for the runs")
+    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the results rows go")
     ap.add_argument("--no-record", action="store_true", help="print, do not append to the results file")
     args = ap.parse_args(argv)
     points = [{**p, **dict(kv.split("=", 1) for kv in args.set)} for p in parse_grid(args.grid)]

@@ -119,7 +119,9 @@ def measure(n: int, d: int, v: int, device: str) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.ce_memory", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.ce_memory", description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokens", type=int, default=256, help="N, rows of hidden states")
     ap.add_argument("--d-model", type=int, default=64, help="d, the hidden size")
     ap.add_argument("--vocab", type=int, default=32768, help="V, the vocabulary")

@@ -202,9 +202,12 @@ def crawl_results(r: dict) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.classifiers_real", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.classifiers_real", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=SHARED, help="the shared data folder (default: %(default)s)")
-    ap.add_argument("--only", nargs="+", choices=("labels", "crawl"), default=("labels", "crawl"))
+    ap.add_argument("--only", nargs="+", choices=("labels", "crawl"), default=("labels", "crawl"),
+                    help="parts to run: labelled sets and/or the real-crawl profile")
     ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
                     help="where the rows go, as classifiers_real.jsonl (default: %(default)s)")
     ap.add_argument("--no-record", action="store_true", help="print only")

@@ -48,7 +48,9 @@ def sample_corpus(docs_dir: Path, scratch: Path, pages: int) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.data", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.data", description=__doc__.split("\n\n")[0])
     parser.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="shared web folder (trafilatura eval pages)")
     parser.add_argument("--tinystories", type=Path, default=DEFAULT_CORPUS, help="TinyStories text for BPE/encoding")
     parser.add_argument("--docs", type=Path, default=Path("data/documents"),

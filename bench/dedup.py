@@ -216,7 +216,9 @@ def bench_stage(docs: list[dict], truths: dict[str, list[int]], scratch: Path, w
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.dedup", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.dedup", description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=20_000, help="documents for the stage run")
     parser.add_argument("--sig-docs", type=int, default=2000, help="documents for the signature comparison")
     parser.add_argument("--cluster-docs", type=int, default=10_000, help="documents for ours vs MinHashLSH")

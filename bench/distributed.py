@@ -367,7 +367,9 @@ def results_rows(results: list[dict], world: int) -> list[Result]:
 
 def build_parser() -> argparse.ArgumentParser:
     d = DistBenchConfig()
-    p = argparse.ArgumentParser(prog="python -m bench.model_train --distributed", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.model_train --distributed", description=__doc__.split("\n\n")[0])
     p.add_argument("--world", type=int, default=d.world, help=f"ranks to spawn (default {d.world})")
     p.add_argument("--device", default=d.device, help="cpu (gloo, default) or cuda (NCCL, needs --world GPUs)")
     p.add_argument("--preset", default=d.preset, help=f"memory model preset (default {d.preset})")

@@ -243,7 +243,9 @@ def plot_frontier(rows: list[dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.extract", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.extract", description=__doc__.split("\n\n")[0])
     parser.add_argument("--web-dir", type=Path, default=DEFAULT_WEB,
                         help="folder with trafilatura-pages-*.warc.gz and trafilatura-evaldata.json")
     parser.add_argument("--repeats", type=int, default=2, help="timed passes over the pages (default: %(default)s)")

@@ -213,7 +213,9 @@ def tried_rows(runs: list[PageRun]) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.extract_explore", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.extract_explore", description=__doc__.split("\n\n")[0])
     parser.add_argument("--web-dir", type=Path, default=DEFAULT_WEB,
                         help="folder with trafilatura-pages-*.warc.gz and trafilatura-evaldata.json")
     parser.add_argument("--only", nargs="*", choices=PARTS, help="run only these parts (default: all)")

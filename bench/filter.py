@@ -158,7 +158,9 @@ def default_steps(params: Path, classifiers: Path, alpha_words: str = "datatrove
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.filter", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.filter", description=__doc__.split("\n\n")[0])
     parser.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="folder of real-page WARCs (*.warc.gz)")
     parser.add_argument("--sample", type=Path, default=Path("data/raw/sample.warc.gz"), help="generated crawl WARC")
     parser.add_argument("--limit", type=int, default=600, help="pages per input set")

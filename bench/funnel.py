@@ -35,7 +35,9 @@ def funnel_results(rows: list[dict]) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.funnel", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.funnel", description=__doc__.split("\n\n")[0])
     ap.add_argument("--metrics-dir", type=Path, default=Path("metrics"), help="make repro's metrics folder")
     ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where funnel.jsonl goes")
     args = ap.parse_args(argv)

@@ -92,7 +92,9 @@ def report(m: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.gopher_words", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.gopher_words", description=__doc__.split("\n\n")[0])
     ap.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="folder of real-page WARCs (*.warc.gz)")
     ap.add_argument("--cache", type=Path, help="keep the extracted documents here (default: a temporary folder)")
     ap.add_argument("--workers", type=int, default=2, help="extraction processes (default: %(default)s)")

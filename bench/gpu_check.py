@@ -287,7 +287,9 @@ def environment() -> dict:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.gpu_check", description=__doc__.splitlines()[0])
     p.add_argument("--out", default="data/gpu_check", help="folder for logs, shards and the summary (%(default)s)")
     p.add_argument("--only", default="", help="comma-separated parts to run, in this order (default: all)")
     p.add_argument("--skip", default="", help="comma-separated parts to leave out")

@@ -130,7 +130,9 @@ def import_summary(path: Path) -> dict[str, tuple[list[Result], str, dict]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.gpu_import", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.gpu_import", description=__doc__.split("\n\n")[0])
     ap.add_argument("summaries", nargs="*", type=Path, help=f"summary JSON files (default: {GPU_CHECK}/*.json)")
     ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the gpu_*.jsonl files go")
     args = ap.parse_args(argv)

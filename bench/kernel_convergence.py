@@ -72,16 +72,18 @@ def train(kernels: str, args, device) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.kernel_convergence", description=__doc__.splitlines()[0])
-    p.add_argument("--preset", default="small")
-    p.add_argument("--context", type=int, default=1024)
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--vocab", type=int, default=32768)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--kernels", default="all", choices=("all", "auto"))
-    p.add_argument("--out", default="data/gpu_check")
-    p.add_argument("--no-record", action="store_true")
+    p = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.kernel_convergence", description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default="small", help="model preset (model.config.PRESETS)")
+    p.add_argument("--context", type=int, default=1024, help="tokens per sequence")
+    p.add_argument("--batch", type=int, default=16, help="sequences per step")
+    p.add_argument("--steps", type=int, default=200, help="training steps per run")
+    p.add_argument("--vocab", type=int, default=32768, help="vocabulary size of the synthetic stream")
+    p.add_argument("--seed", type=int, default=0, help="seed of the weights, the stream and its order (both runs)")
+    p.add_argument("--kernels", default="all", choices=("all", "auto"), help="the kernel set compared with none")
+    p.add_argument("--out", default="data/gpu_check", help="folder for kernel_convergence.json")
+    p.add_argument("--no-record", action="store_true", help="write no results rows")
     args = p.parse_args(argv)
     if args.steps <= LAST:
         print(f"error: --steps must exceed {LAST}", file=sys.stderr)

@@ -143,16 +143,18 @@ def _shape(text: str) -> tuple[str, int, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.kernel_e2e", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.kernel_e2e", description=__doc__.splitlines()[0])
     p.add_argument("--shape", dest="e2e", type=_shape, action="append", default=None,
                    help="preset:context:batch (repeatable; default small:1024:16)")
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated from " + ", ".join(VARIANTS))
     p.add_argument("--cuda-graphs", action="store_true", help="also none and auto under mode=reduce-overhead")
     p.add_argument("--steps", type=int, default=20, help="timed steps per variant (median, p20/p80)")
-    p.add_argument("--vocab", type=int, default=32768)
-    p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--vocab", type=int, default=32768, help="vocabulary size")
+    p.add_argument("--no-compile", action="store_true", help="run the models eagerly")
     p.add_argument("--profile", default=None, help="folder for each variant's top-kernels table")
-    p.add_argument("--no-record", action="store_true")
+    p.add_argument("--no-record", action="store_true", help="write no results rows")
     args = p.parse_args(argv)
     args.e2e = args.e2e or [("small", 1024, 16)]
     args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]

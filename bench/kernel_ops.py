@@ -231,7 +231,9 @@ SECTIONS = ("attention", "rmsnorm", "swiglu", "ce", "e2e")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench.kernel_ops", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.kernel_ops", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="a subset of shapes: < 5 minutes on an H100")
     p.add_argument("--smoke", action="store_true", help="tiny shapes on CPU (TRITON_INTERPRET=1): code paths only")
     p.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")

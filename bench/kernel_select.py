@@ -292,11 +292,13 @@ def _fwd_bwd_ms(swept: dict, tensors: tuple) -> dict:
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m bench.kernel_select", description=__doc__.splitlines()[0])
-    p.add_argument("--preset", default="small")
-    p.add_argument("--context", type=int, default=1024)
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--vocab", type=int, default=32768)
+    p = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.kernel_select", description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default="small", help="model preset whose shapes are measured")
+    p.add_argument("--context", type=int, default=1024, help="tokens per sequence")
+    p.add_argument("--batch", type=int, default=16, help="sequences per step")
+    p.add_argument("--vocab", type=int, default=32768, help="vocabulary size (the LM head)")
     p.add_argument("--table", default=None, help="selection table to update (default kernels/selection.json)")
     p.add_argument("--out", default="data/gpu_check", help="folder for kernel_select.json and attention_sweep.json")
     p.add_argument("--attention-sweep", action="store_true", help="time every FlashAttention candidate config")

@@ -65,7 +65,9 @@ def speeds(pages: list[tuple[str, str]], identifiers: dict, repeats: int = 3) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.langid", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.langid", description=__doc__.split("\n\n")[0])
     ap.add_argument("warcs", nargs="*", type=Path, help=f"WARC files (default: {DEFAULT_WEB}/*.warc.gz)")
     ap.add_argument("--model-path", default=None,
                     help="lid.176.bin/.ftz for the fasttext backend (default: the bundled lid.176.ftz)")

@@ -47,7 +47,9 @@ def load_masker(path: Path):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.pii", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.pii", description=__doc__.split("\n\n")[0])
     ap.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="folder of real-page WARCs (*.warc.gz)")
     ap.add_argument("--baseline", type=Path, help="another pii.py whose phone masks to count on the same pages")
     ap.add_argument("--baseline-rev", help="the same for pipeline/pii.py at this git revision (git show REV:...)")

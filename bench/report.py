@@ -125,7 +125,9 @@ def list_figures(typed: dict) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.report", description=__doc__.split("\n\n")[0])
     ap.add_argument("--doc", type=Path, default=DOC, help="markdown file with results markers (%(default)s)")
     ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="folder of *.jsonl results")
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 when the doc is out of date or "

@@ -47,11 +47,14 @@ def rows_of(times: dict[str, float], wall_s: float | None) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.repro_times", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--times", type=Path, default=Path("reports/stage_times.csv"))
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.repro_times", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--times", type=Path, default=Path("reports/stage_times.csv"),
+                    help="the stage-time table make repro wrote")
     ap.add_argument("--wall-s", type=float, help="clone-to-finish wall seconds, install included")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
-    ap.add_argument("--no-record", action="store_true")
+    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the results rows go")
+    ap.add_argument("--no-record", action="store_true", help="print only; write no results rows")
     args = ap.parse_args(argv)
     rows = rows_of(read_times(args.times), args.wall_s)
     for r in rows:

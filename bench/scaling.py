@@ -176,15 +176,18 @@ def _print(rows: list[Result]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.scaling", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--fit-dir", type=Path, default=FIT_DIR)
-    ap.add_argument("--stage-times", type=Path, default=Path("reports/stage_times.csv"))
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.scaling", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--params", default="params.yaml", help="params file of the sweep and the fit")
+    ap.add_argument("--fit-dir", type=Path, default=FIT_DIR, help="folder of the fit stage's fit.json")
+    ap.add_argument("--stage-times", type=Path, default=Path("reports/stage_times.csv"),
+                    help="the stage-time table make repro wrote")
     ap.add_argument("--seed-check", action="store_true", help="repeat the sweep with seed 1 (minutes)")
     ap.add_argument("--published", type=Path, metavar="RESULTS",
                     help="instead: fit published IsoFLOP runs (../shared/data/scaling/isoflops_curves.json) and record "
                          "them as area scaling_published")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the results rows go")
     ap.add_argument("--no-record", action="store_true", help="print only")
     args = ap.parse_args(argv)
     if args.published:

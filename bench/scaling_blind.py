@@ -101,14 +101,16 @@ def measure(args: argparse.Namespace) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.scaling_blind", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.scaling_blind", description=__doc__.split("\n\n")[0])
     ap.add_argument("step", choices=("predict", "measure"))
     ap.add_argument("--shape", default="48,4,2", help="D_MODEL,N_LAYERS,N_HEADS of the blind run")
     ap.add_argument("--flops", type=float, default=1.05e13, help="its compute budget C")
-    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--params", default="params.yaml", help="params file of the sweep, fit and train sections")
     ap.add_argument("--results", type=Path, default=Path("data/sweep/results.csv"), help="the sweep to fit")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
-    ap.add_argument("--no-record", action="store_true")
+    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the results rows go")
+    ap.add_argument("--no-record", action="store_true", help="write no results rows")
     args = ap.parse_args(argv)
     rows = predict(args) if args.step == "predict" else measure(args)
     for r in rows:

@@ -138,12 +138,14 @@ def noise_rows(paths: dict[int, Path], summaries: dict[int, Path], data: str, co
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.scaling_seeds", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--params", default="params.yaml")
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.scaling_seeds", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--params", default="params.yaml", help="params file of the sweep, fit and train sections")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="sweep and train seeds (first: the "
                                                                              "pipeline's own)")
-    ap.add_argument("--bootstrap", type=int, default=200)
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    ap.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples per fit")
+    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the results rows go")
     ap.add_argument("--no-record", action="store_true", help="print only")
     args = ap.parse_args(argv)
     params = yaml.safe_load(Path(args.params).read_text())

@@ -256,7 +256,9 @@ def rows_table(rows: list[Result]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.tokenizer", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.tokenizer", description=__doc__.split("\n")[0])
     parser.add_argument("--tinystories", type=Path, default=DEFAULT_CORPUS, help="TinyStories text")
     parser.add_argument("--docs", type=Path, default=Path("data/documents"),
                         help="generated-crawl documents (make repro's; skipped when absent)")

@@ -229,7 +229,9 @@ PARTS = ("moe", "gqa", "checkpointing", "speculative", "int8")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench.model_train --variants", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.model_train --variants", description=__doc__.split("\n\n")[0])
     p.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS), help="which parts to run (default all)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto")
     p.add_argument("--data", default="data/shards", help="token shards (make repro's default)")

@@ -425,7 +425,9 @@ def summarize(rows: list[dict], missing: list[str], wall: float) -> tuple[str, b
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m kernels.compile_check", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m kernels.compile_check", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help=f"one dtype ({QUICK_DTYPE}) and the largest head dim")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel compiles (default: all cores)")
     p.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="per-compile result cache (default %(default)s)")

@@ -29,6 +29,11 @@ def step_parser(prog: str, section: str, description: str) -> argparse.ArgumentP
     return parser
 
 
+def optional_path(value) -> Path | None:
+    """A setting that may be absent (a metrics file outside the project): None, or its Path."""
+    return Path(value) if value not in (None, "") else None
+
+
 def need(args: argparse.Namespace, *keys: str) -> None:
     """A ValueError naming every setting among ``keys`` that neither a flag nor the params section gave."""
     missing = [k for k in keys if getattr(args, k, None) in (None, "", [])]

@@ -41,7 +41,7 @@ import numpy as np
 from tqdm import tqdm
 
 from pipeline.bad_input import InputIssues, require_readable, summary_note
-from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
+from pipeline.cli import funnel_headline, need, optional_path, paths, run_step, step_parser
 from pipeline.documents import input_files, output_name, parse_document_line
 from pipeline.minhash import (
     EMPTY,
@@ -402,7 +402,7 @@ def _stage_metrics(corpus: _Corpus, clusters: _Clusters, writer: _Writer, stats:
             "docs_per_s": round(n / wall, 1) if wall > 0 else None, **corpus.issues.stats()}
 
 
-def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_path: Path,
+def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_path: Path | None,
               cfg: DedupConfig = DedupConfig(), rejected_dir: Path | None = None, force: bool = False) -> dict:
     """Drop exact and near duplicates across all ``inputs`` (files or folders of ``*.jsonl[.gz]``).
 
@@ -425,7 +425,8 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     if not force and marker.exists() and all(p.exists() for p in outputs):
         done = read_json(marker)
         if {k: done.get(k) for k in wanted} == wanted:
-            write_metrics(metrics_path, done["metrics"], headline(done["metrics"]))
+            if metrics_path is not None:
+                write_metrics(metrics_path, done["metrics"], headline(done["metrics"]))
             require_readable(done["metrics"], len(files))
             return done["metrics"]
     marker.unlink(missing_ok=True)
@@ -438,7 +439,8 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
         writer.write_file(f, out_dir / name, rejected_dir / name if rejected_dir is not None else None)
     corpus.issues.warn(log)
     metrics = _stage_metrics(corpus, clusters, writer, stats, cfg, time.perf_counter() - start)
-    write_metrics(metrics_path, metrics, headline(metrics))
+    if metrics_path is not None:  # a CLI run outside the project writes no metrics file unless asked
+        write_metrics(metrics_path, metrics, headline(metrics))
     write_json(marker, {**wanted, "metrics": metrics})  # written last: the stage is complete
     require_readable(metrics, len(files))
     return metrics
@@ -494,9 +496,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_command(args: argparse.Namespace, section: dict) -> str:
-    need(args, "inputs", "out_dir", "rejected_dir", "metrics")
+    need(args, "inputs", "out_dir", "rejected_dir")
     cfg = config_from_args(DedupConfig, args, "dedup")
-    m = run_dedup([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.metrics), cfg,
+    m = run_dedup([Path(p) for p in paths(args.inputs)], Path(args.out_dir), optional_path(args.metrics), cfg,
                   rejected_dir=Path(args.rejected_dir), force=args.force)
     return f"dedup: {m['docs_in']} -> {m['docs_out']} documents in {args.out_dir}; drops {m['drops']}{summary_note(m)}"
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from pipeline.bad_input import InputIssues, merged_stats, require_readable, summary_note
-from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
+from pipeline.cli import funnel_headline, need, optional_path, paths, run_step, step_parser
 from pipeline.executor import LocalExecutor, add_executor_flags, make_executor, thread_time_limit
 from pipeline.extract_cascade import fast_text, needs_fallback
 from pipeline.supervised import Lost, SupervisedPool
@@ -261,7 +261,7 @@ def extract_file_task(task: tuple[Path, Path, ExtractConfig]) -> dict:
     return _extract_file(path, out_dir, cfg, None)
 
 
-def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path, cfg: ExtractConfig, force: bool = False,
+def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path | None, cfg: ExtractConfig, force: bool = False,
                 executor=None) -> dict:
     """Extract every input (files or folders) into ``out_dir``; skip inputs already done unless ``force``.
 
@@ -289,7 +289,8 @@ def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path, cfg: Extr
     wall = time.perf_counter() - start
     metrics["seconds"] = round(wall, 3)
     metrics["docs_per_s"] = round(sum(s["docs"] for s in fresh) / wall, 2) if fresh else None
-    write_metrics(metrics_path, metrics, headline(metrics))
+    if metrics_path is not None:  # a CLI run outside the project writes no metrics file unless asked
+        write_metrics(metrics_path, metrics, headline(metrics))
     require_readable(metrics, len(inputs))
     return metrics
 
@@ -338,12 +339,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_command(args: argparse.Namespace, section: dict) -> str:
-    need(args, "inputs", "out_dir", "metrics")
+    need(args, "inputs", "out_dir")
     cfg = ExtractConfig(extractor=args.extractor, workers=int(args.workers), max_bytes=int(args.max_bytes),
                         timeout_s=float(args.timeout_s))
     with make_executor(args.executor, cfg.workers, args.address, args.task_timeout_s) as executor:
         cluster = None if isinstance(executor, LocalExecutor) else executor  # local: records spread over a pool
-        m = run_extract([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.metrics), cfg,
+        m = run_extract([Path(p) for p in paths(args.inputs)], Path(args.out_dir), optional_path(args.metrics), cfg,
                         force=args.force, executor=cluster)
     return (f"extract: {m['records_read']} records -> {m['docs_out']} documents in {args.out_dir} "
             f"({m['docs_per_s']} docs/s); drops {m['drops']}{summary_note(m)}")

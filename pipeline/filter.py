@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from pipeline.bad_input import InputIssues, merged_stats, require_readable, summary_note
 from pipeline.classifiers import ClassifierFilter, provenance_path, trained_on_generated
-from pipeline.cli import funnel_headline, need, paths, run_step, step_parser
+from pipeline.cli import funnel_headline, need, optional_path, paths, run_step, step_parser
 from pipeline.documents import from_generated_crawl, input_files, output_name, read_documents
 from pipeline.executor import LocalExecutor, add_executor_flags, make_executor
 from pipeline.steps import Step, StepStats, run_steps
@@ -150,7 +150,7 @@ def filter_file(task: tuple[Path, Path, Path, FilterConfig]) -> dict:
     return result
 
 
-def run_filter(inputs: list[Path], out_dir: Path, rejected_dir: Path, metrics_path: Path, cfg: FilterConfig,
+def run_filter(inputs: list[Path], out_dir: Path, rejected_dir: Path, metrics_path: Path | None, cfg: FilterConfig,
                executor=None, force: bool = False) -> dict:
     """Filter every input file (skipping finished ones unless ``force``); write and return the stage metrics."""
     files, out_dir, rejected_dir = input_files(inputs), Path(out_dir), Path(rejected_dir)
@@ -171,7 +171,8 @@ def run_filter(inputs: list[Path], out_dir: Path, rejected_dir: Path, metrics_pa
     for name, step in metrics["steps"].items():
         step["seconds"] = round(sum(r["step_seconds"].get(name, 0.0) for r in fresh), 3)
         step["docs_per_s"] = round(step["docs_in"] / step["seconds"], 1) if fresh and step["seconds"] > 0 else None
-    write_metrics(metrics_path, metrics, headline(metrics))
+    if metrics_path is not None:  # a CLI run outside the project writes no metrics file unless asked
+        write_metrics(metrics_path, metrics, headline(metrics))
     require_readable(metrics, len(files))
     return metrics
 
@@ -221,13 +222,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_command(args: argparse.Namespace, section: dict) -> str:
-    need(args, "inputs", "out_dir", "rejected_dir", "metrics")
+    need(args, "inputs", "out_dir", "rejected_dir")
     cfg = FilterConfig(steps=section.get("steps", FilterConfig().steps), workers=int(args.workers),
                        allow_generated_classifiers=bool(args.allow_generated_classifiers))
     build_steps(cfg)  # bad settings or a missing model: fail before a cluster starts
     with make_executor(args.executor, cfg.workers, args.address, args.task_timeout_s) as executor:
         m = run_filter([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.rejected_dir),
-                       Path(args.metrics), cfg, executor, force=args.force)
+                       optional_path(args.metrics), cfg, executor, force=args.force)
     return (f"filter: {m['docs_in']} -> {m['docs_out']} documents in {args.out_dir} ({m['docs_per_s']} docs/s); "
             f"drops {m['drops']}{summary_note(m)}")
 

@@ -270,7 +270,9 @@ def declared_language(html: bytes) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipeline.langid", description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m pipeline.langid", description=__doc__.split("\n\n")[0],
                                  epilog="The backends' agreement with <html lang> on real pages: "
                                         "python -m bench.langid")
     ap.add_argument("text", nargs="+", help="text to identify (joined with spaces)")

@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
     p.add_argument("--vocab-size", type=int, help="final vocabulary size, bytes and specials included "
                                                   "(default: %(default)s)")
-    p.add_argument("--special-tokens", nargs="*", default=[EOT], help="special tokens (default: %(default)s)")
+    p.add_argument("--special-tokens", nargs="*", default=[EOT],
+                   help="special tokens, the end-of-text separator first (default: %(default)s)")
     p.add_argument("--workers", type=int, default=1, help="pre-tokenization processes (default: %(default)s)")
     return p
 
