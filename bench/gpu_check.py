@@ -132,21 +132,33 @@ def parse_train(text: str, part: Part, out: Path) -> dict:
 
 
 def read_train_section(path: Path) -> dict:
-    """The `train:` mapping of a params file; without PyYAML a flat section of scalars is parsed by hand."""
-    text = path.read_text(encoding="utf-8")
+    """The `train:` mapping of a params file, a profile merged onto its `base:` (workbench.params.read_params);
+    without PyYAML each file's flat section of scalars is parsed by hand and merged the same way."""
     if yaml is not None:
-        return (yaml.safe_load(text) or {}).get("train") or {}
-    section, inside = {}, False
+        from workbench.params import read_params
+        return read_params(path).get("train") or {}
+    base, section = _flat_train_section(path.read_text(encoding="utf-8"))
+    if base is None:
+        return section
+    merged = read_train_section(path.parent / base)
+    merged.update(section)
+    return {k: v for k, v in merged.items() if v is not None}  # a profile's null drops the key
+
+
+def _flat_train_section(text: str) -> tuple[str | None, dict]:
+    base, section, inside = None, {}, False
     for line in text.splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         if not line[0].isspace():
+            key, _, value = line.split("#")[0].partition(":")
+            base = value.strip() if key.strip() == "base" else base
             inside = line.split("#")[0].strip() == "train:"
             continue
         if inside:
             key, _, value = line.strip().partition(":")
             section[key.strip()] = _scalar(value.split(" #")[0].strip())
-    return section
+    return base, section
 
 
 def _scalar(value: str):

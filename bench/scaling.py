@@ -25,6 +25,7 @@ import yaml
 
 from bench.results import RESULTS_DIR, Result, record
 from workbench.files import read_json
+from workbench.params import read_params
 
 FIT_DIR = Path("data/sweep/fit")
 STAGES = ("train", "sweep", "fit")
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             command = f"python -m bench.scaling --published {args.published}"
             print(f"recorded {len(rows)} rows in {record('scaling_published', rows, command, args.results_dir)}")
         return 0
-    params = yaml.safe_load(Path(args.params).read_text())
+    params = read_params(args.params)  # a profile merged onto its base
     fit_path = args.fit_dir / "fit.json"
     if not fit_path.is_file():
         print(f"error: {fit_path} not found: run `make repro` (or `dvc repro fit`) first", file=sys.stderr)

@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from bench.results import RESULTS_DIR, Result, record
 from bench.scaling import seed_sweep_results
@@ -40,6 +39,7 @@ from model.train_config import TrainConfig
 from scaling.data import load_many, load_results, load_summary_holdout, sweep_counting
 from scaling.fit import FitConfig, run_fits
 from scaling.validate import all_run_predictions
+from workbench.params import read_params
 
 AREA = "scaling_seeds"
 
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the results rows go")
     ap.add_argument("--no-record", action="store_true", help="print only")
     args = ap.parse_args(argv)
-    params = yaml.safe_load(Path(args.params).read_text())
+    params = read_params(args.params)  # a profile merged onto its base
     own = params["sweep"]["train"].get("seed", 0)
     if params["train"].get("seed", 0) != own:
         print("error: the train and sweep sections must share one seed (the pipeline's own)", file=sys.stderr)

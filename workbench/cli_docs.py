@@ -49,8 +49,8 @@ def cli_modules(packages=ALL_PACKAGES) -> list[str]:
     return found
 
 
-def capture_parser(module: str) -> argparse.ArgumentParser:
-    """The parser `module`'s `main(["--help"])` would print help from."""
+def capture_parser(module: str, argv: tuple[str, ...] = ("--help",)) -> argparse.ArgumentParser:
+    """The parser `module`'s `main(argv)` would print help from (argv must hold --help)."""
     original = argparse.ArgumentParser.parse_known_args
 
     def spy(self, args=None, namespace=None):
@@ -63,14 +63,14 @@ def capture_parser(module: str) -> argparse.ArgumentParser:
         main = importlib.import_module(module).main
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             try:
-                main(["--help"])
+                main(list(argv))
             except _Captured as captured:
                 return captured.parser
             except SystemExit:
                 pass
     finally:
         argparse.ArgumentParser.parse_known_args = original
-    raise RuntimeError(f"{module}: main(['--help']) parsed no arguments with a help-printing parser")
+    raise RuntimeError(f"{module}: main({list(argv)}) parsed no arguments with a help-printing parser")
 
 
 def undocumented(parser: argparse.ArgumentParser) -> list[str]:

@@ -5,6 +5,11 @@ an error naming the key, the section and the file, and ``--help`` shows the valu
 section's value where there is one). ``--params FILE`` picks another file; ``--params none`` uses only the
 built-in defaults. A missing file is an empty file, so the CLIs also run outside the repository with flags.
 
+A profile (params-gpu.yaml, params-cc.yaml) states only what differs from the file it names in ``base:``: its
+sections merge onto the base's key by key, lists and values replace, and ``key: null`` removes a key so the
+built-in default applies (``read_params``). ``python -m workbench.config show SECTION.KEY`` prints a value and
+the layer it came from.
+
 Two ways in:
 - ``parse_config(ConfigClass, "sft", argv)``: one flag per dataclass field (``--grad-accum``; ``X | None``
   fields accept ``none``; bools take ``true``/``false``), parsed into a validated config.
@@ -47,13 +52,7 @@ class ParamsError(ValueError):
         self.unknown = list(unknown)
 
 
-def read_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
-    """The whole params file as a mapping; {} when it is absent or ``none``."""
-    if str(path).lower() == NO_PARAMS:
-        return {}
-    path = Path(path)
-    if not path.exists():
-        return {}
+def _read_yaml(path: Path) -> dict[str, Any]:
     import yaml  # pyyaml: not a dependency of model/ or kernels/ unless a CLI reads params
 
     try:
@@ -63,6 +62,49 @@ def read_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ParamsError(f"{path}: expected a mapping of sections, got {type(data).__name__}")
     return data
+
+
+def overlay(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``changes`` merged in: mappings merge key by key, anything else replaces, and a ``null``
+    removes the key (the stage's built-in default applies again)."""
+    merged = dict(base)
+    for key, value in changes.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = overlay(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def read_layers(path: str | Path = DEFAULT_PARAMS) -> list[tuple[Path, dict[str, Any]]]:
+    """[(file, its mapping)] from the bottom layer up: a profile names the file it changes in its ``base:`` key
+    (relative to the profile's folder), and states only what differs."""
+    layers, seen = [], set()
+    path = Path(path)
+    while True:
+        if path.resolve() in seen:
+            raise ParamsError(f"{path}: its base: chain loops back to itself")
+        seen.add(path.resolve())
+        data = _read_yaml(path)
+        base = data.pop("base", None)
+        layers.insert(0, (path, data))
+        if base is None:
+            return layers
+        path = path.parent / str(base)
+        if not path.exists():
+            raise ParamsError(f"{layers[0][0]}: base: {base} does not exist ({path})")
+
+
+def read_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
+    """The whole params file as a mapping, a profile merged onto its base; {} when it is absent or ``none``."""
+    if str(path).lower() == NO_PARAMS or not Path(path).exists():
+        return {}
+    (_, merged), *profiles = read_layers(path)  # the base file as written: its own nulls are values
+    for _, data in profiles:
+        merged = overlay(merged, data)
+    return merged
 
 
 def load_section(section: str, path: str | Path = DEFAULT_PARAMS, known: Iterable[str] | type | None = None

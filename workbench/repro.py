@@ -7,7 +7,8 @@ stage's outputs. At the end a table of stages and their seconds is printed, and 
 ``reports/stage_times.csv`` (stage, status, seconds).
 
 ``--params params-gpu.yaml`` (``make repro PARAMS=params-gpu.yaml``) runs the pipeline with another profile: the
-profile stands in for params.yaml while DVC runs (DVC reads params.yaml only), and the original params.yaml is
+profile, merged onto its base, stands in for params.yaml while DVC runs (DVC reads params.yaml only), and the
+original params.yaml is
 put back byte for byte afterwards, also after a failure or Ctrl-C (a run killed outright leaves it in
 ``.params.yaml.orig``, which the next run restores first). dvc.lock records the profile the outputs came from.
 """
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 
 from workbench.files import atomic_path
+from workbench.params import read_params
 
 RUNNING = re.compile(r"Running stage '([^']+)'")
 SKIPPED = re.compile(r"Stage '([^']+)' didn't change, skipping")
@@ -73,7 +75,8 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 @contextlib.contextmanager
 def params_profile(profile: Path, params: Path = Path("params.yaml")):
-    """Put ``profile`` in place of ``params`` for the duration; restore the original byte for byte afterwards."""
+    """Put ``profile``, merged onto its base (workbench.params.read_params: DVC sees every value a stage reads), in
+    place of ``params`` for the duration; restore the original byte for byte afterwards."""
     backup = params.with_name(f".{params.name}.orig")
     if backup.exists():  # a previous run was killed before it could restore
         os.replace(backup, params)
@@ -82,9 +85,13 @@ def params_profile(profile: Path, params: Path = Path("params.yaml")):
     if profile.resolve() == params.resolve():
         yield
         return
+    import yaml
+
+    merged = yaml.safe_dump(read_params(profile), sort_keys=False)  # read before params.yaml is replaced
     shutil.copy2(params, backup)
     try:
-        shutil.copyfile(profile, params)
+        params.write_text(f"# {profile} merged onto its base by workbench.repro for this run\n{merged}",
+                          encoding="utf-8")
         yield
     finally:
         os.replace(backup, params)

@@ -76,3 +76,10 @@ def test_part_args_extend_one_command(capsys, tmp_path):
     assert "-k 'flash or tied'" in out and "--quick --only e2e" in out
     assert gpu_check.main(["--dry-run", "--part-args", "nope=-x"]) == 2
     assert "--part-args 'nope=-x'" in capsys.readouterr().err
+
+
+def test_train_section_without_pyyaml_merges_the_profile(monkeypatch):
+    """The GPU image may lack PyYAML: the hand parser merges params-gpu.yaml onto params.yaml as read_params does."""
+    with_yaml = gpu_check.read_train_section(gpu_check.PARAMS_GPU)
+    monkeypatch.setattr(gpu_check, "yaml", None)
+    assert gpu_check.read_train_section(gpu_check.PARAMS_GPU) == with_yaml

@@ -1,7 +1,7 @@
-"""params-cc.yaml (the real-crawl profile) stays a valid drop-in for params.yaml, and its data stages run on real
-pages: ../shared/data/web's Common Crawl sample, the wget captures and one file of the trafilatura evaluation set,
-each stage's CLI run with ``--params params-cc.yaml`` in a folder laid out as the profile expects (data/cc,
-data/labels), as ``make repro PARAMS=params-cc.yaml`` would run it (dvc itself is left out: ~2x slower)."""
+"""params-cc.yaml (the real-crawl profile) merged onto params.yaml stays a valid drop-in for it, and its data stages
+run on real pages: ../shared/data/web's Common Crawl sample, the wget captures and one file of the trafilatura
+evaluation set, each stage's CLI run with ``--params params-cc.yaml`` in a folder laid out as the profile expects
+(data/cc, data/labels), as ``make repro PARAMS=params-cc.yaml`` would run it (dvc itself is left out: ~2x slower)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ import yaml
 from pipeline import classify, dedup, extract, report, shards, train_tokenizer
 from pipeline import filter as filter_step
 from pipeline.filter import FilterConfig, build_parser
-from workbench.params import apply_section
+from workbench.params import apply_section, read_params
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "params-cc.yaml"
 CPU = yaml.safe_load((ROOT / "params.yaml").read_text())
-CC = yaml.safe_load(PROFILE.read_text())
+CC = read_params(PROFILE)  # merged onto params.yaml, its base
 SHARED = ROOT.parent / "shared" / "data"
 DAVIDSON = SHARED / "toxicity" / "davidson_labeled_data.csv"
 WEB = SHARED / "web"

@@ -1,4 +1,4 @@
-"""params-gpu.yaml (the H100 profile) stays a valid drop-in for params.yaml: same sections, and every
+"""params-gpu.yaml (the H100 profile) merged onto params.yaml stays a valid drop-in for it: same sections, and every
 section the model, scaling and alignment CLIs read is accepted by their config classes."""
 
 import dataclasses
@@ -11,10 +11,11 @@ import yaml
 from alignment.report import DEFAULTS
 from model.train_config import TrainConfig
 from scaling.sweep import SweepConfig
+from workbench.params import read_params
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU = yaml.safe_load((ROOT / "params.yaml").read_text())
-GPU = yaml.safe_load((ROOT / "params-gpu.yaml").read_text())
+GPU = read_params(ROOT / "params-gpu.yaml")  # merged onto params.yaml, its base
 
 
 def test_same_sections_as_params_yaml():
@@ -53,3 +54,25 @@ def test_alignment_sections_are_valid_configs(section, module, cls):
 def test_alignment_report_section_is_valid():
     assert set(GPU["alignment_report"]) <= set(DEFAULTS)
     assert set(GPU["alignment_report"]["models"]) == set(CPU["alignment_report"]["models"])
+
+
+def _same_as_base(profile: dict, base: dict, path: str = "") -> list[str]:
+    """Keys of a profile whose value the base already has (a profile states only what differs)."""
+    same = []
+    for key, value in profile.items():
+        if key == "base" and not path:
+            continue
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            same += _same_as_base(value, base[key], f"{path}{key}.")
+        elif key in base and base[key] == value:
+            same.append(path + key)
+        elif key not in base and value is None:
+            same.append(path + key + " (null for a key the base lacks)")
+    return same
+
+
+@pytest.mark.parametrize("name", ["params-gpu.yaml", "params-cc.yaml"])
+def test_profiles_state_only_their_differences(name):
+    raw = yaml.safe_load((ROOT / name).read_text())
+    assert raw["base"] == "params.yaml"
+    assert _same_as_base(raw, CPU) == []

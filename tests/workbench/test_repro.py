@@ -2,6 +2,8 @@
 
 import csv
 
+import yaml
+
 from workbench.repro import format_table, stage_times, write_csv
 
 LINES = ["Running stage 'sample':\n", "> python -m pipeline.sample\n", "Stage 'extract' didn't change, skipping\n",
@@ -34,15 +36,16 @@ def test_params_profile_stands_in_and_the_original_comes_back(tmp_path):
     from workbench.repro import params_profile
 
     params, profile = tmp_path / "params.yaml", tmp_path / "params-gpu.yaml"
-    params.write_text("train: {device: cpu}\n")
-    profile.write_text("train: {device: cuda}\n")
+    params.write_text("train: {device: cpu, lr: 0.1, threads: 2}\n")
+    profile.write_text("base: params.yaml\ntrain: {device: cuda, threads: null}\n")  # only what differs
     try:
-        with params_profile(profile, params):
-            assert params.read_text() == profile.read_text()
+        with params_profile(profile, params):  # DVC sees the profile merged onto its base
+            assert yaml.safe_load(params.read_text()) == {"train": {"device": "cuda", "lr": 0.1}}
             raise KeyboardInterrupt
     except KeyboardInterrupt:
         pass
-    assert params.read_text() == "train: {device: cpu}\n" and not (tmp_path / ".params.yaml.orig").exists()
+    assert params.read_text() == "train: {device: cpu, lr: 0.1, threads: 2}\n"
+    assert not (tmp_path / ".params.yaml.orig").exists()
 
     (tmp_path / ".params.yaml.orig").write_text("train: {device: cpu}\n")  # left by a run killed outright
     params.write_text("train: {device: cuda}\n")

@@ -1,0 +1,34 @@
+"""python -m workbench.config show: a setting's value and where it comes from (default < params.yaml < profile)."""
+
+from pathlib import Path
+
+import yaml
+
+from workbench import config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_params_section_has_its_cli():
+    sections = list(yaml.safe_load((ROOT / "params.yaml").read_text()))
+    assert sections == list(config.SECTION_CLIS)
+
+
+def test_layers_in_order_of_precedence(tmp_path):
+    (tmp_path / "params.yaml").write_text("train: {lr: 0.006, d_model: 64}\nfilter: {steps: {gopher: false}}\n")
+    (tmp_path / "gpu.yaml").write_text("base: params.yaml\ntrain: {lr: 0.0006, d_model: null}\n")
+    default_lr = config.built_in_defaults("train")["lr"]
+    value, source, sources = config.provenance("train.lr", tmp_path / "gpu.yaml")
+    assert (value, source) == (0.0006, str(tmp_path / "gpu.yaml"))
+    assert [v for _, v in sources] == [0.0006, 0.006, default_lr]
+    value, source, _ = config.provenance("train.d_model", tmp_path / "gpu.yaml")  # the profile drops the key
+    assert value is None and source.startswith("the built-in default of python -m model.train")
+    assert config.provenance("train.d_model", tmp_path / "params.yaml")[:2] == (64, str(tmp_path / "params.yaml"))
+    assert config.provenance("filter.steps.gopher", tmp_path / "gpu.yaml")[0] is False  # nested: from the files
+    text = config.describe("train.d_model", tmp_path / "gpu.yaml")
+    assert "dropped by" in text and "over " in text and ": 64" in text
+
+
+def test_unknown_section_is_a_clear_error(capsys):
+    assert config.main(["show", "nope.lr"]) == 2
+    assert "unknown section 'nope'" in capsys.readouterr().err

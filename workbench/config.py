@@ -1,0 +1,117 @@
+"""Where a setting comes from: `python -m workbench.config show SECTION.KEY [--params FILE]`.
+
+A stage's value is its CLI's built-in default, unless params.yaml's section sets it, unless a profile
+(params-gpu.yaml, params-cc.yaml: they name params.yaml as their `base:`) changes it, unless a flag is given on the
+command line (flags are the command's own: this shows what a run with no flags would use). For example
+
+    $ python -m workbench.config show train.lr --params params-gpu.yaml
+    train.lr = 0.0006
+      from params-gpu.yaml
+      over params.yaml: 0.006
+      over the built-in default of python -m model.train: 0.001
+
+`python -m workbench.config show train` lists every key of a section that way. Nested keys (filter.steps.langid,
+sweep.train.lr) are looked up in the files; their built-in defaults live in the stage's code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from workbench.params import DEFAULT_PARAMS, NO_PARAMS, ParamsError, read_layers
+
+# params.yaml section -> the CLI that reads it
+SECTION_CLIS = {
+    "sample": "pipeline.sample.crawl", "extract": "pipeline.extract", "filter": "pipeline.filter",
+    "classify": "pipeline.classify", "dedup": "pipeline.dedup", "report": "pipeline.report",
+    "tokenizer": "pipeline.train_tokenizer", "shards": "pipeline.shards", "train": "model.train",
+    "sweep": "scaling.sweep", "scaling_fit": "scaling.fit", "sft": "alignment.sft", "dpo": "alignment.dpo",
+    "grpo": "alignment.grpo", "rft": "alignment.rft", "alignment_report": "alignment.report",
+    "leaderboard": "leaderboard.report",
+}
+_UNSET = object()
+
+
+def built_in_defaults(section: str) -> dict[str, Any]:
+    """{key: default} of the section's CLI with no params file (its flags' and arguments' defaults)."""
+    from workbench.cli_docs import capture_parser  # imports the stage's CLI
+
+    parser = capture_parser(SECTION_CLIS[section], ("--params", NO_PARAMS, "--help"))
+    return {a.dest: a.default for a in parser._actions
+            if a.dest not in ("help", "params", argparse.SUPPRESS) and not isinstance(a, argparse._HelpAction)}
+
+
+def _lookup(mapping: dict, keys: list[str]):
+    for key in keys:
+        if not isinstance(mapping, dict) or key not in mapping:
+            return _UNSET
+        mapping = mapping[key]
+    return mapping
+
+
+def provenance(dotted: str, params: str | Path = DEFAULT_PARAMS) -> tuple[Any, str, list[tuple[str, Any]]]:
+    """(the value a run with no flags uses, where it comes from, [(source, value)] of every layer that sets it,
+    the profile first, then the built-in default). A profile's `null` drops the key: the default applies."""
+    section, *keys = dotted.split(".")
+    if section not in SECTION_CLIS:
+        raise ParamsError(f"unknown section {section!r} (sections: {', '.join(SECTION_CLIS)})")
+    if not keys:
+        raise ParamsError(f"{dotted!r}: give SECTION.KEY (or show SECTION to list its keys)")
+    layers = [] if str(params).lower() == NO_PARAMS or not Path(params).exists() else read_layers(params)
+    sources = [(str(path), value) for path, data in reversed(layers)
+               if (value := _lookup(data.get(section) or {}, keys)) is not _UNSET]
+    default_source = f"the built-in default of python -m {SECTION_CLIS[section]}"
+    default = built_in_defaults(section).get(keys[0], _UNSET) if len(keys) == 1 else _UNSET
+    if default is not _UNSET:
+        sources.append((default_source, default))
+    if not sources:
+        return _UNSET, "", []
+    base = str(layers[0][0]) if layers else None
+    (source, value) = sources[0]
+    if value is None and source != base and source != default_source:  # a profile drops the key
+        value, source = (default, default_source) if default is not _UNSET else (None, "the stage's code")
+    return value, source, sources
+
+
+def describe(dotted: str, params: str | Path = DEFAULT_PARAMS) -> str:
+    value, source, sources = provenance(dotted, params)
+    if value is _UNSET:
+        return f"{dotted}: not set in {params} (a nested key: its default is in the stage's code)"
+    base = str(read_layers(params)[0][0]) if str(params).lower() != NO_PARAMS and Path(params).exists() else None
+    lines = [f"{dotted} = {value!r}", f"  from {source}"]
+    for s, v in sources:
+        if s == source:
+            continue
+        dropped = v is None and s != base and not s.startswith("the built-in")  # a profile's null
+        lines.append(f"  dropped by {s}" if dropped else f"  over {s}: {v!r}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m workbench.config", description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    show = sub.add_parser("show", help="a setting's value and the layer it comes from",
+                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    show.add_argument("key", help="SECTION.KEY (e.g. train.lr, filter.steps.langid.min_score) or a SECTION")
+    show.add_argument("--params", default=str(DEFAULT_PARAMS), help="params file or profile")
+    args = ap.parse_args(argv)
+    try:
+        if "." in args.key:
+            print(describe(args.key, args.params))
+        else:
+            if args.key not in SECTION_CLIS:
+                raise ParamsError(f"unknown section {args.key!r} (sections: {', '.join(SECTION_CLIS)})")
+            for key in built_in_defaults(args.key):
+                print(describe(f"{args.key}.{key}", args.params))
+    except ParamsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
