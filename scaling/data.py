@@ -46,8 +46,23 @@ ALIASES: dict[str, tuple[str, ...]] = {
 HEADLINE_METHODS = ("parametric", "isoflop", "isoflop_grid", "gadre")
 
 
-def load_results(path: str | Path) -> pd.DataFrame:
-    """Read a results CSV (any suffix but ``.json``) or JSON list of objects and return ``canonicalize(...)``."""
+def parse_columns(specs) -> dict[str, str]:
+    """``["params=Model Size", "flops=Training FLOP"]`` -> {canonical: the file's column}; the keys may be the
+    canonical names or any alias (N, D, C, loss, ...). A ValueError names a bad spec."""
+    out = {}
+    for spec in specs or ():
+        key, sep, column = str(spec).partition("=")
+        canonical = next((name for name, aliases in ALIASES.items() if key.strip().lower() in aliases), None)
+        if not sep or canonical is None or not column.strip():
+            raise ValueError(f"--columns {spec!r}: expected KEY=COLUMN with KEY one of "
+                             f"{', '.join(a for aliases in ALIASES.values() for a in aliases)}")
+        out[canonical] = column.strip()
+    return out
+
+
+def load_results(path: str | Path, columns: dict[str, str] | None = None) -> pd.DataFrame:
+    """Read a results CSV (any suffix but ``.json``) or JSON list of objects and return ``canonicalize(...)``;
+    ``columns`` maps canonical names to the file's own column names (``parse_columns``)."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
@@ -65,15 +80,15 @@ def load_results(path: str | Path) -> pd.DataFrame:
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ValueError(f"{path}: not a readable CSV ({msg})") from None
-    return canonicalize(frame, source=str(path))
+    return canonicalize(frame, source=str(path), columns=columns)
 
 
-def load_many(paths: list[str | Path]) -> pd.DataFrame:
+def load_many(paths: list[str | Path], columns: dict[str, str] | None = None) -> pd.DataFrame:
     """One or several results tables (the same sweep under other seeds, say) as one: ``load_results`` of each,
     stacked, then ``average_repeats``; with several, every row keeps the file it came from in ``source``."""
     if len(paths) == 1:
-        return average_repeats(load_results(paths[0]))
-    frames = [load_results(p).assign(source=str(p)) for p in paths]
+        return average_repeats(load_results(paths[0], columns))
+    frames = [load_results(p, columns).assign(source=str(p)) for p in paths]
     return average_repeats(pd.concat(frames, ignore_index=True))
 
 
@@ -129,15 +144,21 @@ def _numeric_column(frame: pd.DataFrame, column: str, canonical: str, source: st
     return values
 
 
-def canonicalize(frame: pd.DataFrame, source: str = "<results>") -> pd.DataFrame:
-    """Rename aliases to canonical columns, validate them, fill D = C/(6N) or C = 6ND; extra columns follow.
+def canonicalize(frame: pd.DataFrame, source: str = "<results>", columns: dict[str, str] | None = None
+                 ) -> pd.DataFrame:
+    """Rename aliases (or the ``columns`` given: {canonical: the file's column}) to canonical columns, validate
+    them, fill D = C/(6N) or C = 6ND; extra columns follow.
 
     Raises ValueError (one line: ``source``, column, row) on missing columns, empty input, non-numeric,
     missing, non-finite or non-positive values of N, D, C or the loss.
     """
     if len(frame) == 0:
         raise ValueError(f"{source}: no rows")
-    found = {name: _find_column(frame, name) for name in CANONICAL}
+    for name, column in (columns or {}).items():
+        if column not in frame.columns:
+            raise ValueError(f"{source}: --columns {name}={column!r}: no such column (found: "
+                             f"{', '.join(map(str, frame.columns))})")
+    found = {name: (columns or {}).get(name) or _find_column(frame, name) for name in CANONICAL}
     for name in ("params", "loss"):
         if found[name] is None:
             raise ValueError(
@@ -388,6 +409,10 @@ def format_summary(report: dict) -> str:
     """The fitted laws (exponent 95% CIs), one table row per valid (method, target budget), the validation, the
     selected method and the held-out runs."""
     lines = _law_lines(report) + _validation_lines(report)
+    if report.get("outliers"):
+        out = report["outliers"]
+        runs = ", ".join(f"N={r['params']:.3g} D={r['tokens']:.3g} loss={r['loss']:.4g}" for r in out["dropped"])
+        lines.append(f"outliers ({out['rule']}, left out of every fit): {runs}")
     lines.append(f"{'method':<13}{'C':>9}  {'N_opt [95% CI]':<30}{'D_opt [95% CI]':<30}{'D/N':>7}  loss [95% CI]")
     shown = [r for r in report["predictions"] if r.get("valid", True)]
     for r in shown:

@@ -45,6 +45,7 @@ from scaling.data import (
     load_holdout,
     load_many,
     load_summary_holdout,
+    parse_columns,
     sweep_counting,
     write_fit_metrics,
     write_outputs,
@@ -233,6 +234,12 @@ class FitConfig:
                 "the valid one with the smallest leave-the-largest-budget-out error selected)"})
     bootstrap: int = field(default=200, metadata={"help": "bootstrap resamples for CIs; 0 = none"})
     seed: int = field(default=0, metadata={"help": "bootstrap seed"})
+    columns: tuple[str, ...] = field(default=(), metadata={
+        "help": "the results' own column names, as KEY=COLUMN pairs (KEY: params, tokens, flops, loss or an alias "
+                "such as N, D, C), e.g. params='Model Size' flops='Training FLOP': a published CSV fits unedited"})
+    drop_highest_loss: int = field(default=0, metadata={
+        "help": "outlier rule, off at 0: leave out the k highest-loss runs before fitting (Epoch's Chinchilla "
+                "replication dropped 5); the runs left out are listed in fit.json"})
 
     def __post_init__(self) -> None:
         try:
@@ -245,6 +252,10 @@ class FitConfig:
             raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
         if int(self.bootstrap) < 0:
             raise ValueError(f"--bootstrap must be >= 0, got {self.bootstrap}")
+        if not isinstance(self.drop_highest_loss, int) or self.drop_highest_loss < 0:
+            raise ValueError(f"--drop-highest-loss must be an int >= 0, got {self.drop_highest_loss!r}")
+        parse_columns(self.columns)  # a bad KEY=COLUMN is an error before anything is read
+        object.__setattr__(self, "columns", tuple(self.columns))
         object.__setattr__(self, "target_flops", targets)
         object.__setattr__(self, "bootstrap", int(self.bootstrap))
         object.__setattr__(self, "seed", int(self.seed))
@@ -282,19 +293,34 @@ def read_holdout(args: argparse.Namespace, frame: pd.DataFrame) -> tuple[pd.Data
     return (pd.concat(parts, ignore_index=True) if parts else None), counting
 
 
+def drop_highest_loss(frame: pd.DataFrame, k: int) -> tuple[pd.DataFrame, dict | None]:
+    """The frame without its k highest-loss runs, and what was left out (None when k is 0)."""
+    if k == 0:
+        return frame, None
+    if k >= len(frame):
+        raise ValueError(f"--drop-highest-loss {k} would leave none of the {len(frame)} runs")
+    worst = frame["loss"].nlargest(k).index
+    dropped = frame.loc[worst, ["params", "tokens", "flops", "loss"]].to_dict("records")
+    return frame.drop(index=worst).reset_index(drop=True), {"rule": f"drop the {k} highest-loss runs",
+                                                            "dropped": dropped}
+
+
 def fit_file(results: Path | list[Path], cfg: FitConfig, args: argparse.Namespace | None = None
              ) -> tuple[pd.DataFrame, dict, dict[str, FamilyFit]]:
     """Load the results (several files: ``load_many``; repeated runs averaged) and the held-out runs, run the fits,
     predict the held-out runs; a ValueError names the file."""
     paths = results if isinstance(results, list) else [results]
-    frame = load_many(paths)
+    frame = load_many(paths, parse_columns(cfg.columns))
     results = paths[0] if len(paths) == 1 else ", ".join(map(str, paths))
+    frame, outliers = drop_highest_loss(frame, cfg.drop_highest_loss)
     holdout, counting = read_holdout(args, frame) if args is not None else (None, None)
     runs = None if holdout is None else tuple(holdout[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops"))
     try:
         report, fits = run_fits(frame, np.asarray(cfg.target_flops), cfg.method, cfg.bootstrap, cfg.seed, runs)
     except ValueError as exc:
         raise ValueError(f"{results}: {exc}") from None
+    if outliers is not None:
+        report["outliers"] = outliers
     if holdout is not None:  # the held-out losses are read here, after every prediction was made
         predictions = all_run_predictions(fits)
         report["holdout"] = holdout_report(holdout, predictions, report["selection"]["method"], counting)
