@@ -409,6 +409,11 @@ def format_summary(report: dict) -> str:
     """The fitted laws (exponent 95% CIs), one table row per valid (method, target budget), the validation, the
     selected method and the held-out runs."""
     lines = _law_lines(report) + _validation_lines(report)
+    skipped = (report.get("isoflop") or {}).get("skipped_budgets") or []
+    if skipped:
+        named = ", ".join(f"C={b['flops']:.3g} ({b['model_sizes']} size{'s' * (b['model_sizes'] != 1)})"
+                          for b in skipped)
+        lines.append(f"isoflop: {len(skipped)} budget(s) with < 3 model sizes left out of approach 2: {named}")
     if report.get("outliers"):
         out = report["outliers"]
         runs = ", ".join(f"N={r['params']:.3g} D={r['tokens']:.3g} loss={r['loss']:.4g}" for r in out["dropped"])

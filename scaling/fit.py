@@ -136,7 +136,8 @@ def _isoflop_section(fit: FamilyFit, n_boot: int, targets: np.ndarray) -> tuple[
         "method": "Hoffmann et al. 2022 approach 2: per-budget parabola in ln N, power laws in C",
         "loss_model": "L_opt(C) = E + A*C^-gamma, least squares on per-budget minimum losses",
         "budgets": [asdict(b) for b in iso.budgets], "bootstrap": {"used": n_boot - fit.skipped,
-                                                                    "skipped": fit.skipped}}
+                                                                    "skipped": fit.skipped},
+        "skipped_budgets": [{"flops": c, "model_sizes": k} for c, k in iso.skipped_budgets]}
     for variant in ("parabola", "grid_minimum"):
         section[variant] = {name: {q: _stat(point, samples, f"{variant}.{name}.{q}") for q in qs} for name, qs in
                             (("n_opt", ("coef", "exponent")), ("d_opt", ("coef", "exponent")),
@@ -191,7 +192,7 @@ def _fit_families(families: tuple[str, ...], arrays: tuple, targets: np.ndarray,
 
 
 def run_fits(frame: pd.DataFrame, targets: np.ndarray, method: str = "both", n_boot: int = 200, seed: int = 0,
-             runs: Runs | None = None) -> tuple[dict, dict[str, FamilyFit]]:
+             runs: Runs | None = None, strict: bool = False) -> tuple[dict, dict[str, FamilyFit]]:
     """Fit, bootstrap, predict at ``targets`` (and for ``runs``: the held-out runs' N, D, C, never their loss),
     validate and select; returns (report for fit.json, the fits by family)."""
     targets = np.asarray(targets, dtype=float)
@@ -206,7 +207,7 @@ def run_fits(frame: pd.DataFrame, targets: np.ndarray, method: str = "both", n_b
     valid: dict[str, dict] = {}
     for family in families:
         fit = fits.get(family)
-        valid |= validity(family, fit, errors.get(family), n, c, lobo)
+        valid |= validity(family, fit, errors.get(family), n, c, lobo, strict)
         if fit is None:
             continue
         if family == "isoflop":
@@ -237,6 +238,9 @@ class FitConfig:
     columns: tuple[str, ...] = field(default=(), metadata={
         "help": "the results' own column names, as KEY=COLUMN pairs (KEY: params, tokens, flops, loss or an alias "
                 "such as N, D, C), e.g. params='Model Size' flops='Training FLOP': a published CSV fits unedited"})
+    strict: bool = field(default=False, metadata={
+        "help": "a leave-the-largest-budget-out miss outside the refit's 95%% CI voids the law (default: a note; "
+                "--method auto ranks the laws by that miss either way)"})
     drop_highest_loss: int = field(default=0, metadata={
         "help": "outlier rule, off at 0: leave out the k highest-loss runs before fitting (Epoch's Chinchilla "
                 "replication dropped 5); the runs left out are listed in fit.json"})
@@ -316,7 +320,8 @@ def fit_file(results: Path | list[Path], cfg: FitConfig, args: argparse.Namespac
     holdout, counting = read_holdout(args, frame) if args is not None else (None, None)
     runs = None if holdout is None else tuple(holdout[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops"))
     try:
-        report, fits = run_fits(frame, np.asarray(cfg.target_flops), cfg.method, cfg.bootstrap, cfg.seed, runs)
+        report, fits = run_fits(frame, np.asarray(cfg.target_flops), cfg.method, cfg.bootstrap, cfg.seed, runs,
+                                cfg.strict)
     except ValueError as exc:
         raise ValueError(f"{results}: {exc}") from None
     if outliers is not None:

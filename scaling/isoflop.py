@@ -109,6 +109,7 @@ class IsoflopFit:
     grid_n_opt: PowerLaw  # from each budget's best run
     grid_d_opt: PowerLaw
     grid_loss: LossLaw
+    skipped_budgets: tuple[tuple[float, int], ...] = ()  # (C, model sizes) of budgets with < 3 sizes: left out
 
     def variant(self, name: str) -> tuple[PowerLaw, PowerLaw, LossLaw]:
         return (self.n_opt, self.d_opt, self.loss) if name == "parabola" else \
@@ -133,11 +134,15 @@ def fit_budget(flops: float, params: np.ndarray, loss: np.ndarray) -> BudgetFit:
 
 
 def fit_isoflop(params: np.ndarray, flops: np.ndarray, loss: np.ndarray) -> IsoflopFit:
-    """Chinchilla approach 2 over all budgets (needs >= 2 budgets with >= 3 distinct N each)."""
+    """Chinchilla approach 2 over the budgets with >= 3 distinct N (a parabola needs three); the others are left out
+    and listed in ``skipped_budgets``. Needs >= 2 such budgets."""
     labels = budget_labels(flops)
-    budgets = tuple(fit_budget(c, params[labels == c], loss[labels == c]) for c in np.unique(labels))
+    sizes = {float(c): len(np.unique(params[labels == c])) for c in np.unique(labels)}
+    skipped = tuple((c, k) for c, k in sizes.items() if k < 3)
+    budgets = tuple(fit_budget(c, params[labels == c], loss[labels == c]) for c, k in sizes.items() if k >= 3)
     if len(budgets) < 2:
-        raise ValueError(f"IsoFLOP needs >= 2 compute budgets, found {len(budgets)}")
+        raise ValueError(f"IsoFLOP needs >= 2 compute budgets with >= 3 model sizes, found {len(budgets)} "
+                         f"({len(skipped)} budget(s) with fewer sizes left out)")
     c = np.array([b.flops for b in budgets])
 
     def column(name: str) -> np.ndarray:
@@ -145,7 +150,7 @@ def fit_isoflop(params: np.ndarray, flops: np.ndarray, loss: np.ndarray) -> Isof
 
     return IsoflopFit(budgets, fit_power_law(c, column("n_opt")), fit_power_law(c, column("d_opt")),
                       fit_loss_law(c, column("loss_opt")), fit_power_law(c, column("grid_n_opt")),
-                      fit_power_law(c, column("grid_d_opt")), fit_loss_law(c, column("grid_loss")))
+                      fit_power_law(c, column("grid_d_opt")), fit_loss_law(c, column("grid_loss")), skipped)
 
 
 def isoflop_stats(fit: IsoflopFit, targets: np.ndarray,

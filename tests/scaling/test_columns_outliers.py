@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -71,3 +72,30 @@ def test_drop_highest_loss_is_off_by_default_and_recorded(tmp_path):
     assert report["outliers"]["rule"] == "drop the 1 highest-loss runs"
     assert [r["loss"] for r in report["outliers"]["dropped"]] == [pytest.approx(frame.loc[3, "loss"])]
     assert report["parametric"]["alpha"]["value"] == pytest.approx(ALPHA, rel=1e-3)  # exact again without it
+
+
+def _scattered(path, seed=0):
+    """A published sweep whose runs share no budgets: every run its own N and D (log-uniform), the exact law."""
+    rng = np.random.default_rng(seed)
+    n = 10 ** rng.uniform(7, 9, 40)
+    d = 10 ** rng.uniform(9, 11, 40)
+    pd.DataFrame({"N": n, "D": d, "loss": _law(n, d)}).to_csv(path, index=False)
+
+
+@pytest.mark.parametrize("method", ["both", "auto"])
+def test_a_sweep_not_on_shared_budgets_gives_a_valid_law(tmp_path, method):
+    """The symptom of issue 34: runs on no shared budget voided every law. Approach 2 is left out with its reason;
+    the parametric law is valid, selected, and predicts, with no parameter at a bound."""
+    table = tmp_path / "scattered.csv"
+    _scattered(table)
+    out = tmp_path / "fit"
+    assert fit.main([str(table), "--params", "none", "--method", method, "--bootstrap", "20", "--no-plots",
+                     "--out-dir", str(out), "--target-flops", "1e21"]) == 0
+    report = json.loads((out / "fit.json").read_text())
+    assert report["selection"]["method"] == "parametric"
+    assert report["validity"]["parametric"]["valid"], report["validity"]["parametric"]["reasons"]
+    assert not any("bound" in r for r in report["validity"]["parametric"]["reasons"])
+    assert report["leave_largest_budget_out"]["parametric"]["rel_error"] == pytest.approx(0, abs=1e-3)
+    rows = [r for r in report["predictions"] if r["method"] == "parametric"]
+    assert rows and all(r["valid"] for r in rows)
+    assert not report["validity"]["isoflop"]["valid"]  # no budget has three sizes: approach 2 cannot run

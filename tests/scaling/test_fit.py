@@ -93,11 +93,15 @@ def test_validation_names_file_column_and_row(tmp_path, csv, expected):
     assert "\n" not in str(info.value)
 
 
-def test_isoflop_rejects_budget_with_fewer_than_three_sizes():
-    frame = isoflop_grid(CHINCHILLA, np.array([1e19, 1e20]))
-    frame = frame[(frame["flops"] == 1e19) | (frame.index % 9 < 2)]  # the 1e20 budget keeps 2 runs
-    with pytest.raises(ValueError, match=r"budget C=1e\+20: 2 distinct model sizes, need >= 3"):
-        fit_isoflop(frame["params"].to_numpy(), frame["flops"].to_numpy(), frame["loss"].to_numpy())
+def test_isoflop_leaves_out_budgets_with_fewer_than_three_sizes():
+    """A budget with < 3 sizes has no parabola: it is left out and named, and does not void approach 2."""
+    frame = isoflop_grid(CHINCHILLA, np.array([1e18, 1e19, 1e20]))
+    short = frame[(frame["flops"] != 1e20) | (frame.index % 9 < 2)]  # the 1e20 budget keeps 2 runs
+    fit = fit_isoflop(short["params"].to_numpy(), short["flops"].to_numpy(), short["loss"].to_numpy())
+    assert [b.flops for b in fit.budgets] == [1e18, 1e19] and fit.skipped_budgets == ((1e20, 2),)
+    one_left = short[short["flops"] != 1e18]
+    with pytest.raises(ValueError, match=r">= 2 compute budgets with >= 3 model sizes, found 1 \(1 budget"):
+        fit_isoflop(one_left["params"].to_numpy(), one_left["flops"].to_numpy(), one_left["loss"].to_numpy())
 
 
 def test_isoflop_rejects_budget_without_minimum():

@@ -211,7 +211,11 @@ def test_validity_flags_trip_when_the_left_out_budget_misses_its_ci(tmp_path):
     check = report["leave_largest_budget_out"]["parametric"]
     assert check["budget"] == pytest.approx(1e21) and check["within_ci"] is False
     assert check["rel_error"] == pytest.approx(check["predicted_loss"] / check["run"]["loss"] - 1)
-    assert any("outside its 95% CI" in r for r in report["validity"]["parametric"]["reasons"])
+    parametric = report["validity"]["parametric"]
+    assert parametric["valid"] and any("outside its 95% CI" in r for r in parametric["notes"])  # a note by default
+    code, out = run_cli(tmp_path, frame, "--method", "parametric", "--bootstrap", "20", "--strict", "true")
+    assert code == 0
+    assert any("outside its 95% CI" in r for r in fit_json(out)["validity"]["parametric"]["reasons"])
 
 
 def test_single_budget_prints_no_silent_parametric_predictions(tmp_path, capsys):
@@ -219,7 +223,7 @@ def test_single_budget_prints_no_silent_parametric_predictions(tmp_path, capsys)
                         "--metrics", str(tmp_path / "fit_metrics.json"))
     assert code == 0
     captured = capsys.readouterr()
-    assert "warning: parametric fit invalid" in captured.err and "1 compute budget(s)" in captured.err
+    assert "warning: parametric fit invalid" in captured.err and "runs on 1 compute budget(s)" in captured.err
     assert not [line for line in captured.out.splitlines() if line.startswith("parametric ") and "e+" in line[:25]]
     assert not pd.read_csv(out / "predictions.csv")["valid"].any()
     assert json.loads((tmp_path / "fit_metrics.json").read_text()) == {}  # no headline prediction from it
