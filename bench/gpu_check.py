@@ -1,6 +1,6 @@
 """One command for a GPU machine: run every GPU-side check and summarise them in one JSON and one table.
 
-    python -m bench.gpu_check [--out DIR] [--only PART,...] [--skip PART,...] [--budget-s 600] [--dry-run]
+    python -m bench.gpu_check [--out DIR] [--only PART,...] [--skip PART,...] [--budget-s 480] [--dry-run]
 
 Each part runs as a subprocess with its own timeout (capped by what is left of --budget-s), its output in
 DIR/<part>.log:
@@ -13,10 +13,11 @@ DIR/<part>.log:
                shortened: a few dozen steps on the same shards
   kernel_select  python -m bench.kernel_select --attention-sweep: each op ours vs Inductor / SDPA at the model's
                shapes, winners into kernels/selection.json (what `kernels: auto` reads)
-  e2e          python -m bench.kernel_e2e --cuda-graphs: small, context 1024, batch 16: tokens/s and MFU with
-               kernels none / all / auto, and with CUDA graphs
+  e2e          python -m bench.kernel_e2e --variants none,auto,all --cuda-graphs: small, context 1024, batch 16:
+               tokens/s and MFU with kernels none / auto / all, none and auto again with CUDA graphs
   convergence  python -m bench.kernel_convergence: 200 steps with and without the kernels, final loss within 1 %
-  kernel_ops   python -m bench.kernel_ops --quick (FlashAttention, RMSNorm, SwiGLU, cross-entropy vs PyTorch)
+  kernel_ops   python -m bench.kernel_ops --quick --only attention,rmsnorm,ce (FlashAttention at S1k and S16k d64,
+               RMSNorm at 4096 x 1k / 8k, the fused cross-entropy, each vs PyTorch, with CUDA-graph replays)
 
 DIR/summary.json and DIR/summary.md get status, seconds and the key numbers parsed from each output.
 Needs only torch, triton, numpy and pytest beyond the repository (params-gpu.yaml is read without PyYAML
@@ -206,10 +207,12 @@ def build_parts(out: Path, python: str = sys.executable) -> list[Part]:
         # the per-op winners at the model's shapes -> kernels/selection.json, which `kernels: auto` (next) reads;
         # --part-args "kernel_select=--attention-sweep" adds the FlashAttention config sweep (~45 s)
         Part("kernel_select", [python, "-m", "bench.kernel_select", "--out", str(out)], 90, parse_tail),
-        Part("e2e", [python, "-m", "bench.kernel_e2e", "--cuda-graphs", "--profile", str(out / "profiles")], 300,
+        # the acceptance variants of issue 35 (the reference GPT and per-variant profiles: --part-args)
+        Part("e2e", [python, "-m", "bench.kernel_e2e", "--variants", "none,auto,all", "--cuda-graphs"], 240,
              parse_tail),
         Part("convergence", [python, "-m", "bench.kernel_convergence", "--out", str(out)], 150, parse_tail),
-        Part("kernel_ops", [python, "-m", "bench.kernel_ops", "--quick"], 240, parse_kernel_ops),
+        Part("kernel_ops", [python, "-m", "bench.kernel_ops", "--quick", "--only", "attention,rmsnorm,ce"], 120,
+             parse_kernel_ops),
         # MFU only: the generation section (uncompiled, token by token) ran out the part's time on the H200
         Part("model_train", [python, "-m", "bench.model_train", "--device", "cuda", "--compile", "--skip-generate"],
              150, parse_model_train),
@@ -305,7 +308,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default="data/gpu_check", help="folder for logs, shards and the summary (%(default)s)")
     p.add_argument("--only", default="", help="comma-separated parts to run, in this order (default: all)")
     p.add_argument("--skip", default="", help="comma-separated parts to leave out")
-    p.add_argument("--budget-s", type=float, default=600.0,
+    p.add_argument("--budget-s", type=float, default=480.0,
                    help="total time; each part's timeout is capped by what is left (default %(default)s)")
     p.add_argument("--part-args", action="append", default=[], metavar="PART=ARGS",
                    help="extra arguments for one part, e.g. pytest=\"-k flash\" (repeatable)")

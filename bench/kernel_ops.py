@@ -250,7 +250,9 @@ def configure(args) -> None:
     args.ce_tokens, args.ce_shapes = 8192, ((768, 32768), (1024, 50304))
     args.e2e = [("small", 1024, 16), ("small", 2048, 8), ("medium", 1024, 16), ("medium", 2048, 8)]
     if args.quick:
-        args.attn_seqs, args.norm_hidden, args.swiglu_width = (1024, 4096, 16384), (1024, 8192), (4096,)
+        # the issue 35 shapes: S1k (the model's) and S16k at d64; the norm at 1k and 8k hidden
+        args.attn_seqs, args.attn_dims = (1024, 16384), (64,)
+        args.norm_hidden, args.swiglu_width = (1024, 8192), (4096,)
         args.ce_shapes, args.e2e = ((768, 32768),), [("small", 1024, 16)]
     if args.smoke:
         args.attn_heads, args.attn_dims, args.attn_seqs, args.naive_max_seq = 2, (16,), (40,), 64

@@ -73,7 +73,7 @@ def test_part_args_extend_one_command(capsys, tmp_path):
     assert gpu_check.main(["--dry-run", "--out", str(tmp_path), "--only", "pytest,kernel_ops",
                            "--part-args", "pytest=-k 'flash or tied'", "--part-args", "kernel_ops=--only e2e"]) == 0
     out = capsys.readouterr().out
-    assert "-k 'flash or tied'" in out and "--quick --only e2e" in out
+    assert "-k 'flash or tied'" in out and "--only attention,rmsnorm,ce --only e2e" in out  # the later --only wins
     assert gpu_check.main(["--dry-run", "--part-args", "nope=-x"]) == 2
     assert "--part-args 'nope=-x'" in capsys.readouterr().err
 
