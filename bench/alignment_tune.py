@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         prog="python -m bench.alignment_tune", description=__doc__.split("\n\n")[0],
-                                 allow_abbrev=False)
+        allow_abbrev=False)
     ap.add_argument("--stage", choices=STAGES, required=True, help="the alignment stage whose settings are tuned")
     ap.add_argument("--grid", nargs="*", default=[], metavar="FLAG=V1,V2",
                     help="the stage's flags to vary (e.g. steps=800,1600 lr=2e-3,4e-3); one value: a fixed flag "

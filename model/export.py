@@ -254,7 +254,7 @@ def _add_tokenizer(tokenizer_dir: Path, out_dir: Path, eos_token: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         formatter_class=argparse.ArgumentDefaultsHelpFormatter, prog="python -m model.export",
-                                     description="Export a run's checkpoint as a Hugging Face LlamaForCausalLM folder.")
+        description="Export a run's checkpoint as a Hugging Face LlamaForCausalLM folder.")
     parser.add_argument("checkpoint", type=Path, help="run folder (newest good checkpoint) or a ckpt-*.pt file")
     parser.add_argument("out_dir", type=Path, help="output folder: config.json + model.safetensors (+ tokenizer)")
     parser.add_argument("--tokenizer", type=Path, help="tokenizer folder (with tokenizer.json) to bundle")

@@ -273,8 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         prog="python -m pipeline.langid", description=__doc__.split("\n\n")[0],
-                                 epilog="The backends' agreement with <html lang> on real pages: "
-                                        "python -m bench.langid")
+        epilog="The backends' agreement with <html lang> on real pages: python -m bench.langid")
     ap.add_argument("text", nargs="+", help="text to identify (joined with spaces)")
     ap.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS, help="identifier to use")
     ap.add_argument("--model-path", default=None, help="lid.176.bin/.ftz for --backend fasttext")
