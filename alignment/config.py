@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-
-def setting(default, help: str):
-    """A dataclass field with its default and its `--help` text."""
-    return field(default=default, metadata={"help": help})
+from workbench.params import setting
 
 
 def override(cls: type, name: str, default):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from tqdm import tqdm
 
-from alignment.config import LoopConfig, StepsConfig, override, setting
+from alignment.config import LoopConfig, StepsConfig, override
 from alignment.data import load_pairs
 from alignment.evaluate import evaluate, load_model_and_tokenizer
 from alignment.loop import (
@@ -46,6 +46,7 @@ from alignment.policy import frozen, is_ours
 from alignment.preference import pair_log_probs, preference_eval
 from alignment.trl_engine import train_dpo_trl
 from model.optim import AdamW, clip_grad_norm, cosine_schedule
+from workbench.params import setting
 
 TASKS = ("digits", "arithmetic", "none")  # none: no greedy task accuracy (pairs from a file only)
 METRIC_COLUMNS = ("step", "lr", "loss", "reward_accuracy", "reward_margin", "chosen_reward", "rejected_reward",

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from alignment.config import LoopConfig, RolloutConfig, StepsConfig, override, setting
+from alignment.config import LoopConfig, RolloutConfig, StepsConfig, override
 from alignment.data import TASKS, load_task
 from alignment.evaluate import build_prompt, evaluate, score
 from alignment.loop import (
@@ -56,6 +56,7 @@ from alignment.policy import frozen, get_response_log_probs, model_device, token
 from alignment.rollout import rollout
 from alignment.trl_engine import train_grpo_trl
 from model.optim import AdamW, clip_grad_norm
+from workbench.params import setting
 
 METRIC_COLUMNS = ("step", "lr", "loss", "reward", "format_reward", "answer_reward", "frac_zero_std",
                   "trained_fraction", "entropy", "response_tokens", "sampled_tokens", "clip_fraction", "kl",

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from alignment.config import LoopConfig, RolloutConfig, override, setting
+from alignment.config import LoopConfig, RolloutConfig, override
 from alignment.data import TASKS, load_task
 from alignment.evaluate import build_prompt, evaluate, score
 from alignment.loop import check_choices, cli_main, load_model_and_prepare, save_trained, write_metrics_row
@@ -32,6 +32,7 @@ from alignment.losses import sft_microbatch_train_step
 from alignment.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
 from alignment.rollout import rollout
 from model.optim import AdamW, clip_grad_norm
+from workbench.params import setting
 
 METRIC_COLUMNS = ("round", "sampled_tokens", "total_sampled_tokens", "reward", "kept", "loss", "val_accuracy",
                   "val_format_rate", "seconds")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from tqdm import tqdm
 
-from alignment.config import LoopConfig, StepsConfig, override, setting
+from alignment.config import LoopConfig, StepsConfig, override
 from alignment.data import TASKS, demonstrations, load_task
 from alignment.evaluate import evaluate
 from alignment.loop import (
@@ -40,6 +40,7 @@ from alignment.losses import sft_microbatch_train_step
 from alignment.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
 from alignment.trl_engine import train_sft_trl
 from model.optim import AdamW, clip_grad_norm, cosine_schedule
+from workbench.params import setting
 
 METRIC_COLUMNS = ("step", "lr", "loss", "nll_per_token", "grad_norm", "response_tokens", "val_accuracy",
                   "val_format_rate", "seconds")

@@ -7,9 +7,10 @@ Defaults come from the dataclass, then the ``train`` section of params.yaml, the
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from model.config import check_fields
+from workbench.params import setting
 
 SCHEDULES = ("cosine", "wsd", "constant")
 DTYPES = ("bf16", "fp16", "fp32")
@@ -17,8 +18,7 @@ TRACKERS = ("none", "tensorboard", "wandb")
 PARALLEL_MODES = ("none", "ddp", "zero1", "zero2", "fsdp")
 
 
-def _f(default, help: str):
-    return field(default=default, metadata={"help": help})
+_f = setting  # short: every field below is one
 
 
 @dataclass(frozen=True)

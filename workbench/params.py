@@ -52,6 +52,11 @@ class ParamsError(ValueError):
         self.unknown = list(unknown)
 
 
+def setting(default, help: str):
+    """A dataclass field with its default and the help text its `--help` flag shows (``add_config_flags``)."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     import yaml  # pyyaml: not a dependency of model/ or kernels/ unless a CLI reads params
 
