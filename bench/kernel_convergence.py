@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from bench.kernel_select import add_shape_flags
 from bench.results import Result, record
 from model.config import ModelConfig
 from model.transformer import TransformerLM
@@ -75,11 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         prog="python -m bench.kernel_convergence", description=__doc__.splitlines()[0])
-    p.add_argument("--preset", default="small", help="model preset (model.config.PRESETS)")
-    p.add_argument("--context", type=int, default=1024, help="tokens per sequence")
-    p.add_argument("--batch", type=int, default=16, help="sequences per step")
+    add_shape_flags(p)
     p.add_argument("--steps", type=int, default=200, help="training steps per run")
-    p.add_argument("--vocab", type=int, default=32768, help="vocabulary size of the synthetic stream")
     p.add_argument("--seed", type=int, default=0, help="seed of the weights, the stream and its order (both runs)")
     p.add_argument("--kernels", default="all", choices=("all", "auto"), help="the kernel set compared with none")
     p.add_argument("--out", default="data/gpu_check", help="folder for kernel_convergence.json")

@@ -31,7 +31,7 @@ import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from bench.kernel_e2e import bench_end_to_end
-from bench.timing import cuda_graph_ms, table
+from bench.timing import cuda_graph_ms, peak_memory_mb, table
 from kernels.cross_entropy import fused_linear_cross_entropy
 from kernels.flash_attention import flash_attention, naive_attention
 from kernels.rmsnorm import rms_norm, rms_norm_torch
@@ -53,18 +53,6 @@ def bench_ms(fn, device: torch.device, grad_to_none=None, rep_ms: int = 100) -> 
         fn()
         times.append(time.perf_counter() - start)
     return 1000 * statistics.median(times)
-
-
-def peak_memory_mb(fn, device: torch.device) -> float | None:
-    """Peak memory above what was allocated before one call of ``fn`` (CUDA only)."""
-    if device.type != "cuda":
-        return None
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    fn()
-    torch.cuda.synchronize()
-    return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
 def _try(fn):

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from bench.results import Result, record
-from bench.timing import cuda_graph_ms, event_times_ms, format_table, percentiles
+from bench.timing import cuda_graph_ms, event_times_ms, format_table, peak_memory_mb, percentiles
 from kernels import flash_attention as fa
 from kernels import selection
 from kernels.cross_entropy import fused_linear_cross_entropy
@@ -67,15 +67,6 @@ def _grad_fn(forward, inputs: list[torch.Tensor]):
 def _time(fn, graphs: bool = False) -> dict:
     p20, p50, p80 = percentiles(event_times_ms(fn, WARMUP, ITERS))
     return {"ms": p50, "p20": p20, "p80": p80, "graph_ms": cuda_graph_ms(fn, WARMUP, ITERS) if graphs else None}
-
-
-def _peak_mb(fn) -> float:
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    fn()
-    torch.cuda.synchronize()
-    return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
 class Shapes:
@@ -209,7 +200,7 @@ def measure_ops(cfg: ModelConfig, batch: int, device, graphs: bool = False) -> t
                 print(f"  {op}/{name}: not run ({str(exc).splitlines()[0][:120]})")
         if op == "loss":
             for name, fn in (("ours", ours), ("eager", alternatives["eager"])):
-                timings[name]["peak_mb"] = _peak_mb(_grad_fn(fn, inputs))
+                timings[name]["peak_mb"] = peak_memory_mb(_grad_fn(fn, inputs), device)
         ours_ms = min(timings["ours"]["ms"], timings["ours-compiled"]["ms"])
         alternative = min((t["ms"], name) for name, t in timings.items() if not name.startswith("ours"))
         winner = "ours" if ours_ms < alternative[0] else alternative[1]
@@ -291,14 +282,19 @@ def _fwd_bwd_ms(swept: dict, tensors: tuple) -> dict:
     return {name: percentiles(event_times_ms(fn, 3, 10))[1] for name, fn in result.items()}
 
 
+def add_shape_flags(p: argparse.ArgumentParser) -> None:
+    """--preset, --context, --batch, --vocab: the training shape a kernel bench runs the model at."""
+    p.add_argument("--preset", default="small", help="model preset (model.config.PRESETS)")
+    p.add_argument("--context", type=int, default=1024, help="tokens per sequence")
+    p.add_argument("--batch", type=int, default=16, help="sequences per step")
+    p.add_argument("--vocab", type=int, default=32768, help="vocabulary size (the LM head)")
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         prog="python -m bench.kernel_select", description=__doc__.splitlines()[0])
-    p.add_argument("--preset", default="small", help="model preset whose shapes are measured")
-    p.add_argument("--context", type=int, default=1024, help="tokens per sequence")
-    p.add_argument("--batch", type=int, default=16, help="sequences per step")
-    p.add_argument("--vocab", type=int, default=32768, help="vocabulary size (the LM head)")
+    add_shape_flags(p)
     p.add_argument("--table", default=None, help="selection table to update (default kernels/selection.json)")
     p.add_argument("--out", default="data/gpu_check", help="folder for kernel_select.json and attention_sweep.json")
     p.add_argument("--attention-sweep", action="store_true", help="time every FlashAttention candidate config")

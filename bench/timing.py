@@ -66,6 +66,18 @@ def percentiles(values: list[float], points=(20, 50, 80)) -> tuple[float, ...]:
     return tuple(out)
 
 
+def peak_memory_mb(fn, device: torch.device) -> float | None:
+    """Peak memory above what was allocated before one call of ``fn`` (CUDA only)."""
+    if device.type != "cuda":
+        return None
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2**20
+
+
 def cuda_graph_ms(fn, warmup: int = 5, iters: int = 20) -> float | None:
     """Median ms of ``fn()`` replayed from a CUDA graph (launch costs gone: what the kernels themselves take);
     None, with the reason printed, where the call cannot be captured."""

@@ -44,7 +44,7 @@ def test_measure_ops_runs_every_case_and_chooses(monkeypatch):
     monkeypatch.setattr(kernel_select, "event_times_ms", host_times)
     monkeypatch.setattr(kernel_select, "ITERS", 2)
     monkeypatch.setattr(kernel_select, "WARMUP", 1)
-    monkeypatch.setattr(kernel_select, "_peak_mb", lambda fn: 0.0)
+    monkeypatch.setattr(kernel_select, "peak_memory_mb", lambda fn, device: 0.0)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     cfg = ModelConfig.from_preset("nano", vocab_size=300, context_length=32)
     entries, rows = kernel_select.measure_ops(cfg, 2, torch.device("cpu"))
