@@ -84,18 +84,27 @@ def cosine_schedule(t: int, max_lr: float, min_lr: float, warmup_iters: int, cos
     return min_lr
 
 
+def wsd_decay_start(total_iters: int, warmup_iters: int, decay_fraction: float) -> int:
+    """The first step of a WSD run's decay: the last ``decay_fraction`` of ``total_iters`` (never inside warmup)."""
+    return max(warmup_iters, total_iters - int(round(decay_fraction * total_iters)))
+
+
 def wsd_schedule(t: int, max_lr: float, min_lr: float, warmup_iters: int, total_iters: int,
-                 decay_fraction: float = 0.2) -> float:
-    """Warmup-stable-decay (Hu et al. 2024, MiniCPM): linear warmup, constant max_lr, then a
-    linear decay to min_lr over the last ``decay_fraction`` of training."""
+                 decay_fraction: float = 0.2, decay_shape: str = "linear") -> float:
+    """Warmup-stable-decay (Hu et al. 2024, MiniCPM): linear warmup, constant max_lr, then a decay to min_lr over
+    the last ``decay_fraction`` of training, ``linear`` or ``1-sqrt`` (lr falls as 1 - sqrt(progress): Hägele et
+    al. 2024, whose cooldowns of ~20% match a cosine run of the same length). Before the decay it does not depend
+    on ``total_iters``, so a run branched off a constant-LR trunk at its decay start equals a straight run."""
     if t < warmup_iters:
         return t / warmup_iters * max_lr
-    decay_start = max(warmup_iters, total_iters - int(round(decay_fraction * total_iters)))
+    decay_start = wsd_decay_start(total_iters, warmup_iters, decay_fraction)
     if t < decay_start:
         return max_lr
     if t >= total_iters:
         return min_lr
     progress = (t - decay_start) / max(1, total_iters - decay_start)
+    if decay_shape == "1-sqrt":
+        progress = math.sqrt(progress)
     return max_lr + progress * (min_lr - max_lr)
 
 

@@ -91,7 +91,8 @@ def learning_rate(cfg: TrainConfig, step: int) -> float:
     if cfg.schedule == "cosine":
         return cosine_schedule(step, cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.total_steps)
     if cfg.schedule == "wsd":
-        return wsd_schedule(step, cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.total_steps, cfg.decay_fraction)
+        return wsd_schedule(step, cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.total_steps, cfg.decay_fraction,
+                            cfg.decay_shape)
     return cosine_schedule(step, cfg.lr, cfg.lr, cfg.warmup_steps, cfg.total_steps)
 
 

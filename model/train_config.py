@@ -13,6 +13,7 @@ from model.config import check_fields
 from workbench.params import setting
 
 SCHEDULES = ("cosine", "wsd", "constant")
+DECAY_SHAPES = ("linear", "1-sqrt")  # WSD's decay (model/optim.py wsd_schedule)
 DTYPES = ("bf16", "fp16", "fp32")
 TRACKERS = ("none", "tensorboard", "wandb")
 PARALLEL_MODES = ("none", "ddp", "zero1", "zero2", "fsdp")
@@ -63,6 +64,7 @@ class TrainConfig:
     warmup_steps: int = _f(100, "linear warmup steps")
     schedule: str = _f("cosine", "learning-rate schedule: cosine | wsd | constant")
     decay_fraction: float = _f(0.2, "WSD: share of steps spent decaying")
+    decay_shape: str = _f("linear", "WSD: the decay's shape: linear | 1-sqrt (Hägele et al. 2024's cooldown)")
     weight_decay: float = _f(0.1, "AdamW decoupled weight decay (not applied to norm weights)")
     beta1: float = _f(0.9, "AdamW β1")
     beta2: float = _f(0.95, "AdamW β2")
@@ -102,7 +104,7 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.eval_batches must be >= 0 (0: the whole validation split), got "
                              f"{self.eval_batches}")
         for name, allowed in (("schedule", SCHEDULES), ("dtype", DTYPES), ("tracker", TRACKERS),
-                              ("parallel", PARALLEL_MODES)):
+                              ("parallel", PARALLEL_MODES), ("decay_shape", DECAY_SHAPES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"TrainConfig.{name}={getattr(self, name)!r}: expected one of {allowed}")
         if not 0 <= self.min_lr <= self.lr:

@@ -48,8 +48,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from model.checkpoint import branch_from, read_latest
 from model.config import check_fields
 from model.data import read_meta
+from model.optim import wsd_decay_start
 from model.train import TrainingDiverged, model_config, train
 from model.train_config import TrainConfig
 from workbench.files import read_json, write_bytes
@@ -61,9 +63,11 @@ LR_RULES = ("constant", "inverse_width")
 SET_BY_SWEEP = ("data", "out_dir", "metrics", "preset", "d_model", "n_layers", "n_heads", "d_ff", "max_steps",
                 "max_tokens", "time_budget_s", "eval_interval", "ckpt_interval")
 # flops is the nominal budget C, the IsoFLOP label scaling.fit groups runs by (scaling.data.budget_labels, 1%);
-# flops_actual = steps · tokens/step · FLOPs/token is what the run cost (a few % over C when a run has few steps)
+# flops_actual = steps · tokens/step · FLOPs/token is the compute that trained the model (a few % over C when a run
+# has few steps); flops_charged what the run added to the ledger (less, for a cooldown branch: the trunk is shared)
 COLUMNS = ("run_id", "params", "params_non_embedding", "tokens", "flops", "flops_actual", "train_loss", "val_loss",
-           "loss", "d_model", "n_layers", "n_heads", "context_length", "batch_size", "lr", "steps", "seconds")
+           "loss", "d_model", "n_layers", "n_heads", "context_length", "batch_size", "lr", "steps", "seconds",
+           "flops_charged")
 DEFAULT_TRAIN = {"context_length": 64, "batch_size": 16, "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 20,
                  "eval_batches": 8, "attention": "sdpa", "device": "cpu", "threads": 2, "seed": 0}
 
@@ -97,6 +101,10 @@ class SweepConfig:
     # the runs of one N, D, C, so each point's loss is a mean over 1 + len(seeds) seeds (one seed's final loss is a
     # draw: bench.scaling_seeds measures how far it moves). Costs that many sweeps
     seeds: tuple[int, ...] = ()
+    # WSD cooldown branches (Hägele et al. 2024): the runs of one shape share one constant-LR trunk, and each run is
+    # the trunk's checkpoint at its decay start plus a cooldown over the last train.decay_fraction of its steps
+    # (train.schedule must be wsd), equal to a straight run of that schedule; the FLOPs ledger charges the trunk once
+    branches: bool = False
     train: dict = field(default_factory=lambda: dict(DEFAULT_TRAIN))  # TrainConfig overrides for every run
 
     def __post_init__(self) -> None:
@@ -124,6 +132,11 @@ class SweepConfig:
             raise ValueError(f"SweepConfig.seeds must be distinct integers >= 0 other than train.seed={seed}, "
                              f"got {self.seeds!r}")
         object.__setattr__(self, "seeds", tuple(self.seeds))
+        if not isinstance(self.branches, bool):
+            raise ValueError(f"SweepConfig.branches must be true or false, got {self.branches!r}")
+        if self.branches and TrainConfig(**self.train).schedule != "wsd":
+            raise ValueError("SweepConfig.branches needs train.schedule: wsd (cooldown branches off a constant-LR "
+                             f"trunk), got {TrainConfig(**self.train).schedule!r}")
 
     def _check_scalars(self) -> None:
         if self.flops_per_token not in FLOPS_MODES:
@@ -201,6 +214,7 @@ def shape_lr(cfg: SweepConfig, d_model: int) -> dict:
     scale, base = cfg.lr_base_width / d_model, TrainConfig(**cfg.train)
     return {"lr": base.lr * scale, "min_lr": base.min_lr * scale}
 
+
 @dataclass(frozen=True)
 class Run:
     run_id: str
@@ -211,12 +225,16 @@ class Run:
     flops_per_token: float
     steps: int
     tokens: int
-    flops: float  # what the run will actually cost: steps · tokens/step · flops_per_token
+    flops: float  # the compute that trained this model: steps · tokens/step · flops_per_token
+    charged: float = 0.0  # what it adds to the ledger: flops, less the trunk steps earlier branches already paid for
+    trunk: str | None = None  # cooldown branches: the shared trunk's folder, and the step this run leaves it at
+    branch_step: int | None = None
 
 
 def plan_runs(cfg: SweepConfig) -> tuple[list[Run], list[str]]:
     """Every seed × budget × shape as a Run, and one message per run skipped because its D is under one step or its
-    steps fall outside the window."""
+    steps fall outside the window; with ``branches``, the runs of one seed and shape as cooldown branches of one
+    trunk (``branch_runs``)."""
     vocab_size = int(read_meta(cfg.data)["vocab_size"])
     runs, skipped = [], []
     first_seed = TrainConfig(**cfg.train).seed
@@ -243,9 +261,37 @@ def plan_runs(cfg: SweepConfig) -> tuple[list[Run], list[str]]:
             continue
         tcfg = dataclasses.replace(tcfg, warmup_steps=min(base.warmup_steps, steps // 10), eval_interval=steps,
                                    ckpt_interval=steps)
+        flops = steps * tcfg.tokens_per_step * per_token
         runs.append(Run(run_id, budget, tcfg, mcfg.param_count(), mcfg.param_count(False), per_token, steps,
-                        steps * tcfg.tokens_per_step, steps * tcfg.tokens_per_step * per_token))
-    return runs, skipped
+                        steps * tcfg.tokens_per_step, flops, flops))
+    return (branch_runs(runs, cfg) if cfg.branches else runs), skipped
+
+
+def trunk_id(run: Run) -> str:
+    """The folder name of the trunk a run branches from: one per shape and seed."""
+    t = run.train
+    return f"trunk_d{t.d_model}_L{t.n_layers}_H{t.n_heads}_seed{t.seed}"
+
+
+def branch_runs(runs: list[Run], cfg: SweepConfig) -> list[Run]:
+    """The runs of one seed and shape as branches of one constant-LR trunk: one warmup for them all (the
+    shortest run's 10% cap), each leaving the trunk at its WSD decay start; each run is charged the trunk steps
+    since the previous branch plus its own cooldown, so the ledger counts the shared trunk once."""
+    out = []
+    for trunk in dict.fromkeys(trunk_id(r) for r in runs):
+        group = sorted((r for r in runs if trunk_id(r) == trunk), key=lambda r: r.steps)
+        warmup = min(TrainConfig(**cfg.train).warmup_steps, group[0].steps // 10)
+        paid = 0
+        for run in group:
+            t = dataclasses.replace(run.train, warmup_steps=warmup)
+            start = wsd_decay_start(run.steps, warmup, t.decay_fraction)
+            charged_steps = max(0, start - paid) + run.steps - start
+            paid = max(paid, start)
+            out.append(dataclasses.replace(
+                run, train=t, trunk=str(Path(cfg.out_dir) / trunk), branch_step=start,
+                charged=charged_steps * t.tokens_per_step * run.flops_per_token))
+    order = {r.run_id: i for i, r in enumerate(runs)}
+    return sorted(out, key=lambda r: order[r.run_id])
 
 
 def format_plan(runs: list[Run], done: dict[str, dict], cfg: SweepConfig) -> str:
@@ -290,47 +336,86 @@ def write_results(path: str | Path, rows: list[dict]) -> None:
     write_bytes(path, buffer.getvalue().encode("utf-8"))
 
 
+def charged(row: dict) -> float:
+    """What a results row added to the FLOPs ledger (rows written before branches existed: flops_actual)."""
+    value = row.get("flops_charged")
+    return float(value) if value not in (None, "") else float(row["flops_actual"])
+
+
 def result_row(run: Run, summary: dict) -> dict:
     t = run.train
     return {"run_id": run.run_id, "params": summary["params"], "params_non_embedding": summary["params_non_embedding"],
             "tokens": summary["tokens"], "flops": run.budget, "flops_actual": summary["tokens"] * run.flops_per_token,
             "train_loss": summary["train_loss"], "val_loss": summary["val_loss"], "loss": summary["val_loss"],
             "d_model": t.d_model, "n_layers": t.n_layers, "n_heads": t.n_heads, "context_length": t.context_length,
-            "batch_size": t.batch_size, "lr": t.lr, "steps": summary["steps"], "seconds": summary["seconds"]}
+            "batch_size": t.batch_size, "lr": t.lr, "steps": summary["steps"], "seconds": summary["seconds"],
+            "flops_charged": run.charged} | (
+        {"trunk": Path(run.trunk).name, "branch_step": run.branch_step} if run.trunk else {})
 
 
 def run_one(run: Run) -> dict:
-    """Train (or resume) one run; a finished run whose row was lost is recovered from its summary.json."""
+    """Train (or resume) one run; a finished run whose row was lost is recovered from its summary.json. A
+    cooldown branch first brings its trunk to the branch step (constant LR after the same warmup, so the
+    trunk's steps are those of a straight run of the branch's schedule) and starts from that checkpoint."""
     out_dir = Path(run.train.out_dir)
     summary_path = out_dir / "summary.json"
     if summary_path.is_file():
         summary = read_json(summary_path)
         if summary.get("steps") == run.steps and summary.get("params") == run.params:
             return summary
-    return train(run.train, resume=any(out_dir.glob("ckpt-*.pt")))
+    resume = any(out_dir.glob("ckpt-*.pt"))
+    if run.trunk and not resume:
+        trunk = Path(run.trunk)
+        if read_latest(trunk).get("step", 0) < run.branch_step:
+            train(dataclasses.replace(run.train, schedule="constant", max_tokens=None, max_steps=run.branch_step,
+                                      out_dir=str(trunk), metrics=None, eval_interval=run.branch_step,
+                                      ckpt_interval=run.branch_step, keep_last=TRUNK_CHECKPOINTS),
+                  resume=any(trunk.glob("ckpt-*.pt")))
+        branch_from(trunk, run.branch_step, out_dir)
+        resume = True
+    return train(run.train, resume=resume)
 
 
-def _run_quietly(run: Run) -> dict:
-    """run_one in a worker process, its output silenced (the parent prints a line per finished run)."""
+TRUNK_CHECKPOINTS = 64  # a trunk keeps the checkpoint of every branch step, so any branch can be (re)started
+
+
+def run_task(runs: list[Run]):
+    """(run, summary or the exception it raised) for runs in order (the branches of one trunk, shortest first),
+    stopping at the first failure."""
+    for run in runs:
+        try:
+            yield run, run_one(run)
+        except Exception as exc:  # handed to run_all, which knows the recoverable kinds
+            yield run, exc
+            return
+
+
+def _run_quietly(runs: list[Run]) -> list[tuple[Run, dict | Exception]]:
+    """run_task in a worker process, its output silenced (the parent prints a line per finished run)."""
     with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull), contextlib.redirect_stdout(devnull):
-        return run_one(run)
+        return list(run_task(runs))
+
+
+def tasks(todo: list[Run]) -> list[list[Run]]:
+    """One task per run, or per trunk with cooldown branches (its branches shortest first), longest task first."""
+    groups: dict[str, list[Run]] = {}
+    for run in todo:
+        groups.setdefault(run.trunk or run.run_id, []).append(run)
+    return sorted((sorted(group, key=lambda r: r.steps) for group in groups.values()),
+                  key=lambda task: -sum(r.charged / r.flops * r.steps for r in task))  # charged steps
 
 
 def _results(todo: list[Run], workers: int):
-    """(run, summary or the exception it raised) as runs finish: in turn with one worker, else from a spawn pool."""
+    """(run, summary or the exception it raised) as tasks finish: in turn with one worker, else from a spawn pool."""
     if workers == 1:
-        for run in todo:
-            try:
-                yield run, run_one(run)
-            except Exception as exc:  # handed to run_all, which knows the recoverable kinds
-                yield run, exc
+        for task in tasks(todo):
+            yield from run_task(task)
         return
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_run_quietly, run): run for run in todo}
+        futures = [pool.submit(_run_quietly, task) for task in tasks(todo)]
         try:
             for future in as_completed(futures):
-                exc = future.exception()
-                yield futures[future], exc if exc is not None else future.result()
+                yield from future.result()
         finally:
             for future in futures:
                 future.cancel()
@@ -372,8 +457,8 @@ def load_config(argv: list[str] | None) -> tuple[SweepConfig, argparse.Namespace
 def print_plan(runs: list[Run], skipped: list[str], done: dict[str, dict], cfg: SweepConfig) -> tuple[float, float]:
     """The plan table and the budget line; returns (FLOPs planned, FLOPs already spent)."""
     todo = [r for r in runs if r.run_id not in done]
-    spent = sum(float(row["flops_actual"]) for row in done.values())
-    planned = sum(r.flops for r in todo)
+    spent = sum(charged(row) for row in done.values())
+    planned = sum(r.charged for r in todo)
     print(format_plan(runs, done, cfg))
     for message in skipped:
         print(message)
@@ -403,7 +488,7 @@ def run_all(todo: list[Run], done: dict[str, dict], spent: float, cfg: SweepConf
         write_results(cfg.results, sorted(done.values(), key=lambda r: order.get(r["run_id"], -1)))
         bar.update()
         bar.set_postfix_str(run.run_id)
-        spent += row["flops_actual"]
+        spent += row["flops_charged"]
         tqdm.write(f"{run.run_id}: val loss {row['val_loss']:.4f}, {row['flops_actual']:.3g} FLOPs in "
                    f"{row['seconds']:.0f} s | spent {spent:.3g}, left {cfg.total_flops - spent:.3g} of total_flops",
                    file=sys.stdout)
