@@ -73,6 +73,7 @@ from scaling.parametric import (
     parametric_stats,
 )
 from scaling.plots import plot_all
+from scaling.rolling import rolling_origin
 from scaling.validate import (
     CI_PERCENTILES,
     FAMILY_METHODS,
@@ -216,7 +217,10 @@ def run_fits(frame: pd.DataFrame, targets: np.ndarray, method: str = "both", n_b
             report[family], rows = _law_section(fit, n, d, loss, n_boot, targets)
         predictions += rows
     methods = [m for f in families if f in fits for m in FAMILY_METHODS[f]]
-    selection = select_method(method, methods, valid, lobo)
+    rolling = rolling_origin(tuple(f for f in families if f in fits), n, d, c, loss) if method == "auto" else None
+    selection = select_method(method, methods, valid, lobo, rolling)
+    if rolling is not None:
+        report["rolling_origin"] = rolling
     for row in predictions:
         row |= {"valid": valid[row["method"]]["valid"], "selected": row["method"] == selection["method"]}
     report |= {"validity": valid, "leave_largest_budget_out": lobo, "selection": selection,

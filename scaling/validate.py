@@ -261,34 +261,47 @@ def validity(family: str, fit: FamilyFit | None, error: str | None, n: np.ndarra
 
 
 # ---------------------------------------------------------------- choosing the method
-def select_method(mode: str, methods: list[str], valid: dict[str, dict], lobo: dict[str, dict]) -> dict:
-    """{"method", "valid", "mode", "why", "lobo_rel_error"}: ``auto`` takes the smallest leave-the-largest-budget-out
-    |error| among the valid methods (among all when none is valid); other modes the first valid of PREFERENCE."""
+def select_method(mode: str, methods: list[str], valid: dict[str, dict], lobo: dict[str, dict],
+                  rolling: dict | None = None) -> dict:
+    """{"method", "valid", "mode", "why", "lobo_rel_error"}: ``auto`` takes the valid method (any, when none is
+    valid) with the smallest rolling-origin score (scaling/rolling.py: mean |error| at >= 4x the compute fitted),
+    or, without usable origins, the smallest leave-the-largest-budget-out |error|; ties within TIE go to the fewest
+    parameters. Other modes take the first valid of PREFERENCE."""
     errors = {m: lobo[m]["rel_error"] for m in methods if "rel_error" in lobo.get(m, {})}
+    scores = {m: v for m, v in ((rolling or {}).get("score") or {}).items() if m in methods}
     ok = [m for m in methods if valid.get(m, {}).get("valid")]
     ordered = sorted(methods, key=lambda m: PREFERENCE.index(m) if m in PREFERENCE else len(PREFERENCE))
-
-    def listing(pool: list[str]) -> str:
-        return ", ".join(f"{m} {errors[m]:+.2%}" + ("" if m in ok else " (invalid)")
-                         for m in sorted(pool, key=lambda m: abs(errors[m])))
-
+    if mode == "auto" and any(np.isfinite(v) for v in scores.values()):
+        return _smallest(mode, scores, ok, errors, f"smallest rolling-origin error (mean |error| predicting the best "
+                         f"run of budgets >= {rolling['distance']:g}x the largest fitted, over "
+                         f"{len(rolling['origins'])} origin(s) C <= {rolling['origins'][-1]['budget']:.3g})")
     if mode == "auto" and errors:
-        pool = [m for m in errors if m in ok] or list(errors)
-        smallest = min(abs(errors[m]) for m in pool)
-        tied = [m for m in pool if abs(errors[m]) <= smallest + TIE]
-        method = min(tied, key=lambda m: PARSIMONY.index(m) if m in PARSIMONY else len(PARSIMONY))
-        among = "the valid fits" if method in ok else "all fits (none is valid)"
-        tie = f"; a tie within {TIE:.0e} with {', '.join(m for m in tied if m != method)}, won by the fewest " \
-              f"parameters" if len(tied) > 1 else ""
-        why = (f"smallest leave-the-largest-budget-out error among {among}: {listing(list(errors))} "
-               f"(predicting the best run of C={lobo[method]['budget']:.3g} from the smaller budgets{tie})")
+        method = _smallest(mode, {m: abs(e) for m, e in errors.items()}, ok, errors,
+                           "smallest leave-the-largest-budget-out error (no rolling origin: too few budgets)")
+        method["why"] += f" (predicting the best run of C={lobo[method['method']]['budget']:.3g} from the smaller " \
+                         f"budgets)"
+        return method
+    method = next((m for m in ordered if m in ok), ordered[0] if ordered else None)
+    if mode == "auto":
+        why = "no leave-the-largest-budget-out error (fewer than 3 budgets): first valid fit of " + ", ".join(ordered)
     else:
-        method = next((m for m in ordered if m in ok), ordered[0] if ordered else None)
-        if mode == "auto":
-            why = "no leave-the-largest-budget-out error (fewer than 3 budgets): first valid fit of " + \
-                  ", ".join(ordered)
-        else:
-            why = f"--method {mode}: the first valid fit of {', '.join(ordered)}"
-        if method is not None and method not in ok:
-            why += " (none is valid: the first fitted)"
+        why = f"--method {mode}: the first valid fit of {', '.join(ordered)}"
+    if method is not None and method not in ok:
+        why += " (none is valid: the first fitted)"
     return {"method": method, "valid": bool(method in ok), "mode": mode, "why": why, "lobo_rel_error": errors}
+
+
+def _smallest(mode: str, scores: dict[str, float], ok: list[str], errors: dict[str, float], rule: str) -> dict:
+    """The method of smallest score among the valid ones (all, when none is valid), ties to the fewest parameters."""
+    pool = [m for m in scores if m in ok and np.isfinite(scores[m])] or \
+        [m for m in scores if np.isfinite(scores[m])] or list(scores)
+    smallest = min(scores[m] for m in pool)
+    tied = [m for m in pool if scores[m] <= smallest + TIE]
+    method = min(tied, key=lambda m: PARSIMONY.index(m) if m in PARSIMONY else len(PARSIMONY))
+    listing = ", ".join(f"{m} {scores[m]:.2%}" + ("" if m in ok else " (invalid)")
+                        for m in sorted(scores, key=lambda m: scores[m]))
+    among = "the valid fits" if method in ok else "all fits (none is valid)"
+    tie = f"; a tie within {TIE:.0e} with {', '.join(m for m in tied if m != method)}, won by the fewest " \
+          f"parameters" if len(tied) > 1 else ""
+    return {"method": method, "valid": bool(method in ok), "mode": mode,
+            "why": f"{rule} among {among}: {listing}{tie}", "lobo_rel_error": errors}

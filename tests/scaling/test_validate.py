@@ -34,16 +34,9 @@ def sweep(loss_fn, n_opt_fn, budgets=BUDGETS, points: int = 7, offset: float = 0
     return pd.DataFrame(rows)
 
 
-def isoflop_law_sweep(budgets=BUDGETS, points: int = 7) -> pd.DataFrame:
-    """A law only approach 2 describes: at each C an exact parabola in ln N, centred on a sampled size, around
-    N_opt = 0.02·C^0.6 (not ½: no one-exponent law) with L_opt(C) = 1.5 + 300·C^-0.12."""
-    rows = []
-    for flops in budgets:
-        n_opt, l_opt = 0.02 * flops ** 0.6, 1.5 + 300 * flops ** -0.12
-        for n in np.exp(np.log(n_opt) + np.linspace(-1.5, 1.5, points)):
-            rows.append({"params": n, "tokens": flops / (6 * n), "flops": flops,
-                         "loss": l_opt + 0.05 * np.log(n / n_opt) ** 2})
-    return pd.DataFrame(rows)
+def biased_short_runs(frame: pd.DataFrame, bias: float = 0.03) -> pd.DataFrame:
+    """Runs of few tokens per parameter raised by up to ``bias`` (relative): 3 % at D/N -> 0, 1.1 % at D/N = 20."""
+    return frame.assign(loss=frame["loss"] * (1 + bias * np.exp(-frame["tokens"] / frame["params"] / 20)))
 
 
 def run_cli(tmp_path: Path, frame: pd.DataFrame, *extra: str) -> tuple[int, Path]:
@@ -233,17 +226,22 @@ def test_single_budget_prints_no_silent_parametric_predictions(tmp_path, capsys)
 @pytest.mark.parametrize("truth, frame", [
     ("parametric", sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt)),
     ("gadre", sweep(GADRE.loss, GADRE.n_opt)),
-    ("isoflop", isoflop_law_sweep()),
-], ids=["parametric", "gadre", "isoflop"])
+    # the true law fitted on small budgets whose short runs sit above it (an unfinished warm-up transient, say):
+    # extrapolated 4x out, the true law still wins
+    ("parametric", biased_short_runs(sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt, budgets=np.geomspace(1e18, 1e21, 7)))),
+], ids=["parametric", "gadre", "parametric-biased-short-runs"])
 def test_auto_picks_the_law_that_generated_the_data(tmp_path, capsys, truth, frame):
     code, out = run_cli(tmp_path, frame, "--method", "auto", "--bootstrap", "0")
     assert code == 0
-    selection = fit_json(out)["selection"]
+    report = fit_json(out)
+    selection = report["selection"]
     assert selection["method"] == truth and selection["mode"] == "auto"
-    assert "leave-the-largest-budget-out" in selection["why"]
-    errors = selection["lobo_rel_error"]
-    assert set(errors) == {"isoflop", "isoflop_grid", "parametric", "gadre"}
-    assert abs(errors[truth]) <= min(abs(e) for e in errors.values()) + 1e-4
+    assert "rolling-origin" in selection["why"]
+    scores = report["rolling_origin"]["score"]
+    assert set(scores) == {"isoflop", "isoflop_grid", "parametric", "gadre"}
+    assert scores[truth] <= min(scores.values()) + 1e-4
+    assert len(report["rolling_origin"]["origins"]) >= 2
+    assert set(selection["lobo_rel_error"]) == set(scores)  # still reported beside it
     assert f"selected: {truth}" in capsys.readouterr().out
     predictions = pd.read_csv(out / "predictions.csv")
     assert set(predictions[predictions["selected"]]["method"]) == {truth}
