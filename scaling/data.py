@@ -376,9 +376,14 @@ def _validation_lines(report: dict) -> list[str]:
     if lobo:
         first = next(iter(lobo.values()))
         lines.append(f"leave-the-largest-budget-out (the best run of C={first['budget']:.3g}, loss "
-                     f"{first['run']['loss']:.4g}, predicted from the smaller budgets): " + ", ".join(
-                         f"{m} {v['predicted_loss']:.4g}{_ci(v['ci95'] or [None, None], '.4g')} ({v['rel_error']:+.2%})"
-                         for m, v in lobo.items()))
+                     f"{first['run']['loss']:.4g}, predicted from the smaller budgets, [95% prediction interval]): "
+                     + ", ".join(f"{m} {v['predicted_loss']:.4g}{_ci(v.get('pi95') or [None, None], '.4g')} "
+                                 f"({v['rel_error']:+.2%})" for m, v in lobo.items()))
+    rolling = report.get("rolling_origin") or {}
+    if rolling.get("score"):
+        lines.append(f"rolling origin (mean |error| predicting runs >= {rolling['distance']:g}x the compute fitted, "
+                     f"{len(rolling['origins'])} origin(s); what to expect of an extrapolation that far): " +
+                     ", ".join(f"{m} {v:.2%}" for m, v in sorted(rolling["score"].items(), key=lambda kv: kv[1])))
     invalid = [m for m, v in (report.get("validity") or {}).items() if not v["valid"]]
     if invalid:
         lines.append(f"invalid fits, left out of the table below (reasons: the warnings; fit.json and predictions.csv "
@@ -418,12 +423,13 @@ def format_summary(report: dict) -> str:
         out = report["outliers"]
         runs = ", ".join(f"N={r['params']:.3g} D={r['tokens']:.3g} loss={r['loss']:.4g}" for r in out["dropped"])
         lines.append(f"outliers ({out['rule']}, left out of every fit): {runs}")
-    lines.append(f"{'method':<13}{'C':>9}  {'N_opt [95% CI]':<30}{'D_opt [95% CI]':<30}{'D/N':>7}  loss [95% CI]")
+    lines.append(f"{'method':<13}{'C':>9}  {'N_opt [95% CI]':<30}{'D_opt [95% CI]':<30}{'D/N':>7}  "
+                 f"{'loss [95% CI]':<26}at bound")
     shown = [r for r in report["predictions"] if r.get("valid", True)]
     for r in shown:
         cell = {q: f"{r[q]:.3g}{_ci([r[q + '_lo'], r[q + '_hi']], '.3g')}" for q in ("n_opt", "d_opt", "loss")}
         lines.append(f"{r['method']:<13}{r['target_flops']:>9.3g}  {cell['n_opt']:<30}{cell['d_opt']:<30}"
-                     f"{r['tokens_per_param']:>7.1f}  {cell['loss']}")
+                     f"{r['tokens_per_param']:>7.1f}  {cell['loss']:<26}{r.get('at_bound') or '-'}".rstrip())
     if not shown:
         lines.append("(no valid fit: no predictions)")
     return "\n".join(lines + _holdout_lines(report))

@@ -222,7 +222,8 @@ def run_fits(frame: pd.DataFrame, targets: np.ndarray, method: str = "both", n_b
     if rolling is not None:
         report["rolling_origin"] = rolling
     for row in predictions:
-        row |= {"valid": valid[row["method"]]["valid"], "selected": row["method"] == selection["method"]}
+        row |= {"valid": valid[row["method"]]["valid"], "selected": row["method"] == selection["method"],
+                "at_bound": " ".join(valid[row["method"]]["at_bound"])}
     report |= {"validity": valid, "leave_largest_budget_out": lobo, "selection": selection,
                "predictions": predictions}
     return report, fits

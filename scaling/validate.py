@@ -15,15 +15,15 @@ the headline metrics and the leaderboard; each reason is printed) when:
    laws take runs on any budgets (a published sweep), but need runs on >= 3 distinct compute budgets;
 2. a budget's vertex lies outside its sampled N range: for IsoFLOP the parabola's vertex, for the parametric and
    Gadre laws their own N_opt(C) at that budget (the data never saw the optimum they extrapolate to);
-3. a parameter's bootstrap 95% CI reaches the optimizer's bounds (``BOUNDS``; with --bootstrap 0, the point
-   estimate sits at one): the data do not pin that parameter down;
-4. with ``--strict`` only: its leave-the-largest-budget-out prediction misses by more than its CI: refit without the
-   largest budget, predict that budget's best (lowest-loss) run as above, and the measured loss falls outside the
-   refit's bootstrap 95% CI (not checked with --bootstrap 0). Without --strict the miss is a note: the CI holds the
-   parameters' uncertainty, not the runs' scatter. For runs not on shared budgets the laws leave out the
-   largest-compute runs.
-``--method auto`` fits every method and picks the valid one with the smallest leave-the-largest-budget-out error
-(all of them when none is valid); the other modes report the first valid method of PREFERENCE.
+A parameter whose bootstrap 95% CI reaches the optimizer's bounds (``BOUNDS``; with --bootstrap 0, the point
+estimate sitting at one) is flagged beside the law's predictions (``at_bound``), not voided: the data do not pin that
+parameter down, and the user should know. With ``--strict`` only, a law is also invalid when its
+leave-the-largest-budget-out prediction misses: refit without the largest budget, predict that budget's best
+(lowest-loss) run as above, and the measured loss falls outside the 95% prediction interval, the refit's bootstrap
+CI and its relative residual scatter on the budgets fitted added in quadrature. Without --strict the miss is a note.
+For runs not on shared budgets the laws leave out the largest-compute runs.
+``--method auto`` fits every method and picks the valid one that extrapolates best from several origins at >= 4x
+the compute fitted (scaling/rolling.py); without such origins, the smallest leave-the-largest-budget-out error.
 """
 
 from __future__ import annotations
@@ -191,7 +191,8 @@ def vertex_reasons(fit: FamilyFit, n: np.ndarray, c: np.ndarray) -> list[str]:
 def leave_largest_out(family: str, n: np.ndarray, d: np.ndarray, c: np.ndarray, loss: np.ndarray, n_boot: int,
                       rng: np.random.Generator) -> dict[str, dict]:
     """Refit without the largest budget and predict its best run: {method: {budget, run, predicted_loss, ci95,
-    rel_error, within_ci}} ({} with fewer than 3 budgets; {method: {"error"}} when the refit is impossible)."""
+    rel_error, within_ci, residual_sd, pi95 (``prediction_interval``), within_pi}} ({} with fewer than 3 budgets;
+    {method: {"error"}} when the refit is impossible)."""
     groups = budget_groups(n, c)
     if len(groups) >= MIN_BUDGETS:
         budget, idx = groups[-1]
@@ -204,7 +205,11 @@ def leave_largest_out(family: str, n: np.ndarray, d: np.ndarray, c: np.ndarray, 
     best = int(idx[np.argmin(loss[idx])])
     keep = np.ones(len(n), dtype=bool)
     keep[idx] = False
-    runs = (n[[best]], d[[best]], c[[best]])
+    # the target run, then the best run of every budget fitted: their misses are the fit's residual scatter
+    labels = budget_labels(c)
+    fitted_best = [int(np.flatnonzero(labels == b)[np.argmin(loss[labels == b])]) for b in np.unique(labels[keep])]
+    rows = [best, *fitted_best]
+    runs = (n[rows], d[rows], c[rows])
     try:
         with np.errstate(all="ignore"):
             fit = fit_family(family, n[keep], d[keep], c[keep], loss[keep], np.array([budget]), n_boot, rng, runs)
@@ -216,15 +221,30 @@ def leave_largest_out(family: str, n: np.ndarray, d: np.ndarray, c: np.ndarray, 
         value = float(pred["value"][0])
         ci = None if pred["ci95"] is None else [float(pred["ci95"][0][0]), float(pred["ci95"][1][0])]
         within = None if ci is None or not np.all(np.isfinite(ci)) else bool(ci[0] <= run["loss"] <= ci[1])
+        residuals = np.asarray(pred["value"][1:], dtype=float) / loss[fitted_best] - 1
+        pi = prediction_interval(value, ci, residuals)
         out[method] = {"budget": budget, "run": run, "predicted_loss": value, "ci95": ci,
-                       "rel_error": value / run["loss"] - 1, "within_ci": within}
+                       "rel_error": value / run["loss"] - 1, "within_ci": within,
+                       "residual_sd": float(np.std(residuals, ddof=1)) if len(residuals) > 1 else None,
+                       "pi95": pi, "within_pi": None if pi is None else bool(pi[0] <= run["loss"] <= pi[1])}
     return out
+
+
+def prediction_interval(value: float, ci: list[float] | None, residuals: np.ndarray) -> list[float] | None:
+    """A 95% prediction interval for one new run: the parameters' bootstrap CI (its half-width, relative) and the
+    fit's own relative residual scatter on the budgets it was fitted on, added in quadrature; None without
+    residuals to measure (fewer than 2) or with a non-finite prediction."""
+    if len(residuals) < 2 or not np.isfinite(value) or not np.all(np.isfinite(residuals)):
+        return None
+    half_ci = 0.0 if ci is None or not np.all(np.isfinite(ci)) else (ci[1] - ci[0]) / 2 / value
+    half = float(np.hypot(half_ci, 1.96 * np.std(residuals, ddof=1)))
+    return [value * (1 - half), value * (1 + half)]
 
 
 def validity(family: str, fit: FamilyFit | None, error: str | None, n: np.ndarray, c: np.ndarray,
              lobo: dict[str, dict], strict: bool = False) -> dict[str, dict]:
     """{method: {"valid", "reasons", "notes"}} for one fit family (``fit`` None: it failed with ``error``). A
-    leave-out miss outside the refit's CI is a note, and voids the law only when ``strict``."""
+    leave-out miss outside its prediction interval is a note, and voids the law only when ``strict``."""
     methods = FAMILY_METHODS[family]
     if fit is None:
         return {m: {"valid": False, "reasons": [f"fit failed: {error}"], "notes": []} for m in methods}
@@ -240,23 +260,26 @@ def validity(family: str, fit: FamilyFit | None, error: str | None, n: np.ndarra
     bounds = bound_reasons(fit, n_budgets)
     out = {}
     for method in methods:
-        reasons, notes = shared + bounds[method], []
+        # a parameter at the optimizer's bound (E -> 0: the runs do not pin the irreducible loss) is flagged beside
+        # the law's predictions, not a reason to drop them: the law still describes the runs it was fitted on
+        reasons, notes = list(shared), list(bounds[method])
         check = lobo.get(method)
         if check is None:
             notes.append("leave-the-largest-budget-out check needs >= 3 budgets: not run")
         elif "error" in check:
             reasons.append(f"leave-the-largest-budget-out refit failed: {check['error']}")
-        elif check["within_ci"] is None:
-            notes.append("leave-the-largest-budget-out CI not checked (no bootstrap)")
-        elif not check["within_ci"] and abs(check["rel_error"]) > LOBO_RTOL:
-            lo, hi = check["ci95"]
+        elif check.get("within_pi") is None:
+            notes.append("leave-the-largest-budget-out prediction interval not checked (too few budgets fitted)")
+        elif not check["within_pi"] and abs(check["rel_error"]) > LOBO_RTOL:
+            lo, hi = check["pi95"]
             message = (f"leave-the-largest-budget-out: predicted {check['predicted_loss']:.4g} [{lo:.4g}, {hi:.4g}] "
                        f"for the best run of C={check['budget']:.3g}, measured {check['run']['loss']:.4g} "
-                       f"({check['rel_error']:+.2%}): outside its 95% CI")
-            # the bootstrap CI holds the parameters' uncertainty, not the runs' own scatter: a miss outside it is
-            # evidence to weigh (--method auto ranks by it), a reason to drop the law only under --strict
+                       f"({check['rel_error']:+.2%}): outside its 95% prediction interval")
+            # the interval holds the parameters' uncertainty and the fit's residual scatter: a miss outside it is
+            # evidence to weigh, a reason to drop the law only under --strict
             (reasons if strict else notes).append(message + ("" if strict else " (--strict: voids the law)"))
-        out[method] = {"valid": not reasons, "reasons": reasons, "notes": notes}
+        out[method] = {"valid": not reasons, "reasons": reasons, "notes": notes,
+                       "at_bound": [r.split("'", 1)[0].split(" = ", 1)[0] for r in bounds[method]]}
     return out
 
 

@@ -32,7 +32,8 @@ def test_train_run_is_at_least_8x_the_largest_sweep_budget(params):
 def test_train_run_is_trained_like_the_sweep(params):
     sweep = SweepConfig.from_dict(params["sweep"])
     train = TrainConfig(**params["train"])
-    for field in ("context_length", "batch_size", "warmup_steps", "schedule", "weight_decay", "attention"):
+    for field in ("context_length", "batch_size", "warmup_steps", "schedule", "decay_fraction", "decay_shape",
+                  "weight_decay", "attention", "eval_batches"):
         assert getattr(train, field) == getattr(TrainConfig(**sweep.train), field), field
     shape = model_config(train, params["tokenizer"]["vocab_size"])
     assert {layers for _, layers, _ in sweep.shapes} == {shape.n_layers}
@@ -41,12 +42,28 @@ def test_train_run_is_trained_like_the_sweep(params):
     assert train.lr == pytest.approx(expected["lr"]) and train.min_lr == pytest.approx(expected["min_lr"])
 
 
-def test_every_budget_keeps_at_least_4_shapes(tmp_path, params):
+def test_cooldown_branches_span_8x_per_width_and_bracket_the_train_run(tmp_path, params):
+    """Issue 34: every width whose longest run has room for 8x inside the step window (>= 8 x min_run_steps steps)
+    spans >= 8x in tokens per parameter, and together the runs bracket the train run's D/N; the wider ones (d48,
+    d64: 249 and 152 steps at the largest budget) are there to bracket the largest budgets' optimum."""
     meta = tmp_path / "meta.json"
     meta.write_text(f'{{"vocab_size": {params["tokenizer"]["vocab_size"]}, "dtype": "uint16"}}')
-    runs, _ = plan_runs(SweepConfig.from_dict(params["sweep"] | {"data": str(tmp_path)}))
-    per_budget = {}
+    sweep = SweepConfig.from_dict(params["sweep"] | {"data": str(tmp_path)})
+    assert sweep.branches
+    runs, _ = plan_runs(sweep)
+    ratios: dict[int, list[float]] = {}
+    longest: dict[int, int] = {}
     for run in runs:
-        per_budget.setdefault(run.budget, []).append(run)
-    assert len(per_budget) >= 4
-    assert all(len(r) >= 4 for r in per_budget.values())
+        ratios.setdefault(run.train.d_model, []).append(run.tokens / run.params)
+        longest[run.train.d_model] = max(longest.get(run.train.d_model, 0), run.steps)
+    spans = {d: max(r) / min(r) for d, r in ratios.items() if longest[d] >= 8 * sweep.min_run_steps}
+    assert len(spans) >= 4 and all(span >= 8 for span in spans.values()), spans
+    train = TrainConfig(**params["train"])
+    n = model_config(train, params["tokenizer"]["vocab_size"]).param_count()
+    train_ratio = train.total_steps * train.tokens_per_step / n
+    every = [x for r in ratios.values() for x in r]
+    assert min(every) < train_ratio < max(every)
+    per_budget: dict[float, int] = {}
+    for run in runs:
+        per_budget[run.budget] = per_budget.get(run.budget, 0) + 1
+    assert sum(k >= 3 for k in per_budget.values()) >= 8  # approach 2's budgets (3+ sizes each)

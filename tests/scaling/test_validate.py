@@ -6,6 +6,7 @@ test; every synthetic sweep is generated from a law written out here."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -181,34 +182,52 @@ def test_validity_flags_trip_when_every_vertex_sits_at_the_edge(tmp_path, capsys
     # the same law, sampled around its optimum: nothing trips
     code, out = run_cli(tmp_path / "ok", sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt), "--method", "auto",
                         "--bootstrap", "0")
-    assert code == 0 and fit_json(out)["validity"]["parametric"] == {"valid": True, "reasons": [], "notes": [
-        "leave-the-largest-budget-out CI not checked (no bootstrap)"]}
+    assert code == 0 and fit_json(out)["validity"]["parametric"] == {"valid": True, "reasons": [], "notes": [],
+                                                                     "at_bound": []}
 
 
-def test_validity_flags_trip_when_a_parameter_reaches_its_bound(tmp_path):
+def test_a_parameter_at_its_bound_is_flagged_in_the_table_not_voided(tmp_path, capsys):
     no_floor = ParametricLaw(E=0.0, A=406.4, B=410.7, alpha=0.45, beta=0.25)  # loss -> 0: E at its lower bound
     for boot, wording in (("0", "sits at the optimizer's bound"), ("10", "bootstrap 95% CI")):
         code, out = run_cli(tmp_path / boot, sweep(no_floor.loss, ASYMMETRIC.n_opt), "--method", "parametric",
                             "--bootstrap", boot)
         assert code == 0
-        reasons = fit_json(out)["validity"]["parametric"]["reasons"]
-        assert any(r.startswith("E") and wording in r and "0.01" in r for r in reasons), reasons
+        check = fit_json(out)["validity"]["parametric"]
+        # E has no arbitrary floor (Epoch: E = e^e): it runs down to the box's 1e-06, and the table says so
+        assert any(r.startswith("E") and wording in r and "1e-06" in r for r in check["notes"]), check
+        assert check["valid"] and check["at_bound"] == ["E"]
+        rows = pd.read_csv(out / "predictions.csv")
+        assert (rows[rows["method"] == "parametric"]["at_bound"] == "E").all()
+        table = [line for line in capsys.readouterr().out.splitlines() if re.match(r"parametric +1e\+2", line)]
+        assert table and all(line.endswith(" E") for line in table)
 
 
-def test_validity_flags_trip_when_the_left_out_budget_misses_its_ci(tmp_path):
+def test_the_left_out_budget_is_checked_against_a_prediction_interval_with_residual_scatter(tmp_path):
     frame = sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt, noise=1e-3)
     frame.loc[frame["flops"] == frame["flops"].max(), "loss"] *= 1.05  # the largest budget leaves the law
     code, out = run_cli(tmp_path, frame, "--method", "parametric", "--bootstrap", "20")
     assert code == 0
     report = fit_json(out)
     check = report["leave_largest_budget_out"]["parametric"]
-    assert check["budget"] == pytest.approx(1e21) and check["within_ci"] is False
+    assert check["budget"] == pytest.approx(1e21) and check["within_pi"] is False
     assert check["rel_error"] == pytest.approx(check["predicted_loss"] / check["run"]["loss"] - 1)
+    # the interval by hand: the CI's relative half-width and 1.96 residual sds, in quadrature, around the prediction
+    lo, hi = check["ci95"]
+    value, sd = check["predicted_loss"], check["residual_sd"]
+    half = np.hypot((hi - lo) / 2 / value, 1.96 * sd)
+    assert check["pi95"] == pytest.approx([value * (1 - half), value * (1 + half)])
+    assert 0 < sd < 0.01  # the fitted budgets follow the law to their 1e-3 noise
     parametric = report["validity"]["parametric"]
-    assert parametric["valid"] and any("outside its 95% CI" in r for r in parametric["notes"])  # a note by default
+    assert parametric["valid"] and any("outside its 95% prediction interval" in r for r in parametric["notes"])
     code, out = run_cli(tmp_path, frame, "--method", "parametric", "--bootstrap", "20", "--strict", "true")
     assert code == 0
-    assert any("outside its 95% CI" in r for r in fit_json(out)["validity"]["parametric"]["reasons"])
+    assert any("outside its 95% prediction interval" in r for r in fit_json(out)["validity"]["parametric"]["reasons"])
+    # a miss inside the residual scatter is no miss: the same sweep with 3% noise on every run
+    noisy = sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt, noise=3e-2, seed=1)
+    code, out = run_cli(tmp_path / "noisy", noisy, "--method", "parametric", "--bootstrap", "20", "--strict", "true")
+    check = fit_json(out)["leave_largest_budget_out"]["parametric"]
+    assert code == 0 and check["within_pi"] is True and check["pi95"][1] - check["pi95"][0] > \
+        check["ci95"][1] - check["ci95"][0]
 
 
 def test_single_budget_prints_no_silent_parametric_predictions(tmp_path, capsys):
