@@ -40,9 +40,6 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from pipeline.bad_input import InputIssues, require_readable, summary_note
-from pipeline.cli import funnel_headline, need, optional_path, paths, run_step, step_parser
-from pipeline.documents import input_files, output_name, parse_document_line
 from pipeline.minhash import (
     EMPTY,
     band_keys,
@@ -56,8 +53,11 @@ from pipeline.minhash import (
     verified_clusters,
     word_shingle_hashes,
 )
+from workbench.bad_input import InputIssues, require_readable, summary_note
+from workbench.documents import input_files, output_name, parse_document_line
 from workbench.files import atomic_open, atomic_path, read_json, write_json, write_metrics
 from workbench.params import add_config_flags, config_from_args
+from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
 
 log = logging.getLogger(__name__)
 
@@ -411,7 +411,7 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     documents with ``reason``, ``duplicate_of`` and ``minhash_cluster``), the metrics (headline at
     ``metrics_path``, all of them in ``details_path(metrics_path)``), then the completion marker. Skips the
     work when the marker matches (same inputs and settings) and every output exists, unless ``force``.
-    Bad input follows ``pipeline.bad_input``: a malformed line is skipped, counted as ``bad_json`` and named file:line
+    Bad input follows ``workbench.bad_input``: a malformed line is skipped, counted as ``bad_json`` and named file:line
     in a warning; unreadable or empty files are named in the metrics; no readable input at all is a ValueError.
     """
     files = input_files([inputs] if isinstance(inputs, (str, Path)) else list(inputs))

@@ -7,7 +7,7 @@ trafilatura's fast mode, full trafilatura where that looks unreliable; ``pipelin
 ``run_extract`` streams every input file (or folder of them), fans records out to supervised worker processes
 (``pipeline.supervised``: a worker that dies or hangs in C code is replaced and its record counted as
 ``extract_crash`` / ``extract_timeout``), bounds each record in bytes and seconds, counts every drop with its
-reason, names unreadable or empty files (``pipeline.bad_input``), and writes one ``<input>.jsonl.gz`` per input
+reason, names unreadable or empty files (``workbench.bad_input``), and writes one ``<input>.jsonl.gz`` per input
 atomically, so a rerun skips inputs that are already done.
 ``python -m pipeline.extract`` is the stage (defaults: the ``extract`` section of params.yaml).
 """
@@ -27,13 +27,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from pipeline.bad_input import InputIssues, merged_stats, require_readable, summary_note
-from pipeline.cli import funnel_headline, need, optional_path, paths, run_step, step_parser
 from pipeline.executor import LocalExecutor, add_executor_flags, make_executor, thread_time_limit
 from pipeline.extract_cascade import fast_text, needs_fallback
 from pipeline.supervised import Lost, SupervisedPool
 from pipeline.warc import Payload, is_generated_crawl, iter_payloads
+from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
 from workbench.files import check_unique_outputs, expand_inputs, read_json, write_json, write_jsonl, write_metrics
+from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +268,7 @@ def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path | None, cf
     The records of each file are spread over ``cfg.workers`` supervised processes (``pipeline.supervised``): a
     record whose worker dies or hangs is counted (``extract_crash`` / ``extract_timeout``) and the rest go on.
     An ``executor`` (a Ray or Dask cluster) runs one task per whole file instead. The headline metrics go to
-    ``metrics_path``, all of them to ``details_path(metrics_path)``. Bad input follows ``pipeline.bad_input``:
+    ``metrics_path``, all of them to ``details_path(metrics_path)``. Bad input follows ``workbench.bad_input``:
     unreadable or empty files are named in the metrics; none readable is a ValueError.
     """
     inputs, out_dir = input_files(inputs), Path(out_dir)

@@ -7,7 +7,7 @@ are never masked and classifiers see the original text). A step's setting is ``f
 defaults) or a mapping of constructor arguments.
 
 Each input file is one task for the executor (pipeline/executor.py). A task reads its file (bad input by the policy
-of pipeline/bad_input.py: a malformed JSONL line is counted as ``bad_json`` and named file:line in a warning; a
+of workbench/bad_input.py: a malformed JSONL line is counted as ``bad_json`` and named file:line in a warning; a
 file that is unreadable or holds no document is named in the summary; only when no input is readable does the
 stage fail), runs the chain, writes the kept
 documents to ``out_dir/<name>`` and the dropped ones, each with its ``reason``, to ``rejected_dir/<name>``, both
@@ -17,7 +17,7 @@ seconds and docs/s go to the stage metrics: the headline in ``metrics/filter.jso
 reason) in ``metrics/details/filter.json``.
 
 Provenance: a classifier whose sidecar says it was trained on generated text (pipeline/classifiers.py) is refused on
-documents that do not come from the generated crawl (pipeline/documents.py ``from_generated_crawl``): its scores
+documents that do not come from the generated crawl (workbench/documents.py ``from_generated_crawl``): its scores
 on real pages are arbitrary. ``allow_generated_classifiers: true`` (``--allow-generated-classifiers``) lets it run.
 """
 
@@ -32,13 +32,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from pipeline.bad_input import InputIssues, merged_stats, require_readable, summary_note
 from pipeline.classifiers import ClassifierFilter, provenance_path, trained_on_generated
-from pipeline.cli import funnel_headline, need, optional_path, paths, run_step, step_parser
-from pipeline.documents import from_generated_crawl, input_files, output_name, read_documents
 from pipeline.executor import LocalExecutor, add_executor_flags, make_executor
 from pipeline.steps import Step, StepStats, run_steps
+from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
+from workbench.documents import from_generated_crawl, input_files, output_name, read_documents
 from workbench.files import read_json, write_json, write_jsonl, write_metrics
+from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
 
 log = logging.getLogger(__name__)
 

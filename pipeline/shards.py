@@ -5,7 +5,7 @@ seeded hash of its id, so the split does not depend on file order, worker count 
 Encoding fans out to a process pool over batches of documents; results come back in order, so the
 shards are byte-identical for any ``workers``. Read them with ``np.memmap(path, dtype=meta["dtype"])``
 (the layout nanoGPT's ``prepare.py`` uses). ``python -m pipeline.shards`` is the tokenize stage (defaults: the
-``shards`` section of params.yaml). Bad lines and files are skipped and counted (``pipeline.bad_input``).
+``shards`` section of params.yaml). Bad lines and files are skipped and counted (``workbench.bad_input``).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from pipeline.bad_input import InputIssues, require_readable, summary_note
-from pipeline.cli import need, run_step, step_parser
-from pipeline.documents import EOT, document_paths, iter_texts
 from pipeline.tokenizer import Tokenizer
+from workbench.bad_input import InputIssues, require_readable, summary_note
+from workbench.documents import EOT, document_paths, iter_texts
 from workbench.files import atomic_path, write_json, write_metrics
+from workbench.stage_cli import need, run_step, step_parser
 
 log = logging.getLogger(__name__)
 

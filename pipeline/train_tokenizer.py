@@ -3,7 +3,7 @@
 The documents' texts are streamed into one temporary corpus file, separated by the end-of-text
 special token, so ``train_bpe`` can cut it into chunks at document boundaries and pre-tokenize
 them in parallel without holding the corpus in memory. Bad lines and files are skipped and counted
-(``pipeline.bad_input``); a corpus without text is an error. ``python -m pipeline.train_tokenizer`` is the stage
+(``workbench.bad_input``); a corpus without text is an error. ``python -m pipeline.train_tokenizer`` is the stage
 (defaults: the ``tokenizer`` section of params.yaml).
 """
 
@@ -15,12 +15,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.bad_input import InputIssues, summary_note
 from pipeline.bpe import train_bpe
-from pipeline.cli import need, run_step, step_parser
-from pipeline.documents import EOT, iter_texts
 from pipeline.tokenizer import Tokenizer
+from workbench.bad_input import InputIssues, summary_note
+from workbench.documents import EOT, iter_texts
 from workbench.files import write_metrics
+from workbench.stage_cli import need, run_step, step_parser
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Documents files, shared by the steps that read them: which files an input names, the output name each one
 gets, and the reader every documents stage uses (filter directly; train-tokenizer and tokenize through the stream
-of (id, text) pairs), which applies the bad-input policy of ``pipeline.bad_input``.
+of (id, text) pairs), which applies the bad-input policy of ``workbench.bad_input``.
 
 A documents file is JSONL, gzipped when its name ends in ``.gz``: one JSON object per line with a string ``text``.
 The tokenizer steps also read plain ``.txt`` corpora whose documents are separated by ``<|endoftext|>``.
@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipeline.bad_input import InputIssues
+from workbench.bad_input import InputIssues
 from workbench.files import check_unique_outputs, expand_inputs, read_json
 
 EOT = "<|endoftext|>"
@@ -51,7 +51,7 @@ def from_generated_crawl(path: Path) -> bool:
 
 
 def read_documents(path: Path, issues: InputIssues) -> Iterator[dict]:
-    """Documents of a gzip/plain JSONL file, by the bad-input policy of ``pipeline.bad_input``: a line that is not
+    """Documents of a gzip/plain JSONL file, by the bad-input policy of ``workbench.bad_input``: a line that is not
     a JSON object with a string ``text`` is skipped and recorded in ``issues.skipped`` as ``file:line: problem``;
     invalid UTF-8 bytes and lone surrogates (from ``\\udcff`` escapes) become U+FFFD / "?" and the line is recorded
     in ``issues.repaired``; an unreadable (e.g. truncated gzip) tail ends the file; a file that gave no document is
