@@ -30,7 +30,7 @@ from pipeline.classifiers import DAVIDSON_CONFIG
 from pipeline.classify import run_train
 from pipeline.extract import ExtractConfig, run_extract
 from pipeline.sample.crawl import generate_sample
-from pipeline.train_tokenizer import write_corpus
+from tokenizer.train import write_corpus
 
 PARTS = ("extract", "bpe", "encode", "filter", "dedup", "classify")
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline import classify, dedup, extract, report, shards, train_tokenizer
+from pipeline import classify, dedup, extract, report
 from pipeline import filter as filter_step
+from tokenizer import shards
+from tokenizer import train as train_tokenizer
 
 # step name -> (its main, one line of help)
 STEPS = {
@@ -20,8 +22,8 @@ STEPS = {
     "dedup": (dedup.main, "exact + MinHash LSH near-duplicate removal across all documents: pipeline.dedup"),
     "train-classifier": (classify.main, "train a fastText quality/toxicity/nsfw classifier: pipeline.classify"),
     "report": (report.main, "data funnel CSV + PNG from the stage metrics: pipeline.report"),
-    "train-tokenizer": (train_tokenizer.main, "train a byte-level BPE on documents: pipeline.train_tokenizer"),
-    "tokenize": (shards.main, "documents -> train.bin/val.bin token shards: pipeline.shards"),
+    "train-tokenizer": (train_tokenizer.main, "train a byte-level BPE on documents: tokenizer.train"),
+    "tokenize": (shards.main, "documents -> train.bin/val.bin token shards: tokenizer.shards"),
 }
 
 

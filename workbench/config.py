@@ -27,7 +27,7 @@ from workbench.params import DEFAULT_PARAMS, NO_PARAMS, ParamsError, read_layers
 SECTION_CLIS = {
     "sample": "pipeline.sample.crawl", "extract": "pipeline.extract", "filter": "pipeline.filter",
     "classify": "pipeline.classify", "dedup": "pipeline.dedup", "report": "pipeline.report",
-    "tokenizer": "pipeline.train_tokenizer", "shards": "pipeline.shards", "train": "model.train",
+    "tokenizer": "tokenizer.train", "shards": "tokenizer.shards", "train": "model.train",
     "sweep": "scaling.sweep", "scaling_fit": "scaling.fit", "sft": "alignment.sft", "dpo": "alignment.dpo",
     "grpo": "alignment.grpo", "rft": "alignment.rft", "alignment_report": "alignment.report",
     "leaderboard": "leaderboard.report",

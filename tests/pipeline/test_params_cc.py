@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline import classify, dedup, extract, report, shards, train_tokenizer
+from pipeline import classify, dedup, extract, report
 from pipeline import filter as filter_step
 from pipeline.filter import FilterConfig, build_parser
+from tokenizer import shards
+from tokenizer import train as train_tokenizer
 from workbench.params import apply_section, read_params
 
 ROOT = Path(__file__).resolve().parents[2]

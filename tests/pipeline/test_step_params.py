@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline import classify, dedup, extract, report, shards, train_tokenizer
+from pipeline import classify, dedup, extract, report
 from pipeline import filter as filter_step
 from pipeline.__main__ import main
 from pipeline.sample import crawl
+from tokenizer import shards
+from tokenizer import train as train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""The compiled BPE core (``pipeline.native``) against independent references: the ``regex`` module's split by
+"""The compiled BPE core (``tokenizer.native``) against independent references: the ``regex`` module's split by
 ``GPT2_PAT``, tiktoken's ``gpt2`` ids, and the pure-Python reference it replaces (which must stay selectable)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 import regex
 
 from bench.tokenizer import tiktoken_gpt2 as build_tiktoken_gpt2
-from pipeline import bpe, native
-from pipeline.bpe import GPT2_PAT, pretokenize_reference
-from pipeline.tokenizer import Tokenizer
+from tokenizer import bpe, native
+from tokenizer.bpe import GPT2_PAT, pretokenize_reference
+from tokenizer.encoder import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "data"
@@ -31,12 +31,12 @@ def test_native_core_is_built_unless_disabled():
     if os.environ.get("LMW_NO_NATIVE", "") not in ("", "0"):
         assert native.NATIVE is None
         return
-    assert native.NATIVE is not None, "pipeline._bpe_native missing or stale: run `pip install -e .`"
+    assert native.NATIVE is not None, "tokenizer._bpe_native missing or stale: run `pip install -e .`"
     assert native.NATIVE.SOURCE_SHA256 == native.source_sha256()
 
 
 def test_env_var_forces_the_reference():
-    code = "from pipeline.tokenizer import Tokenizer; from pipeline import native; print(native.NATIVE)"
+    code = "from tokenizer.encoder import Tokenizer; from tokenizer import native; print(native.NATIVE)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "LMW_NO_NATIVE": "1"},
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == "None"
@@ -128,7 +128,7 @@ def test_lone_surrogates_raise_like_the_reference(gpt2_pair):
 
 
 def test_pretokenize_falls_back_on_surrogates():
-    from pipeline.bpe import pretokenize
+    from tokenizer.bpe import pretokenize
 
     text = "ab\udcff c\ud800"
     assert pretokenize(text) == regex.findall(GPT2_PAT, text) == pretokenize_reference(text)

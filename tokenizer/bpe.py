@@ -28,7 +28,7 @@ from pathlib import Path
 import regex
 from tqdm import tqdm
 
-from pipeline import native
+from tokenizer import native
 
 GPT2_PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 """The GPT-2 pre-tokenization pattern (openai/gpt-2 ``encoder.py``), as given in CS336."""
@@ -54,7 +54,7 @@ def pretokenize_reference(text: str) -> list[str]:
 
 
 def pretokenize(text: str) -> list[str]:
-    """GPT-2 pre-tokens of text, by the compiled scanner when it is built (``pipeline.native``), else the regex."""
+    """GPT-2 pre-tokens of text, by the compiled scanner when it is built (``tokenizer.native``), else the regex."""
     if native.NATIVE is not None:
         try:
             return native.NATIVE.pretokenize(text)
@@ -215,7 +215,7 @@ def merge_counts(
 ) -> list[tuple[bytes, bytes]]:
     """Learn up to ``num_merges`` merges from pre-token counts, adding new tokens to ``vocab`` (ids ``0..n-1``).
 
-    The compiled loop (``pipeline/csrc/bpe_train.c``) when it is built, else ``merge_counts_reference``; both give
+    The compiled loop (``tokenizer/csrc/bpe_train.c``) when it is built, else ``merge_counts_reference``; both give
     the same merges.
     """
     if native.NATIVE is None or list(vocab) != list(range(len(vocab))):

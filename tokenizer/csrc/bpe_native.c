@@ -1,7 +1,7 @@
 /* The hot loops of byte-level BPE encoding, in C: the GPT-2 pre-tokenizer as a scanner over code points and the
- * lowest-rank-first merge loop, with a cache of pre-token -> ids. ``pipeline/tokenizer.py`` holds the readable
- * reference (``Tokenizer._bpe``, ``pipeline.bpe.pretokenize``) and falls back to it when this module is absent;
- * tests/pipeline/test_native.py checks the two against each other, the ``regex`` module and tiktoken.
+ * lowest-rank-first merge loop, with a cache of pre-token -> ids. ``tokenizer/encoder.py`` holds the readable
+ * reference (``Tokenizer._bpe``, ``tokenizer.bpe.pretokenize``) and falls back to it when this module is absent;
+ * tests/tokenizer/test_native.py checks the two against each other, the ``regex`` module and tiktoken.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -417,7 +417,7 @@ static PyGetSetDef Encoder_getset[] = {
 
 static PyTypeObject EncoderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "pipeline._bpe_native.Encoder",
+    .tp_name = "tokenizer._bpe_native.Encoder",
     .tp_basicsize = sizeof(Encoder),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Encoder(byte_ids, merges): byte-level BPE with GPT-2 pre-tokenization",
@@ -458,7 +458,7 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "pipeline._bpe_native", "Compiled BPE encode loop (see pipeline/csrc/bpe_native.c).", -1,
+    PyModuleDef_HEAD_INIT, "tokenizer._bpe_native", "Compiled BPE encode loop (see tokenizer/csrc/bpe_native.c).", -1,
     module_methods, NULL, NULL, NULL, NULL,
 };
 

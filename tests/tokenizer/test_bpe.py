@@ -1,4 +1,4 @@
-"""Tests for ``pipeline.bpe.train_bpe`` against hand-worked merges, a naive reference BPE and HF."""
+"""Tests for ``tokenizer.bpe.train_bpe`` against hand-worked merges, a naive reference BPE and HF."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import regex
 
-from pipeline import bpe
-from pipeline.bpe import descending_key, find_chunk_boundaries, pretokenize, train_bpe
-from pipeline.tokenizer import unicode_to_token
+from tokenizer import bpe
+from tokenizer.bpe import descending_key, find_chunk_boundaries, pretokenize, train_bpe
+from tokenizer.encoder import unicode_to_token
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""

@@ -1,7 +1,7 @@
-"""The compiled BPE core (``pipeline/csrc/bpe_native.c``, built by ``pip install -e .``), or ``None``.
+"""The compiled BPE core (``tokenizer/csrc/bpe_native.c``, built by ``pip install -e .``), or ``None``.
 
 ``NATIVE`` is the extension module when it is built and up to date; else ``None`` and the tokenizer runs the
-pure-Python reference (``pipeline.tokenizer``, ``pipeline.bpe``), which gives the same ids and merges, slower.
+pure-Python reference (``tokenizer.encoder``, ``tokenizer.bpe``), which gives the same ids and merges, slower.
 ``LMW_NO_NATIVE=1`` forces the reference (CI tests both). A build whose compiled-in source hash differs from the
 sources beside it (edited since ``pip install``) is not used, with a warning naming the rebuild command.
 """
@@ -33,12 +33,12 @@ def load() -> ModuleType | None:
     if os.environ.get("LMW_NO_NATIVE", "") not in ("", "0"):
         return None
     try:
-        from pipeline import _bpe_native
+        from tokenizer import _bpe_native
     except ImportError:
         return None
     expected = source_sha256()
     if expected is not None and _bpe_native.SOURCE_SHA256 != expected:
-        warnings.warn("pipeline._bpe_native is older than pipeline/csrc; using the pure-Python tokenizer. "
+        warnings.warn("tokenizer._bpe_native is older than tokenizer/csrc; using the pure-Python tokenizer. "
                       "Rebuild: pip install -e . (or python setup.py build_ext --inplace)", stacklevel=2)
         return None
     return _bpe_native

@@ -1,8 +1,8 @@
 """Write ``unicode_classes.h``: the code-point ranges of ``\\p{L}``, ``\\p{N}`` and ``\\s`` as the ``regex``
 module matches them, so the compiled GPT-2 pre-tokenizer (``bpe_native.c``) splits exactly like
-``pipeline.bpe.GPT2_PAT``. Rerun after upgrading ``regex`` (tests/pipeline/test_native.py checks every code point):
+``tokenizer.bpe.GPT2_PAT``. Rerun after upgrading ``regex`` (tests/tokenizer/test_native.py checks every code point):
 
-    python pipeline/csrc/gen_unicode_classes.py
+    python tokenizer/csrc/gen_unicode_classes.py
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tests for ``pipeline.tokenizer.Tokenizer`` against tiktoken ``gpt2`` and HF ``tokenizers``."""
+"""Tests for ``tokenizer.encoder.Tokenizer`` against tiktoken ``gpt2`` and HF ``tokenizers``."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from bench.tokenizer import tiktoken_gpt2 as build_tiktoken_gpt2
-from pipeline import tokenizer
-from pipeline.bpe import train_bpe
-from pipeline.tokenizer import STREAM_CHARS, Tokenizer
+from tokenizer import encoder
+from tokenizer.bpe import train_bpe
+from tokenizer.encoder import STREAM_CHARS, Tokenizer
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 TOK_DIR = SHARED / "tokenizer"
@@ -128,7 +128,7 @@ def _iterable_cases():
 @pytest.mark.parametrize("which", ["gpt2", "trained"])
 @pytest.mark.parametrize("stream_chars", [1, 7])
 def test_encode_iterable_is_independent_of_chunking(request, monkeypatch, which, stream_chars):
-    monkeypatch.setattr(tokenizer, "STREAM_CHARS", stream_chars)  # settle after (almost) every chunk
+    monkeypatch.setattr(encoder, "STREAM_CHARS", stream_chars)  # settle after (almost) every chunk
     tok = request.getfixturevalue(which)
     assert list(tok.encode_iterable(["a\n", "\n", "\nb"])) == tok.encode("a\n\n\nb")
     assert list(tok.encode_iterable(["we'l", "l"])) == tok.encode("we'll")

@@ -3,7 +3,7 @@
 The documents' texts are streamed into one temporary corpus file, separated by the end-of-text
 special token, so ``train_bpe`` can cut it into chunks at document boundaries and pre-tokenize
 them in parallel without holding the corpus in memory. Bad lines and files are skipped and counted
-(``workbench.bad_input``); a corpus without text is an error. ``python -m pipeline.train_tokenizer`` is the stage
+(``workbench.bad_input``); a corpus without text is an error. ``python -m tokenizer.train`` is the stage
 (defaults: the ``tokenizer`` section of params.yaml).
 """
 
@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.bpe import train_bpe
-from pipeline.tokenizer import Tokenizer
+from tokenizer.bpe import train_bpe
+from tokenizer.encoder import Tokenizer
 from workbench.bad_input import InputIssues, summary_note
 from workbench.documents import EOT, iter_texts
 from workbench.files import write_metrics
@@ -77,7 +77,7 @@ def headline(metrics: dict) -> dict:
 
 # -- CLI ---------------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    p = step_parser("python -m pipeline.train_tokenizer", "tokenizer",
+    p = step_parser("python -m tokenizer.train", "tokenizer",
                     "Train a byte-level BPE tokenizer (GPT-2 pre-tokenization) on documents.")
     p.add_argument("--input", type=Path, help="documents file or folder (default: %(default)s)")
     p.add_argument("--out-dir", type=Path, help="writes vocab.json, merges.txt, tokenizer.json (default: %(default)s)")

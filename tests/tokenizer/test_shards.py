@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.shards import EOT, is_val, iter_texts, write_shards
-from pipeline.tokenizer import Tokenizer
+from tokenizer.encoder import Tokenizer
+from tokenizer.shards import EOT, is_val, iter_texts, write_shards
 from workbench.files import write_jsonl
 
 TEXTS = [f"Document {i}: the quick brown fox jumps over {i} lazy dogs. Ünïcödé ✓ 漢字" for i in range(200)]

@@ -6,7 +6,7 @@ split by the GPT-2 regex, and each pre-token's bytes are merged pair by pair, al
 with the lowest merge rank first. With GPT-2's ``vocab.json``/``merges.txt`` the ids equal
 tiktoken's ``gpt2`` encoding.
 
-Speed: the compiled core (``pipeline.native``, C: a scanner equal to the GPT-2 regex and the merge loop) runs
+Speed: the compiled core (``tokenizer.native``, C: a scanner equal to the GPT-2 regex and the merge loop) runs
 ``encode`` when it is built; the Python below is the readable reference it is tested against and the fallback
 (``LMW_NO_NATIVE=1``). Both cache pre-token -> ids (cleared when the cache grows past ``CACHE_SIZE`` entries),
 so only unseen pre-tokens run the merge loop. ``encode_batch`` spreads texts over a process pool.
@@ -22,8 +22,8 @@ import os
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 
-from pipeline import native
-from pipeline.bpe import pretokenize, special_tokens_pattern
+from tokenizer import native
+from tokenizer.bpe import pretokenize, special_tokens_pattern
 from workbench.files import atomic_open
 
 CACHE_SIZE = 1 << 20

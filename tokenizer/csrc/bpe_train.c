@@ -1,4 +1,4 @@
-/* The BPE training merge loop in C: ``pipeline.bpe.merge_counts`` (the readable reference) without the
+/* The BPE training merge loop in C: ``tokenizer.bpe.merge_counts`` (the readable reference) without the
  * interpreter. Same algorithm, same result:
  *   - words are the unique pre-tokens as arrays of token ids, each with its count;
  *   - pair_count[p] is the count of pair p over all words, where[p] the words that may hold p (a superset, with

@@ -4,7 +4,7 @@ Each document is encoded, followed by the end-of-text id, and appended to the sp
 seeded hash of its id, so the split does not depend on file order, worker count or chunking.
 Encoding fans out to a process pool over batches of documents; results come back in order, so the
 shards are byte-identical for any ``workers``. Read them with ``np.memmap(path, dtype=meta["dtype"])``
-(the layout nanoGPT's ``prepare.py`` uses). ``python -m pipeline.shards`` is the tokenize stage (defaults: the
+(the layout nanoGPT's ``prepare.py`` uses). ``python -m tokenizer.shards`` is the tokenize stage (defaults: the
 ``shards`` section of params.yaml). Bad lines and files are skipped and counted (``workbench.bad_input``).
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from pipeline.tokenizer import Tokenizer
+from tokenizer.encoder import Tokenizer
 from workbench.bad_input import InputIssues, require_readable, summary_note
 from workbench.documents import EOT, document_paths, iter_texts
 from workbench.files import atomic_path, write_json, write_metrics
@@ -143,7 +143,7 @@ def headline(metrics: dict) -> dict:
 
 # -- CLI ---------------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    p = step_parser("python -m pipeline.shards", "shards",
+    p = step_parser("python -m tokenizer.shards", "shards",
                     "Encode documents into uint16/uint32 token shards plus meta.json.")
     p.add_argument("--input", type=Path, help="documents file or folder (default: %(default)s)")
     p.add_argument("--tokenizer", type=Path, help="folder with vocab.json + merges.txt (default: %(default)s)")
