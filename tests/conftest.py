@@ -32,8 +32,8 @@ def sample_crawl(tmp_path_factory) -> SampleCrawl:
     """600 generated pages (seed 7), extracted with trafilatura: ~15 s once per session."""
     pytest.importorskip("faker")
     pytest.importorskip("trafilatura")
-    from pipeline.extract import ExtractConfig, output_name, run_extract
     from pipeline.sample.crawl import generate_sample
+    from pipeline.web.extract import ExtractConfig, output_name, run_extract
     from workbench.files import read_jsonl
 
     root = tmp_path_factory.mktemp("sample_crawl")

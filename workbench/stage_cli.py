@@ -1,4 +1,4 @@
-"""What the data steps' command lines share (``python -m pipeline.extract`` and the others).
+"""What the data steps' command lines share (``python -m pipeline.web.extract`` and the others).
 
 Each step builds its parser with ``step_parser``; its flags' destinations are the keys of its ``params.yaml``
 section, which ``run_step`` makes their defaults (strictly: a key no flag takes is an error naming the key, the

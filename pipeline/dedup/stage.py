@@ -4,7 +4,7 @@
   Pass 1 counts an 8-byte blake2b digest of every line (memory: one digest per distinct line, never the text);
   pass 2 keeps the lines that occur exactly once in the whole corpus (CS336 assignment 4).
 - ``minhash_deduplication``: one file = one document; MinHash + LSH candidates, verified by true Jaccard,
-  clustered by union-find (CS336 assignment 4; the math is in ``pipeline/minhash.py``). One file per cluster is
+  clustered by union-find (CS336 assignment 4; the math is in ``pipeline/dedup/minhash.py``). One file per cluster is
   kept (the first by sorted path), copied byte for byte.
 - ``run_dedup``: the stage over gzip JSONL documents, global across all input files. Exact duplicates first
   (a hash of the normalized text; reason ``exact_duplicate``, the first in input order is kept), then near
@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from pipeline.minhash import (
+from pipeline.dedup.minhash import (
     EMPTY,
     band_keys,
     candidate_buckets,
@@ -483,8 +483,8 @@ CONFIG_HELP = {"ngrams": "word n-gram shingle size", "num_hashes": "MinHash perm
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = step_parser("python -m pipeline.dedup", "dedup",
-                    "Drop exact and near duplicates (pipeline/dedup.py) across every documents file.")
+    p = step_parser("python -m pipeline.dedup.stage", "dedup",
+                    "Drop exact and near duplicates (pipeline/dedup/stage.py) across every documents file.")
     p.add_argument("inputs", nargs="*", type=Path, help="documents files or folders (default: %(default)s)")
     p.add_argument("--out-dir", type=Path, help="kept documents, one file per input (default: %(default)s)")
     p.add_argument("--rejected-dir", type=Path,

@@ -3,13 +3,13 @@
 ``extract_text`` decodes bytes (UTF-8 first, then the declared charset, then detection) and runs
 a main-content extractor: trafilatura (Barbaresi, ACL 2021; the default, best precision),
 Resiliparse (Bevendorff et al., 2018; ~13x faster, keeps more boilerplate), or ``cascade`` (a lexbor pre-pass and
-trafilatura's fast mode, full trafilatura where that looks unreliable; ``pipeline.extract_cascade``).
+trafilatura's fast mode, full trafilatura where that looks unreliable; ``pipeline.web.extract_cascade``).
 ``run_extract`` streams every input file (or folder of them), fans records out to supervised worker processes
-(``pipeline.supervised``: a worker that dies or hangs in C code is replaced and its record counted as
+(``pipeline.runtime.supervised``: a worker that dies or hangs in C code is replaced and its record counted as
 ``extract_crash`` / ``extract_timeout``), bounds each record in bytes and seconds, counts every drop with its
 reason, names unreadable or empty files (``workbench.bad_input``), and writes one ``<input>.jsonl.gz`` per input
 atomically, so a rerun skips inputs that are already done.
-``python -m pipeline.extract`` is the stage (defaults: the ``extract`` section of params.yaml).
+``python -m pipeline.web.extract`` is the stage (defaults: the ``extract`` section of params.yaml).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from pipeline.executor import LocalExecutor, add_executor_flags, make_executor, thread_time_limit
-from pipeline.extract_cascade import fast_text, needs_fallback
-from pipeline.supervised import Lost, SupervisedPool
-from pipeline.warc import Payload, is_generated_crawl, iter_payloads
+from pipeline.runtime.executor import LocalExecutor, add_executor_flags, make_executor, thread_time_limit
+from pipeline.runtime.supervised import Lost, SupervisedPool
+from pipeline.web.extract_cascade import fast_text, needs_fallback
+from pipeline.web.warc import Payload, is_generated_crawl, iter_payloads
 from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
 from workbench.files import check_unique_outputs, expand_inputs, read_json, write_json, write_jsonl, write_metrics
 from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
@@ -254,7 +254,7 @@ def _stats_path(path: Path, out_dir: Path) -> Path:
 
 
 def extract_file_task(task: tuple[Path, Path, ExtractConfig]) -> dict:
-    """A cluster task (pipeline/executor.py): extract one whole input file in the worker that runs it, record by
+    """A cluster task (pipeline/runtime/executor.py): extract one whole input file in the worker that runs it, record by
     record in that process (cluster workers may not start processes of their own)."""
     path, out_dir, cfg = task
     _init_worker(cfg)
@@ -265,7 +265,7 @@ def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path | None, cf
                 executor=None) -> dict:
     """Extract every input (files or folders) into ``out_dir``; skip inputs already done unless ``force``.
 
-    The records of each file are spread over ``cfg.workers`` supervised processes (``pipeline.supervised``): a
+    The records of each file are spread over ``cfg.workers`` supervised processes (``pipeline.runtime.supervised``): a
     record whose worker dies or hangs is counted (``extract_crash`` / ``extract_timeout``) and the rest go on.
     An ``executor`` (a Ray or Dask cluster) runs one task per whole file instead. The headline metrics go to
     ``metrics_path``, all of them to ``details_path(metrics_path)``. Bad input follows ``workbench.bad_input``:
@@ -319,7 +319,7 @@ def headline(metrics: dict) -> dict:
 # -- CLI ---------------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     defaults = ExtractConfig()
-    p = step_parser("python -m pipeline.extract", "extract",
+    p = step_parser("python -m pipeline.web.extract", "extract",
                     "Extract main text from WARC response / WET conversion records.")
     p.add_argument("inputs", nargs="*", type=Path,
                    help="WARC/WET files, or folders of *.warc[.gz] / *.wet[.gz] (default: %(default)s)")

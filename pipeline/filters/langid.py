@@ -59,7 +59,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from pipeline.steps import Step
+from pipeline.runtime.steps import Step
 
 BACKENDS = ("langid", "resiliparse", "lingua", "fasttext", "vote")
 DEFAULT_BACKEND = "fasttext"
@@ -272,7 +272,7 @@ def declared_language(html: bytes) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m pipeline.langid", description=__doc__.split("\n\n")[0],
+        prog="python -m pipeline.filters.langid", description=__doc__.split("\n\n")[0],
         epilog="The backends' agreement with <html lang> on real pages: python -m bench.langid")
     ap.add_argument("text", nargs="+", help="text to identify (joined with spaces)")
     ap.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS, help="identifier to use")

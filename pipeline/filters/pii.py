@@ -40,7 +40,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import ClassVar
 
-from pipeline.steps import Step
+from pipeline.runtime.steps import Step
 
 EMAIL_TOKEN = "|||EMAIL_ADDRESS|||"
 PHONE_TOKEN = "|||PHONE_NUMBER|||"

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipeline.classifiers import PREFIX, clean_text
+from pipeline.classifiers.models import PREFIX, clean_text
 from workbench.files import atomic_open, expand_inputs, read_jsonl
 
 JIGSAW_COLUMNS = ("toxic", "severe_toxic", "obscene", "threat", "insult", "identity_hate")
@@ -152,7 +152,7 @@ def _file_pages(path: Path, drops: Counter) -> Iterator[str | bytes | tuple]:
     elif name.endswith(".txt"):
         yield path.read_text(encoding="utf-8", errors="replace")
     else:
-        from pipeline.warc import iter_payloads
+        from pipeline.web.warc import iter_payloads
 
         for payload in iter_payloads(path, drops):
             yield payload.body.decode("utf-8", "replace") if payload.kind == "text" else (payload.body, payload.charset)
@@ -160,7 +160,7 @@ def _file_pages(path: Path, drops: Counter) -> Iterator[str | bytes | tuple]:
 
 def _text(page) -> str | None:
     if isinstance(page, tuple):
-        from pipeline.extract import extract_text
+        from pipeline.web.extract import extract_text
 
         return extract_text(page[0], declared_charset=page[1])
     return page.strip() or None

@@ -1,13 +1,13 @@
-"""``python -m pipeline.filter``: documents → kept documents + rejected-with-reason, one file per input file.
+"""``python -m pipeline.filters.stage``: documents → kept documents + rejected-with-reason, one file per input file.
 
-The chain is a list of steps (pipeline/steps.py) in a fixed order, each switched on or off in ``params.yaml``:
+The chain is a list of steps (pipeline/runtime/steps.py) in a fixed order, each switched on or off in ``params.yaml``:
 ``langid`` → ``gopher`` (quality rules) → ``gopher_rep`` (repetition rules) → ``c4`` (line filters) →
 ``quality`` / ``toxicity`` / ``nsfw`` (fastText classifiers) → ``pii`` (masking, last so that dropped documents
 are never masked and classifiers see the original text). A step's setting is ``false`` (off), ``true`` (paper
 defaults) or a mapping of constructor arguments.
 
-Each input file is one task for the executor (pipeline/executor.py). A task reads its file (bad input by the policy
-of workbench/bad_input.py: a malformed JSONL line is counted as ``bad_json`` and named file:line in a warning; a
+Each input file is one task for the executor (pipeline/runtime/executor.py). A task reads its file (bad input by the
+policy of workbench/bad_input.py: a malformed JSONL line is counted as ``bad_json`` and named file:line in a warning; a
 file that is unreadable or holds no document is named in the summary; only when no input is readable does the
 stage fail), runs the chain, writes the kept
 documents to ``out_dir/<name>`` and the dropped ones, each with its ``reason``, to ``rejected_dir/<name>``, both
@@ -16,8 +16,8 @@ files and a killed run never leaves half-written outputs. Stats carry no timings
 seconds and docs/s go to the stage metrics: the headline in ``metrics/filter.json``, every count (per step, per
 reason) in ``metrics/details/filter.json``.
 
-Provenance: a classifier whose sidecar says it was trained on generated text (pipeline/classifiers.py) is refused on
-documents that do not come from the generated crawl (workbench/documents.py ``from_generated_crawl``): its scores
+Provenance: a classifier whose sidecar says it was trained on generated text (pipeline/classifiers/models.py) is refused
+on documents that do not come from the generated crawl (workbench/documents.py ``from_generated_crawl``): its scores
 on real pages are arbitrary. ``allow_generated_classifiers: true`` (``--allow-generated-classifiers``) lets it run.
 """
 
@@ -32,9 +32,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from pipeline.classifiers import ClassifierFilter, provenance_path, trained_on_generated
-from pipeline.executor import LocalExecutor, add_executor_flags, make_executor
-from pipeline.steps import Step, StepStats, run_steps
+from pipeline.classifiers.models import ClassifierFilter, provenance_path, trained_on_generated
+from pipeline.runtime.executor import LocalExecutor, add_executor_flags, make_executor
+from pipeline.runtime.steps import Step, StepStats, run_steps
 from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
 from workbench.documents import from_generated_crawl, input_files, output_name, read_documents
 from workbench.files import read_json, write_json, write_jsonl, write_metrics
@@ -44,14 +44,14 @@ log = logging.getLogger(__name__)
 
 # step name -> (module, class), in chain order
 STEPS = {
-    "langid": ("pipeline.langid", "LanguageFilter"),
-    "gopher": ("pipeline.quality_rules", "GopherQualityFilter"),
-    "gopher_rep": ("pipeline.quality_rules", "GopherRepetitionFilter"),
-    "c4": ("pipeline.quality_rules", "C4LineFilter"),
-    "quality": ("pipeline.classifiers", "ClassifierFilter"),
-    "toxicity": ("pipeline.classifiers", "ClassifierFilter"),
-    "nsfw": ("pipeline.classifiers", "ClassifierFilter"),
-    "pii": ("pipeline.pii", "PIIMasker"),
+    "langid": ("pipeline.filters.langid", "LanguageFilter"),
+    "gopher": ("pipeline.filters.quality_rules", "GopherQualityFilter"),
+    "gopher_rep": ("pipeline.filters.quality_rules", "GopherRepetitionFilter"),
+    "c4": ("pipeline.filters.quality_rules", "C4LineFilter"),
+    "quality": ("pipeline.classifiers.models", "ClassifierFilter"),
+    "toxicity": ("pipeline.classifiers.models", "ClassifierFilter"),
+    "nsfw": ("pipeline.classifiers.models", "ClassifierFilter"),
+    "pii": ("pipeline.filters.pii", "PIIMasker"),
 }
 CLASSIFIER_STEPS = ("quality", "toxicity", "nsfw")
 
@@ -203,8 +203,8 @@ def headline(metrics: dict) -> dict:
 
 # -- CLI ---------------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    p = step_parser("python -m pipeline.filter", "filter",
-                    "Run the filter chain (pipeline/filter.py) over every documents file; the chain is the "
+    p = step_parser("python -m pipeline.filters.stage", "filter",
+                    "Run the filter chain (pipeline/filters/stage.py) over every documents file; the chain is the "
                     "`steps` mapping of the params section.")
     p.add_argument("inputs", nargs="*", type=Path, help="documents files or folders (default: %(default)s)")
     p.add_argument("--out-dir", type=Path, help="kept documents, one file per input (default: %(default)s)")

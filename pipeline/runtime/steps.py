@@ -4,7 +4,7 @@ After datatrove's ``PipelineStep``/``BaseFilter``: a step decides, the base coun
 ``None`` to keep the document or a snake_case reason prefixed with the step's name (``gopher_short_doc``,
 ``langid_not_en``) to drop it. A step may annotate or rewrite the kept document in place (``lang``, ``lang_score``,
 masked ``text`` with ``pii`` counts, classifier scores). Steps never open files: readers and writers sit at the
-edges (``pipeline.filter``), so a chain of steps runs the same inside a process pool, a Ray task or a test.
+edges (``pipeline.filters.stage``), so a chain of steps runs the same inside a process pool, a Ray task or a test.
 """
 
 from __future__ import annotations

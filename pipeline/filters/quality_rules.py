@@ -13,8 +13,8 @@
   mentioning javascript or cookie/terms policies, drop pages with "lorem ipsum" or "{" or < 5 sentences. It rewrites
   ``doc["text"]`` to the kept lines. The bad-words rule of C4 is left to the toxicity step.
 
-Words are counted by ``pipeline.words`` (a port of spaCy's English tokenizer, as datatrove counts them); stop words
-match case-sensitively, as in datatrove. The alphabetic-word rule ("80% of words contain at least one alphabetic
+Words are counted by ``pipeline.filters.words`` (a port of spaCy's English tokenizer, as datatrove counts them); stop
+words match case-sensitively, as in datatrove. The alphabetic-word rule ("80% of words contain at least one alphabetic
 character") counts its words one of two ways, ``alpha_words``:
 
 - ``paper`` (default): whitespace-separated words, the plain reading of the paper and what Dolma's Gopher tagger
@@ -36,8 +36,8 @@ from typing import ClassVar
 
 import regex
 
-from pipeline.steps import Step
-from pipeline.words import count_sentences, is_symbol, words
+from pipeline.filters.words import count_sentences, is_symbol, words
+from pipeline.runtime.steps import Step
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")  # Gopher App. A.1.1
 ALPHA_WORDS = ("paper", "datatrove")  # what the alphabetic-word rule counts as words (module docstring)
@@ -67,7 +67,7 @@ def _is_int(v, low: int) -> bool:
 # -- Gopher quality ---------------------------------------------------------------------------------------------
 def alpha_words_ratio(text: str, alpha_words: str = "paper") -> float | None:
     """Share of words with at least one letter (``None`` without words); ``alpha_words`` picks the words: ``paper``
-    splits at whitespace, ``datatrove`` takes ``pipeline.words`` tokens (punctuation marks are words)."""
+    splits at whitespace, ``datatrove`` takes ``pipeline.filters.words`` tokens (punctuation marks are words)."""
     toks = text.split() if alpha_words == "paper" else words(text)
     if not toks:
         return None

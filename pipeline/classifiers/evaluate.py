@@ -1,7 +1,8 @@
 """Evaluating a fastText classifier: held-out metrics and metrics on other real labelled sets (cross-domain).
 
 After CS336 assignment 4: accuracy, macro and support-weighted F1, per-class precision/recall/F1, and ROC AUC of the
-positive label's probability. Labelled sets are fastText-format files or the real CSVs of pipeline/labelled.py.
+positive label's probability. Labelled sets are fastText-format files or the real CSVs of
+pipeline/classifiers/labelled.py.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.classifiers import PREFIX, FastTextClassifier, task_spec
-from pipeline.labelled import csv_examples
+from pipeline.classifiers.labelled import csv_examples
+from pipeline.classifiers.models import PREFIX, FastTextClassifier, task_spec
 from workbench.files import file_sha256
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.steps import Step
+from pipeline.runtime.steps import Step
 from workbench.files import atomic_path, read_json
 
 PREFIX = "__label__"
