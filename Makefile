@@ -24,8 +24,8 @@ lint: $(STAMP)
 	$(RUN) lint-imports
 	$(RUN) python -m workbench.dvc_deps --check
 
-# the tokenizer's pure-Python reference, which runs where the compiled core (pipeline/csrc) could not be built
-FALLBACK_TESTS := tests/pipeline/test_native.py tests/pipeline/test_tokenizer.py tests/pipeline/test_bpe.py
+# the tokenizer's pure-Python reference, which runs where the compiled core (tokenizer/csrc) could not be built
+FALLBACK_TESTS := tests/tokenizer/test_native.py tests/tokenizer/test_encoder.py tests/tokenizer/test_bpe.py
 
 test: lint
 	$(RUN) python -m pytest $(PYTEST_ARGS)
@@ -41,8 +41,8 @@ compile-check: $(STAMP)
 gpu-check:
 	$(PYTHON) -m bench.gpu_check $(GPU_CHECK_ARGS)
 
-# setup.py builds the compiled tokenizer core from pipeline/csrc during the editable install
-$(STAMP): pyproject.toml setup.py $(wildcard pipeline/csrc/*.c pipeline/csrc/*.h)
+# setup.py builds the compiled tokenizer core from tokenizer/csrc during the editable install
+$(STAMP): pyproject.toml setup.py $(wildcard tokenizer/csrc/*.c tokenizer/csrc/*.h)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/python -m pip install --quiet -e '.[all]'

@@ -1,5 +1,5 @@
-"""Builds the optional compiled BPE core (``pipeline._bpe_native`` from ``pipeline/csrc``); the project's metadata is
-in pyproject.toml. Without a C compiler the build is skipped (``optional=True``) and ``pipeline.native`` falls back
+"""Builds the optional compiled BPE core (``tokenizer._bpe_native`` from ``tokenizer/csrc``); the project's metadata is
+in pyproject.toml. Without a C compiler the build is skipped (``optional=True``) and ``tokenizer.native`` falls back
 to the pure-Python reference. The sources' SHA-256 is compiled in, so a stale build is detected and not used."""
 
 import hashlib
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 
-CSRC = "pipeline/csrc/"
+CSRC = "tokenizer/csrc/"
 SOURCES = [CSRC + name for name in (
     "bpe_native.c", "bpe_train.c", "bpe_train.h", "pretokenizer.h", "unicode_classes.h")]
 
@@ -22,7 +22,7 @@ def source_sha256() -> str:
 setup(
     ext_modules=[
         Extension(
-            "pipeline._bpe_native",
+            "tokenizer._bpe_native",
             sources=SOURCES[:2],
             depends=SOURCES[2:],
             define_macros=[("LMW_SOURCE_SHA256", f'"{source_sha256()}"')],

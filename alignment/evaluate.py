@@ -52,7 +52,7 @@ from alignment.tasks import (
     task_splits,
 )
 from model.checkpoint import load_model
-from pipeline.tokenizer import Tokenizer
+from tokenizer.encoder import Tokenizer
 from workbench.files import write_jsonl
 
 TASKS = ("digits", "arithmetic", "gsm8k", "math", "mmlu", "safety")

@@ -3,7 +3,7 @@
 Mirrors the CS336 assignment 5 building blocks (``tokenize_prompt_and_output``,
 ``get_response_log_probs``) and its supplementary packed instruction-tuning dataset:
 
-- ``TokenizerAdapter`` puts our ``pipeline.tokenizer.Tokenizer`` (``encode``/``decode``,
+- ``TokenizerAdapter`` puts our ``tokenizer.encoder.Tokenizer`` (``encode``/``decode``,
   ``special_token_ids["<|endoftext|>"]``) and a HF tokenizer (``encode(..., add_special_tokens=
   False)``, ``eos_token_id``, ``pad_token_id``) behind four names: ``encode``, ``decode``,
   ``eos_id``, ``pad_id`` (+ ``bos_id`` when the tokenizer prepends one by default, as Llama's does).
@@ -61,7 +61,7 @@ def split_template(template: str, instruction: str) -> tuple[str, str]:
 class TokenizerAdapter:
     """``encode(text) -> ids`` (no special tokens added), ``decode``, ``eos_id``, ``pad_id``, ``bos_id``.
 
-    Wraps our ``pipeline.tokenizer.Tokenizer`` or any HF tokenizer; an adapter passes through."""
+    Wraps our ``tokenizer.encoder.Tokenizer`` or any HF tokenizer; an adapter passes through."""
 
     def __new__(cls, tokenizer):
         if isinstance(tokenizer, TokenizerAdapter):

@@ -54,7 +54,7 @@ from model.config import ModelConfig
 from model.export import export_llama
 from model.generate import generate
 from model.transformer import TransformerLM
-from pipeline.tokenizer import Tokenizer
+from tokenizer.encoder import Tokenizer
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parents[1]

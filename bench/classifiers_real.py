@@ -30,10 +30,11 @@ from collections import Counter
 from pathlib import Path
 
 from bench.results import RESULTS_DIR, Result, record
-from pipeline import classify, extract
-from pipeline import filter as filter_step
-from pipeline.classifiers import FastTextClassifier, load_task_model
+from pipeline import classify
+from pipeline.classifiers.models import FastTextClassifier, load_task_model
 from pipeline.classify import Source, train_source
+from pipeline.filters import stage as filter_step
+from pipeline.web import extract
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"

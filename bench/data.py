@@ -26,11 +26,11 @@ from bench import filter as bench_filter
 from bench.extract import DEFAULT_WEB, bench_extract, format_rows
 from bench.results import Result, record
 from bench.tokenizer import DEFAULT_CORPUS, DEFAULT_GPT2, EOT, bench_bpe_training, bench_encode, rows_table
-from pipeline.classifiers import DAVIDSON_CONFIG
+from pipeline.classifiers.models import DAVIDSON_CONFIG
 from pipeline.classify import run_train
-from pipeline.extract import ExtractConfig, run_extract
 from pipeline.sample.crawl import generate_sample
-from pipeline.train_tokenizer import write_corpus
+from pipeline.web.extract import ExtractConfig, run_extract
+from tokenizer.train import write_corpus
 
 PARTS = ("extract", "bpe", "encode", "filter", "dedup", "classify")
 

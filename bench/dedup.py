@@ -33,8 +33,8 @@ from collections import Counter
 from pathlib import Path
 
 from bench.results import RESULTS_DIR, Result, interleaved, record
-from pipeline.dedup import DedupConfig, near_duplicate_clusters
-from pipeline.minhash import UnionFind, jaccard, minhash_signatures, normalize_text, shingle_hash_set
+from pipeline.dedup.minhash import UnionFind, jaccard, minhash_signatures, normalize_text, shingle_hash_set
+from pipeline.dedup.stage import DedupConfig, near_duplicate_clusters
 from pipeline.sample.text import TOPICS, EnglishProse
 
 
@@ -177,7 +177,7 @@ _STAGE = """
 import json, re, resource, sys
 from pathlib import Path
 from bench.results import RESULTS_DIR, Result, interleaved, record
-from pipeline.dedup import DedupConfig, run_dedup
+from pipeline.dedup.stage import DedupConfig, run_dedup
 d = Path(sys.argv[1])
 m = run_dedup(d / "in", d / "out", d / "metrics.json", DedupConfig(workers=int(sys.argv[2])), rejected_dir=d / "rej")
 try:

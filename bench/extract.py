@@ -23,9 +23,9 @@ from collections import Counter
 from pathlib import Path
 
 from bench.results import RESULTS_DIR, Result, record
-from pipeline.extract import decode_html, extract_text
-from pipeline.extract_cascade import DROP_TAGS, prune_html
-from pipeline.warc import iter_payloads
+from pipeline.web.extract import decode_html, extract_text
+from pipeline.web.extract_cascade import DROP_TAGS, prune_html
+from pipeline.web.warc import iter_payloads
 from workbench.files import atomic_path
 
 DEFAULT_WEB = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "web"
@@ -161,7 +161,7 @@ def bench_stage(warcs: list[Path], repeats: int = 2, extractors=("cascade", "tra
     records/s (against trafilatura, same run), and the records lost to exceptions or the time limit."""
     import tempfile
 
-    from pipeline.extract import ExtractConfig, run_extract
+    from pipeline.web.extract import ExtractConfig, run_extract
 
     seconds = {e: [] for e in extractors}
     metrics = {}

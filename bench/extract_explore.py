@@ -27,8 +27,8 @@ from pathlib import Path
 
 from bench.extract import DEFAULT_WEB, HALVES, _trafilatura, eval_half, load_eval_pages
 from bench.results import RESULTS_DIR, Result, record
-from pipeline.extract import decode_html, extract_text, main_text
-from pipeline.extract_cascade import MIN_CHARS, MIN_PAGE_SHARE, prune_html
+from pipeline.web.extract import decode_html, extract_text, main_text
+from pipeline.web.extract_cascade import MIN_CHARS, MIN_PAGE_SHARE, prune_html
 
 AREA = "extract_explore"
 KEPT_BAR = 0.933  # issue 27's quality bar for kept content (and dropped >= 0.900)
@@ -44,7 +44,7 @@ PROFILED = {
     ("copy.py", "copy"): "tree copies (copy.copy)",
     ("trafilatura/utils.py", "load_html"): "lxml parsing (load_html)",
     ("lxml/html/__init__.py", "lookup"): "lxml.html element-class lookup",
-    ("pipeline/extract.py", "decode_html"): "our decoding",
+    ("pipeline/web/extract.py", "decode_html"): "our decoding",
 }
 LENGTHS = range(0, 3001, 100)  # the cascade grid: minimum characters of the fast text ...
 SHARES = [i / 20 for i in range(15)]  # ... and minimum share of the page's text (0 to 0.7)

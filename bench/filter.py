@@ -28,10 +28,10 @@ from pathlib import Path
 from bench.extract import DEFAULT_WEB
 from bench.filter_datatrove import datatrove_extractor, datatrove_step, quiet_datatrove
 from bench.results import RESULTS_DIR, Result, interleaved, record
-from pipeline.extract import decode_html, extract_text
-from pipeline.filter import CLASSIFIER_STEPS, FilterConfig, build_parser, build_steps
-from pipeline.steps import run_steps
-from pipeline.warc import iter_payloads
+from pipeline.filters.stage import CLASSIFIER_STEPS, FilterConfig, build_parser, build_steps
+from pipeline.runtime.steps import run_steps
+from pipeline.web.extract import decode_html, extract_text
+from pipeline.web.warc import iter_payloads
 from workbench.params import ParamsError, apply_section
 
 SETS = {"real": "real pages", "generated": "generated crawl"}

@@ -1,6 +1,7 @@
 """datatrove's counterpart of each of our filter steps, configured to make the same decisions where it can.
 
-``datatrove_step(our_step, models)`` returns the datatrove pipeline step for one of ours (from ``pipeline.filter``'s
+``datatrove_step(our_step, models)`` returns the datatrove pipeline step for one of ours (from
+``pipeline.filters.stage``'s
 ``build_steps``), so that the two chains run the same steps in the same order:
 
     langid      -> LanguageFilter on the same local lid.176 file (its own loader would download lid.176.bin)
@@ -18,9 +19,9 @@ from __future__ import annotations
 
 import logging
 
-from pipeline.classifiers import ClassifierFilter
-from pipeline.langid import LanguageFilter, bundled_lid176
-from pipeline.quality_rules import GopherQualityFilter, GopherRepetitionFilter
+from pipeline.classifiers.models import ClassifierFilter
+from pipeline.filters.langid import LanguageFilter, bundled_lid176
+from pipeline.filters.quality_rules import GopherQualityFilter, GopherRepetitionFilter
 
 KEEP_LABELS = {"quality": "wiki", "toxicity": "non-toxic", "nsfw": "non-nsfw"}
 
@@ -105,7 +106,7 @@ def datatrove_step(step):
 
 
 def datatrove_extractor():
-    """datatrove's Trafilatura step with the options ``pipeline.extract`` gives trafilatura."""
+    """datatrove's Trafilatura step with the options ``pipeline.web.extract`` gives trafilatura."""
     from datatrove.pipeline.extractors import Trafilatura
 
     return Trafilatura(favour_precision=False, deduplicate=False, timeout=10, include_tables=True)

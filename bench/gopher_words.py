@@ -2,7 +2,7 @@
 
 The pages of ``--web-dir`` (default ../shared/data/web/*.warc.gz: the trafilatura evaluation pages, the wget
 captures, the Common Crawl sample) go through the extract stage; for each definition of ``alpha_words``
-(pipeline/quality_rules.py) this counts
+(pipeline/filters/quality_rules.py) this counts
 
 - the English pages (kept by the default langid step) that the rule alone drops, over all pages and over the
   trafilatura evaluation pages (curated ordinary articles), and what the whole Gopher quality step drops of them;
@@ -22,7 +22,7 @@ from pathlib import Path
 from bench.extract import DEFAULT_WEB
 from bench.real_pages import is_english, real_documents
 from bench.results import RESULTS_DIR, Result, record
-from pipeline.quality_rules import ALPHA_WORDS, GopherQualityFilter, alpha_words_ratio
+from pipeline.filters.quality_rules import ALPHA_WORDS, GopherQualityFilter, alpha_words_ratio
 
 THRESHOLD = GopherQualityFilter.min_alpha_words_ratio
 EVAL_PAGES = "trafilatura-pages-"  # the WARCs of trafilatura's evaluation set

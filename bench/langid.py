@@ -1,8 +1,8 @@
 """Language identification on real pages: each backend's agreement with the pages' ``<html lang>`` and its docs/s.
 
 The pages are every HTML response of the given WARCs (default: ../shared/data/web/*.warc.gz) that declares a
-language and has at least 50 words of trafilatura text; the table in pipeline/langid.py came from here. Speeds are
-``--repeats`` passes over all pages per backend, the backends taking turns pass by pass (median, min-max).
+language and has at least 50 words of trafilatura text; the table in pipeline/filters/langid.py came from here. Speeds
+are ``--repeats`` passes over all pages per backend, the backends taking turns pass by pass (median, min-max).
 
     python -m bench.langid [WARC ...] [--model-path lid.176.ftz]
 """
@@ -18,9 +18,9 @@ from pathlib import Path
 
 from bench.extract import DEFAULT_WEB
 from bench.results import RESULTS_DIR, Result, record
-from pipeline.extract import extract_text
-from pipeline.langid import BACKENDS, UNKNOWN, LanguageFilter, bundled_lid176, declared_language, get_identifier
-from pipeline.warc import iter_payloads
+from pipeline.filters.langid import BACKENDS, UNKNOWN, LanguageFilter, bundled_lid176, declared_language, get_identifier
+from pipeline.web.extract import extract_text
+from pipeline.web.warc import iter_payloads
 
 MIN_SCORE = LanguageFilter.min_score  # the filter's default cut
 

@@ -1,8 +1,9 @@
-"""Phone masks on real pages: how many numbers ``pipeline.pii`` masks as phones, each with its context, to judge.
+"""Phone masks on real pages: how many numbers ``pipeline.filters.pii`` masks as phones, each with its context, to
+judge.
 
 The pages of ``--web-dir`` (default ../shared/data/web/*.warc.gz) go through the extract stage; every phone mask
 is listed with 30 characters either side. ``--baseline FILE`` counts the masks of another ``pii.py`` (an older
-revision) on the same documents, e.g. ``git show main:pipeline/pii.py > /tmp/pii_main.py``.
+revision) on the same documents, e.g. ``git show main:pipeline/filters/pii.py > /tmp/pii_main.py``.
 
     python -m bench.pii [--web-dir ../shared/data/web] [--baseline /tmp/pii_main.py | --baseline-rev 39a6c80]
                         [--show 40]
@@ -23,7 +24,7 @@ from pathlib import Path
 from bench.extract import DEFAULT_WEB
 from bench.real_pages import real_documents
 from bench.results import RESULTS_DIR, ROOT, Result, record
-from pipeline.pii import mask_phone_numbers, phone_number_spans
+from pipeline.filters.pii import mask_phone_numbers, phone_number_spans
 
 
 def phone_masks(docs: list[dict], context: int = 30) -> list[tuple[str, str, str]]:
@@ -52,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.pii", description=__doc__.split("\n\n")[0])
     ap.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="folder of real-page WARCs (*.warc.gz)")
     ap.add_argument("--baseline", type=Path, help="another pii.py whose phone masks to count on the same pages")
-    ap.add_argument("--baseline-rev", help="the same for pipeline/pii.py at this git revision (git show REV:...)")
+    ap.add_argument("--baseline-rev",
+                    help="the same for pipeline/filters/pii.py at this git revision (git show REV:...)")
     ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
                     help="where the rows go, as pii.jsonl (default: %(default)s)")
     ap.add_argument("--no-record", action="store_true", help="print only")
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--baseline: no such file {args.baseline}")
     with tempfile.TemporaryDirectory() as tmp:
         if args.baseline_rev:
-            shown = subprocess.run(["git", "show", f"{args.baseline_rev}:pipeline/pii.py"], cwd=ROOT,
+            shown = subprocess.run(["git", "show", f"{args.baseline_rev}:pipeline/filters/pii.py"], cwd=ROOT,
                                    capture_output=True, text=True)
             if shown.returncode:
                 ap.error(f"--baseline-rev {args.baseline_rev}: {shown.stderr.strip()}")

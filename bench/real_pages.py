@@ -1,6 +1,6 @@
 """The real pages of ../shared/data/web as documents, for the benchmarks that judge a rule on real text.
 
-``real_documents`` runs the extract stage (pipeline/extract.py, its default trafilatura extractor) over the WARCs
+``real_documents`` runs the extract stage (pipeline/web/extract.py, its default trafilatura extractor) over the WARCs
 into a folder (resumable: a second run reads what the first wrote) and returns the documents, each with the name of
 its WARC; ``is_english`` asks the default ``langid`` step of the filter chain.
 """
@@ -11,8 +11,8 @@ import logging
 from functools import cache
 from pathlib import Path
 
-from pipeline.extract import ExtractConfig, output_name, run_extract
-from pipeline.langid import LanguageFilter
+from pipeline.filters.langid import LanguageFilter
+from pipeline.web.extract import ExtractConfig, output_name, run_extract
 from workbench.files import read_jsonl
 
 

@@ -1,4 +1,4 @@
-"""Benchmarks for ``pipeline.bpe`` and ``pipeline.tokenizer`` against HF tokenizers, tiktoken and rustbpe.
+"""Benchmarks for ``tokenizer.bpe`` and ``tokenizer.encoder`` against HF tokenizers, tiktoken and rustbpe.
 
 * BPE training: seconds and peak RSS of ``train_bpe`` vs the Hugging Face ``tokenizers`` byte-level BPE trainer
   (and rustbpe, a GPT-4-style Rust trainer, when installed: ``pip install -e '.[bench]'``), each run in a fresh
@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 
 from bench.results import RESULTS_DIR, Result, interleaved, record, timing_result
-from pipeline.bpe import GPT2_PAT, train_bpe
-from pipeline.tokenizer import Tokenizer, unicode_to_token
+from tokenizer.bpe import GPT2_PAT, train_bpe
+from tokenizer.encoder import Tokenizer, unicode_to_token
 from workbench.files import write_text
 
 EOT = "<|endoftext|>"
@@ -139,7 +139,7 @@ def _best_seconds(fn, repeat: int = 3) -> float:
 
 def load_seconds(tokenizer_files: tuple = DEFAULT_GPT2) -> dict:
     """One-off costs in a fresh process: importing the tokenizer (with the compiled core) and loading GPT-2."""
-    code = ("import time, json, sys; t0 = time.perf_counter(); from pipeline.tokenizer import Tokenizer; "
+    code = ("import time, json, sys; t0 = time.perf_counter(); from tokenizer.encoder import Tokenizer; "
             "t1 = time.perf_counter(); tok = Tokenizer.from_files(sys.argv[1], sys.argv[2], ['<|endoftext|>']); "
             "print(json.dumps({'import_s': t1 - t0, 'load_gpt2_s': time.perf_counter() - t1, 'backend': tok.backend}))")
     done = subprocess.run([sys.executable, "-c", code, *map(str, tokenizer_files)], capture_output=True, text=True,
@@ -232,7 +232,7 @@ def crawl_text(docs_dir: Path, cache_dir: Path) -> Path | None:
     """The generated crawl's documents (``make repro``'s data/documents) as one corpus file, or ``None``."""
     if not any(Path(docs_dir).glob("*.jsonl.gz")):
         return None
-    from pipeline.train_tokenizer import write_corpus
+    from tokenizer.train import write_corpus
 
     out = Path(cache_dir) / "crawl.txt"
     write_corpus(Path(docs_dir), out, EOT)

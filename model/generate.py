@@ -174,8 +174,8 @@ def _resolve_device(name: str) -> torch.device:
 
 
 def _load_tokenizer(tokenizer_dir: str, special_tokens: list[str]):
-    # lazy: pipeline.tokenizer needs regex and tqdm, and model/ must import with only torch, triton, numpy
-    from pipeline.tokenizer import Tokenizer
+    # lazy: tokenizer.encoder needs regex and tqdm, and model/ must import with only torch, triton, numpy
+    from tokenizer.encoder import Tokenizer
 
     root = Path(tokenizer_dir)
     vocab, merges = root / "vocab.json", root / "merges.txt"

@@ -10,7 +10,7 @@ Attention variants: grouped-query / multi-query attention (Ainslie et al. 2023, 
 
 from __future__ import annotations
 
-import importlib
+import contextlib
 import math
 
 import torch
@@ -65,8 +65,9 @@ class RMSNorm(nn.Module):
         self._norm = rms_norm_ref
         self._add_norm = None
         if impl == "triton":
-            self._norm = import_kernel("kernels.rmsnorm", "rms_norm", "norm='triton'")
-            self._add_norm = import_kernel("kernels.rmsnorm", "add_rms_norm", "norm='triton'")
+            with kernel_import("norm='triton'", "kernels.rmsnorm.rms_norm"):
+                from kernels.rmsnorm import add_rms_norm, rms_norm
+            self._norm, self._add_norm = rms_norm, add_rms_norm
 
     def forward(self, x: Tensor) -> Tensor:
         if self._add_norm is not None:
@@ -108,8 +109,9 @@ class SwiGLU(nn.Module):
         self._activation = silu_mul
         self._packed = lambda h: silu_mul(*h.chunk(2, dim=-1))
         if impl == "triton":
-            self._activation = import_kernel("kernels.swiglu", "swiglu", "ffn='triton'")
-            self._packed = import_kernel("kernels.swiglu", "swiglu_packed", "ffn='triton'")
+            with kernel_import("ffn='triton'", "kernels.swiglu.swiglu"):
+                from kernels.swiglu import swiglu, swiglu_packed
+            self._activation, self._packed = swiglu, swiglu_packed
 
     def forward(self, x: Tensor) -> Tensor:
         if self.fused_projections:  # one (d_model -> 2·d_ff) GEMM instead of two; the activation reads both halves
@@ -161,11 +163,14 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     return softmax(scores, dim=-1) @ v
 
 
-def import_kernel(module: str, name: str, switch: str):
+@contextlib.contextmanager
+def kernel_import(switch: str, kernel: str):
+    """Around a kernel's import inside the layer that asks for it (so the model imports without Triton; an import
+    statement, so lint-imports and the DVC deps see it): a failed import is a ValueError naming the config switch."""
     try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"ModelConfig {switch} needs {module}.{name} (Triton kernels): {exc}") from exc
+        yield
+    except ImportError as exc:
+        raise ValueError(f"ModelConfig {switch} needs {kernel} (Triton kernels): {exc}") from exc
 
 
 class CausalSelfAttention(nn.Module):
@@ -201,7 +206,9 @@ class CausalSelfAttention(nn.Module):
                 raise ValueError(f"ModelConfig attention='triton' supports neither n_kv_heads != n_heads nor "
                                  f"sliding_window (got n_kv_heads={n_kv_heads}, n_heads={n_heads}, "
                                  f"sliding_window={sliding_window}): use attention='sdpa' or 'naive'")
-            self._flash = import_kernel("kernels.flash_attention", "flash_attention", "attention='triton'")
+            with kernel_import("attention='triton'", "kernels.flash_attention.flash_attention"):
+                from kernels.flash_attention import flash_attention
+            self._flash = flash_attention
 
     def forward(self, x: Tensor, positions: Tensor, cache=None, layer: int = 0,
                 valid: Tensor | None = None) -> Tensor:

@@ -18,7 +18,7 @@ from model.layers import (
     RMSNorm,
     RotaryEmbedding,
     SwiGLU,
-    import_kernel,
+    kernel_import,
 )
 from model.loss import cross_entropy
 from model.moe import MoEFeedForward
@@ -107,7 +107,9 @@ class TransformerLM(nn.Module):
             self.lm_head.weight = self.token_embeddings.weight
         self._fused_loss = None
         if cfg.loss == "fused":
-            self._fused_loss = import_kernel("kernels.cross_entropy", "fused_linear_cross_entropy", "loss='fused'")
+            with kernel_import("loss='fused'", "kernels.cross_entropy.fused_linear_cross_entropy"):
+                from kernels.cross_entropy import fused_linear_cross_entropy
+            self._fused_loss = fused_linear_cross_entropy
 
     def forward(self, token_ids: Tensor, positions: Tensor | None = None, cache: KVCache | None = None,
                 valid: Tensor | None = None, targets: Tensor | None = None) -> Tensor:

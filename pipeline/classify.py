@@ -1,10 +1,10 @@
-"""``python -m pipeline.classify``: the train-classifier stage. Trains a fastText classifier (pipeline/classifiers.py)
-on labelled text, evaluates it on a held-out split and writes the model atomically, with a provenance sidecar beside
-it (``<model>.json``: generated or real data, the input files and their SHA-256, labels, held-out metrics, metrics
-on real data).
+"""``python -m pipeline.classify``: the train-classifier stage. Trains a fastText classifier
+(pipeline/classifiers/models.py) on labelled text, evaluates it on a held-out split and writes the model atomically,
+with a provenance sidecar beside it (``<model>.json``: generated or real data, the input files and their SHA-256,
+labels, held-out metrics, metrics on real data).
 
-Data (one source; pipeline/labelled.py has the real sets): ``--generate N`` labelled examples from the sample-crawl
-generators (pipeline/sample/labels.py; the default, a demonstration that says nothing about real pages),
+Data (one source; pipeline/classifiers/labelled.py has the real sets): ``--generate N`` labelled examples from the
+sample-crawl generators (pipeline/sample/labels.py; the default, a demonstration that says nothing about real pages),
 ``--train``/``--valid`` files (fastText format), ``--davidson CSV`` (Davidson et al.'s tweets: toxicity, or nsfw as
 offensive vs neither), ``--jigsaw CSV`` (Jigsaw comments: toxicity, or nsfw = obscene), or ``--positives PAGES
 --negatives PAGES`` (quality after CS336/DCLM: reference pages vs random crawl pages, WARC/WET/JSONL/.txt).
@@ -24,8 +24,15 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from pipeline.classifier_eval import evaluate, evaluate_on, read_labelled
-from pipeline.classifiers import (
+from pipeline.classifiers.evaluate import evaluate, evaluate_on, read_labelled
+from pipeline.classifiers.labelled import (
+    davidson_examples,
+    jigsaw_examples,
+    page_files,
+    quality_examples,
+    write_split,
+)
+from pipeline.classifiers.models import (
     DAVIDSON_CONFIG,
     GENERATED,
     TASKS,
@@ -33,13 +40,6 @@ from pipeline.classifiers import (
     TrainConfig,
     provenance_path,
     task_spec,
-)
-from pipeline.labelled import (
-    davidson_examples,
-    jigsaw_examples,
-    page_files,
-    quality_examples,
-    write_split,
 )
 from pipeline.sample.labels import write_labelled_data
 from workbench.files import file_sha256, write_json, write_metrics

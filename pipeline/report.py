@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipeline.cli import need, run_step, step_parser
 from workbench.files import atomic_path, details_path, read_json
+from workbench.stage_cli import need, run_step, step_parser
 
 COLUMNS = ["stage", "step", "docs", "dropped", "kept_share", "chars", "tokens", "tokens_est"]
 

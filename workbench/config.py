@@ -25,9 +25,9 @@ from workbench.params import DEFAULT_PARAMS, NO_PARAMS, ParamsError, read_layers
 
 # params.yaml section -> the CLI that reads it
 SECTION_CLIS = {
-    "sample": "pipeline.sample.crawl", "extract": "pipeline.extract", "filter": "pipeline.filter",
-    "classify": "pipeline.classify", "dedup": "pipeline.dedup", "report": "pipeline.report",
-    "tokenizer": "pipeline.train_tokenizer", "shards": "pipeline.shards", "train": "model.train",
+    "sample": "pipeline.sample.crawl", "extract": "pipeline.web.extract", "filter": "pipeline.filters.stage",
+    "classify": "pipeline.classify", "dedup": "pipeline.dedup.stage", "report": "pipeline.report",
+    "tokenizer": "tokenizer.train", "shards": "tokenizer.shards", "train": "model.train",
     "sweep": "scaling.sweep", "scaling_fit": "scaling.fit", "sft": "alignment.sft", "dpo": "alignment.dpo",
     "grpo": "alignment.grpo", "rft": "alignment.rft", "alignment_report": "alignment.report",
     "leaderboard": "leaderboard.report",

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-FIRST_PARTY = ("workbench", "pipeline", "model", "kernels", "scaling", "alignment", "leaderboard", "bench")
+FIRST_PARTY = ("workbench", "tokenizer", "pipeline", "model", "kernels", "scaling", "alignment", "leaderboard", "bench")
 MODULE_FLAG = re.compile(r"python3?\s+-m\s+([\w.]+)")
 DOTTED = re.compile(r"\w+(?:\.\w+)+")  # a string naming a submodule, e.g. "kernels.rmsnorm"
 

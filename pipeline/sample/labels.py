@@ -23,7 +23,7 @@ A bag-of-words classifier cannot see repetition (a line repeated 40 times averag
 
 These are the embedded default's demonstration data: models trained on them say nothing about real pages, and their
 provenance sidecar says ``generated`` so the filter refuses them on real crawls. The real labelled sets (Davidson,
-Jigsaw, reference pages) are in pipeline/labelled.py.
+Jigsaw, reference pages) are in pipeline/classifiers/labelled.py.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import functools
 import hashlib
 from pathlib import Path
 
-from pipeline.labelled import write_split
+from pipeline.classifiers.labelled import write_split
 from pipeline.sample.crawl import LANGS, World
 from pipeline.sample.pages import UI
 from pipeline.sample.text import FORUM_BITS, INSULTS, KEYWORD_MODS, LEXICON, SPAM, TOPICS, TOXIC

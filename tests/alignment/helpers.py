@@ -5,7 +5,7 @@ import torch
 from model.checkpoint import save_checkpoint
 from model.config import ModelConfig
 from model.transformer import TransformerLM
-from pipeline.tokenizer import Tokenizer
+from tokenizer.encoder import Tokenizer
 
 EOT = "<|endoftext|>"
 

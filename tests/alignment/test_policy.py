@@ -21,9 +21,9 @@ from alignment.policy import (
 from model.config import ModelConfig
 from model.export import export_llama
 from model.transformer import TransformerLM
-from pipeline.bpe import train_bpe
-from pipeline.tokenizer import Tokenizer
 from tests.alignment.helpers import EOT, byte_tokenizer
+from tokenizer.bpe import train_bpe
+from tokenizer.encoder import Tokenizer
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 GPT2 = SHARED / "tokenizer"

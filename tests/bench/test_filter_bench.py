@@ -7,8 +7,8 @@ import pytest
 
 from bench.filter import Chains, rate_result
 from bench.filter_datatrove import datatrove_step
-from pipeline.langid import bundled_lid176
-from pipeline.quality_rules import GopherQualityFilter
+from pipeline.filters.langid import bundled_lid176
+from pipeline.filters.quality_rules import GopherQualityFilter
 
 pytest.importorskip("datatrove")
 if bundled_lid176() is None:

@@ -123,8 +123,8 @@ def test_cli_exports_run_with_tokenizer_loadable_by_transformers(tmp_path):
     transformers = pytest.importorskip("transformers")
     from model.checkpoint import save_checkpoint
     from model.export import main
-    from pipeline.shards import EOT
-    from pipeline.tokenizer import Tokenizer
+    from tokenizer.encoder import Tokenizer
+    from tokenizer.shards import EOT
 
     vocab = {i: bytes([i]) for i in range(256)} | {256: EOT.encode(), 257: b"th", 258: b"the"}
     tok = Tokenizer(vocab, [(b"t", b"h"), (b"th", b"e")], [EOT])

@@ -119,7 +119,7 @@ def test_bad_requests_raise():
 
 
 def _byte_tokenizer_dir(path):
-    from pipeline.tokenizer import Tokenizer
+    from tokenizer.encoder import Tokenizer
 
     tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
     path.mkdir()

@@ -1,4 +1,4 @@
-"""Bad input, one policy (pipeline/bad_input.py), through the stages' command lines: each case checks the count,
+"""Bad input, one policy (workbench/bad_input.py), through the stages' command lines: each case checks the count,
 the message (file, and line where there is one) and the exit status."""
 
 import gzip

@@ -15,14 +15,14 @@ import yaml
 
 pytest.importorskip("fasttext")
 
-from pipeline.classifiers import FastTextClassifier, provenance_path, trained_on_generated  # noqa: E402
+from pipeline.classifiers.models import FastTextClassifier, provenance_path, trained_on_generated  # noqa: E402
 from pipeline.classify import main as classify_main  # noqa: E402
-from pipeline.documents import from_generated_crawl  # noqa: E402
-from pipeline.extract import ExtractConfig, run_extract  # noqa: E402
-from pipeline.filter import FilterConfig, run_filter  # noqa: E402
-from pipeline.filter import main as filter_main  # noqa: E402
-from pipeline.warc import is_generated_crawl, warcinfo  # noqa: E402
+from pipeline.filters.stage import FilterConfig, run_filter  # noqa: E402
+from pipeline.filters.stage import main as filter_main  # noqa: E402
+from pipeline.web.extract import ExtractConfig, run_extract  # noqa: E402
+from pipeline.web.warc import is_generated_crawl, warcinfo  # noqa: E402
 from tests.pipeline.warcs import PROSE, page, response, warc_record  # noqa: E402
+from workbench.documents import from_generated_crawl  # noqa: E402
 from workbench.files import read_jsonl, write_jsonl  # noqa: E402
 
 CC_SAMPLE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "web" / "cc-main-2020-34-sample.warc.gz"

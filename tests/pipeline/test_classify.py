@@ -12,13 +12,13 @@ import pytest
 
 pytest.importorskip("fasttext")
 
-import pipeline.classifiers as classify  # noqa: E402
-from pipeline.classifier_eval import classification_metrics, evaluate, roc_auc  # noqa: E402
-from pipeline.classifiers import TASKS, ClassifierFilter, FastTextClassifier, TrainConfig, clean_text  # noqa: E402
+import pipeline.classifiers.models as classify  # noqa: E402
+from pipeline.classifiers.evaluate import classification_metrics, evaluate, roc_auc  # noqa: E402
+from pipeline.classifiers.labelled import clean_tweet, davidson_examples, write_split  # noqa: E402
+from pipeline.classifiers.models import TASKS, ClassifierFilter, FastTextClassifier, TrainConfig, clean_text  # noqa: E402
 from pipeline.classify import main  # noqa: E402
-from pipeline.labelled import clean_tweet, davidson_examples, write_split  # noqa: E402
+from pipeline.runtime.steps import StepStats, run_steps  # noqa: E402
 from pipeline.sample.labels import labelled_examples, write_labelled_data  # noqa: E402
-from pipeline.steps import StepStats, run_steps  # noqa: E402
 from workbench.files import details_path  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"

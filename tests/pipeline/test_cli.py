@@ -8,7 +8,7 @@ import yaml
 
 from pipeline.__main__ import main
 from pipeline.sample.crawl import generate_sample
-from pipeline.tokenizer import Tokenizer
+from tokenizer.encoder import Tokenizer
 from workbench.files import read_jsonl
 
 

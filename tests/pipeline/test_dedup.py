@@ -13,15 +13,7 @@ import unicodedata
 import numpy as np
 import pytest
 
-from pipeline.dedup import (
-    DedupConfig,
-    exact_line_deduplication,
-    minhash_deduplication,
-    near_duplicate_clusters,
-    run_dedup,
-    text_fingerprint,
-)
-from pipeline.minhash import (
+from pipeline.dedup.minhash import (
     EMPTY,
     MERSENNE,
     _apply_perms,
@@ -35,6 +27,14 @@ from pipeline.minhash import (
     shingle_hash_set,
     shingle_set,
     verified_clusters,
+)
+from pipeline.dedup.stage import (
+    DedupConfig,
+    exact_line_deduplication,
+    minhash_deduplication,
+    near_duplicate_clusters,
+    run_dedup,
+    text_fingerprint,
 )
 from pipeline.sample.text import EnglishProse
 from workbench.files import read_jsonl, write_jsonl

@@ -34,7 +34,7 @@ EDGES = [("sample", "extract"), ("extract", "filter"), ("train_classifiers", "fi
          ("data_report", "report"), ("train", "report"), ("fit", "report"),
          ("evaluate", "report")]
 STAGES = {s for edge in EDGES for s in edge}
-PACKAGES = ("workbench", "kernels", "model", "pipeline", "scaling", "alignment", "leaderboard")
+PACKAGES = ("workbench", "kernels", "tokenizer", "model", "pipeline", "scaling", "alignment", "leaderboard")
 MAX_METRIC_COLUMNS = 40  # `dvc metrics show` prints one column per distinct key: it must fit a terminal
 
 

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-import pipeline.extract as extract
-from pipeline import filter as filter_step
-from pipeline.executor import DaskExecutor, RayExecutor, TaskFailed, make_executor, thread_time_limit
-from pipeline.extract import ExtractConfig, run_extract
-from pipeline.filter import FilterConfig, run_filter
+import pipeline.web.extract as extract
+from pipeline.filters import stage as filter_step
+from pipeline.filters.stage import FilterConfig, run_filter
+from pipeline.runtime.executor import DaskExecutor, RayExecutor, TaskFailed, make_executor, thread_time_limit
 from pipeline.sample.crawl import generate_sample
 from pipeline.sample.labels import write_labelled_data
-from pipeline.warc import Payload
+from pipeline.web.extract import ExtractConfig, run_extract
+from pipeline.web.warc import Payload
 from tests.pipeline.warcs import PROSE, page
 
 ENGINES = {"dask": "dask.distributed", "ray": "ray"}
@@ -61,7 +61,7 @@ def _filter_cfg(model: Path) -> FilterConfig:
 def local_run(tmp_path_factory) -> LocalRun:
     pytest.importorskip("trafilatura")
     pytest.importorskip("fasttext")
-    from pipeline.classifiers import FastTextClassifier
+    from pipeline.classifiers.models import FastTextClassifier
 
     root = tmp_path_factory.mktemp("local_run")
     warcs = []

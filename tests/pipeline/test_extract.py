@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import pipeline.extract as extract
-from pipeline.extract import ExtractConfig, decode_html, extract_text, run_extract
-from pipeline.warc import Payload
+import pipeline.web.extract as extract
+from pipeline.web.extract import ExtractConfig, decode_html, extract_text, run_extract
+from pipeline.web.warc import Payload
 from tests.pipeline.warcs import PROSE, page, response
 from workbench.files import details_path, read_jsonl
 

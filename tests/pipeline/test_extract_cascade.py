@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import pipeline.extract as extract
-from pipeline.extract import ExtractConfig, main_text
-from pipeline.extract_cascade import fast_text, needs_fallback, prune_html
-from pipeline.warc import Payload, iter_payloads
+import pipeline.web.extract as extract
+from pipeline.web.extract import ExtractConfig, main_text
+from pipeline.web.extract_cascade import fast_text, needs_fallback, prune_html
+from pipeline.web.warc import Payload, iter_payloads
 from tests.pipeline.warcs import PROSE, page
 
 SHARED_WEB = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "web"

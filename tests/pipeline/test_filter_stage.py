@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-import pipeline.filter as filt
-from pipeline.executor import LocalExecutor, make_executor
-from pipeline.filter import FilterConfig, run_filter
+import pipeline.filters.stage as filt
+from pipeline.filters.stage import FilterConfig, run_filter
 from pipeline.report import funnel_rows, write_funnel
-from pipeline.steps import Step, StepStats, run_steps
+from pipeline.runtime.executor import LocalExecutor, make_executor
+from pipeline.runtime.steps import Step, StepStats, run_steps
 from workbench.files import read_jsonl, write_json, write_jsonl
 
 

@@ -13,15 +13,15 @@ import yaml
 
 pytest.importorskip("fasttext")
 
-from pipeline.classifiers import provenance_path  # noqa: E402
-from pipeline.classify import main  # noqa: E402
-from pipeline.labelled import (  # noqa: E402
+from pipeline.classifiers.labelled import (  # noqa: E402
     csv_examples,
     davidson_examples,
     jigsaw_examples,
     quality_examples,
     read_pages,
 )
+from pipeline.classifiers.models import provenance_path  # noqa: E402
+from pipeline.classify import main  # noqa: E402
 from tests.pipeline.warcs import PROSE, page, response  # noqa: E402
 from workbench.files import details_path, write_jsonl  # noqa: E402
 

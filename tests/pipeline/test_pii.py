@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from pipeline.pii import (
+from pipeline.filters.pii import (
     EMAIL_TOKEN,
     IP_TOKEN,
     PHONE_TOKEN,
@@ -20,7 +20,7 @@ from pipeline.pii import (
     mask_pii,
     phone_number_spans,
 )
-from pipeline.steps import StepStats, run_steps
+from pipeline.runtime.steps import StepStats, run_steps
 
 US_PHONES = ["2831823829", "(283)-182-3829", "(283) 182 3829", "283-182-3829", "283.182.3829", "+1 283 182 3829",
              "+1-283-182-3829", "1-283-182-3829", "+1 (283) 182-3829", "(555) 412-0199", "555-412-0199"]

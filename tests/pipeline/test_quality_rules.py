@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.quality_rules import (
+from pipeline.filters.quality_rules import (
     C4LineFilter,
     GopherQualityFilter,
     GopherRepetitionFilter,
     alpha_words_ratio,
     gopher_quality_filter,
 )
-from pipeline.steps import run_steps
-from pipeline.words import count_sentences, words
+from pipeline.filters.words import count_sentences, words
+from pipeline.runtime.steps import run_steps
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 

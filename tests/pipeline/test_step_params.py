@@ -8,10 +8,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline import classify, dedup, extract, report, shards, train_tokenizer
-from pipeline import filter as filter_step
+from pipeline import classify, report
 from pipeline.__main__ import main
+from pipeline.dedup import stage as dedup
+from pipeline.filters import stage as filter_step
 from pipeline.sample import crawl
+from pipeline.web import extract
+from tokenizer import shards
+from tokenizer import train as train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,6 +75,6 @@ def test_help_shows_the_sections_values(tmp_path, capsys):
 
 
 def test_each_step_is_a_module_command(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "pipeline.dedup", "--params", "none", "--help"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "pipeline.dedup.stage", "--params", "none", "--help"], cwd=ROOT,
                           capture_output=True, text=True)
     assert done.returncode == 0 and "--jaccard-threshold" in done.stdout

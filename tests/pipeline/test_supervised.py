@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from pipeline.supervised import Lost, SupervisedPool
+from pipeline.runtime.supervised import Lost, SupervisedPool
 
 
 def _square_or_misbehave(x: int) -> int:

@@ -4,7 +4,7 @@ import gzip
 import zlib
 from collections import Counter
 
-from pipeline.warc import iter_payloads
+from pipeline.web.warc import iter_payloads
 from tests.pipeline.warcs import PROSE, page, response, warc_record
 
 

@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("workbench", "pipeline", "kernels", "model", "scaling", "alignment", "leaderboard", "bench")
+PACKAGES = ("workbench", "tokenizer", "pipeline", "kernels", "model", "scaling", "alignment", "leaderboard", "bench")
 
 
 def test_the_package_map_lists_every_module():

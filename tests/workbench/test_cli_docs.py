@@ -2,14 +2,16 @@
 
 import argparse
 
-from pipeline import dedup, extract
+from pipeline.dedup import stage as dedup
 from pipeline.sample import crawl
+from pipeline.web import extract
 from workbench import cli_docs
 
 
 def test_every_flag_of_every_cli_has_help_and_shows_its_default():
     modules = cli_docs.cli_modules()
-    assert {"pipeline.extract", "model.train", "scaling.fit", "alignment.grpo", "bench.kernel_select"} <= set(modules)
+    assert {"pipeline.web.extract", "tokenizer.train", "model.train", "scaling.fit", "alignment.grpo",
+            "bench.kernel_select"} <= set(modules)
     problems = {m: cli_docs.undocumented(cli_docs.capture_parser(m)) for m in modules}
     assert not {m: p for m, p in problems.items() if p}
 

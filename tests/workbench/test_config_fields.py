@@ -15,7 +15,7 @@ from pathlib import Path
 import alignment.config
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("alignment", "scaling", "workbench", "pipeline", "model", "kernels", "leaderboard")
+PACKAGES = ("alignment", "scaling", "workbench", "tokenizer", "pipeline", "model", "kernels", "leaderboard")
 
 # generic names of unrelated per-component knobs (each component's own seed, output folder, workers, ...)
 GENERIC = {"seed", "out_dir", "metrics", "device", "data", "workers", "lr", "loss", "steps", "eval_interval",

@@ -1,0 +1,511 @@
+"""Exact and near-duplicate removal: CS336 assignment 4's two functions, and the pipeline's dedup stage.
+
+- ``exact_line_deduplication``: two passes, hashing lines as CCNet (Wenzek et al., 2020) hashes paragraphs.
+  Pass 1 counts an 8-byte blake2b digest of every line (memory: one digest per distinct line, never the text);
+  pass 2 keeps the lines that occur exactly once in the whole corpus (CS336 assignment 4).
+- ``minhash_deduplication``: one file = one document; MinHash + LSH candidates, verified by true Jaccard,
+  clustered by union-find (CS336 assignment 4; the math is in ``pipeline/dedup/minhash.py``). One file per cluster is
+  kept (the first by sorted path), copied byte for byte.
+- ``run_dedup``: the stage over gzip JSONL documents, global across all input files. Exact duplicates first
+  (a hash of the normalized text; reason ``exact_duplicate``, the first in input order is kept), then near
+  duplicates (reason ``minhash_duplicate``, the first of each cluster is kept). FineWeb's settings (Penedo et
+  al., 2024: word 5-grams, 14 bands x 8 rows = 112 hashes); FineWeb removes every LSH candidate, we verify
+  each candidate pair's Jaccard (>= 0.8 by default) before joining it to a cluster. Optionally
+  (``line_dedup="first"``) the kept documents then lose every line already seen in an earlier kept document
+  (site boilerplate: "Share this post", cookie notes), a document left without words is dropped as
+  ``line_dedup_empty``.
+
+Because dedup is global, the stage reads its inputs three times (sketch everything, collect the shingles of
+candidate documents, write) and holds ~250 bytes per document (id, position, LSH keys) plus the shingle
+sets of the candidates (measured: +25 MB over the interpreter for 100k documents).
+Resumability is per stage, not per file: a rerun skips only when every output and the completion marker
+(``out_dir/_stats/dedup.json``, same inputs and settings) exist; anything else redoes the whole stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import logging
+import multiprocessing as mp
+import time
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from pipeline.dedup.minhash import (
+    EMPTY,
+    band_keys,
+    candidate_buckets,
+    chunked,
+    minhash_signatures,
+    normalize_text,
+    shingle_hash_set,
+    signatures_of_shingles,
+    text_words,
+    verified_clusters,
+    word_shingle_hashes,
+)
+from workbench.bad_input import InputIssues, require_readable, summary_note
+from workbench.documents import input_files, output_name, parse_document_line
+from workbench.files import atomic_open, atomic_path, read_json, write_json, write_metrics
+from workbench.params import add_config_flags, config_from_args
+from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
+
+log = logging.getLogger(__name__)
+
+
+# -- CS336 assignment 4 -----------------------------------------------------------------------------------
+def _unique_names(paths: Sequence[Path]) -> None:
+    names = [p.name for p in paths]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"two inputs would write the same output name {dupes[0]!r}")
+
+
+def _open_lines(path: Path):
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+
+
+def _line_key(line: bytes) -> bytes:
+    """A line's identity: its bytes without the line ending (so a last line without "\\n" still matches)."""
+    return hashlib.blake2b(line.rstrip(b"\r\n"), digest_size=8).digest()
+
+
+def exact_line_deduplication(input_files: Iterable[str | Path], output_directory: str | Path) -> None:
+    """Rewrite each file into ``output_directory`` (same name) keeping only the lines that occur exactly once in
+    the whole corpus. Bytes are kept as they are (any encoding); ``.gz`` files are read and written gzipped.
+    Every input gets an output file, empty when no line survives; each is written atomically."""
+    paths = [Path(p) for p in input_files]
+    _unique_names(paths)
+    counts: dict[bytes, int] = {}
+    for path in paths:
+        with _open_lines(path) as fh:
+            for line in fh:
+                key = _line_key(line)
+                counts[key] = 2 if key in counts else 1  # 2 means "more than once"
+    out = Path(output_directory)
+    for path in paths:
+        with _open_lines(path) as fh, atomic_open(out / path.name, "wb") as dst:
+            for line in fh:
+                if counts[_line_key(line)] == 1:
+                    dst.write(line)
+
+
+def minhash_deduplication(input_files: Iterable[str | Path], num_hashes: int, num_bands: int, ngrams: int,
+                          jaccard_threshold: float, output_directory: str | Path, seed: int = 0) -> list[Path]:
+    """Copy one file per cluster of near-duplicate files (the first by sorted path) to ``output_directory``.
+
+    Each file is one document (decoded as UTF-8, bad bytes replaced, for shingling only). Candidates come from
+    LSH with ``num_bands`` bands of ``num_hashes // num_bands`` rows; a pair is a duplicate when the Jaccard of
+    its word ``ngrams`` sets is >= ``jaccard_threshold``; clusters are connected components. Returns the kept
+    input paths. Files without any word (empty after normalization) are never duplicates: all are kept.
+    """
+    paths = sorted((Path(p) for p in input_files), key=str)
+    _unique_names(paths)
+    if num_bands < 1 or num_hashes % num_bands:
+        raise ValueError(f"num_hashes ({num_hashes}) must be a positive multiple of num_bands ({num_bands})")
+    if not 0.0 < jaccard_threshold <= 1.0:
+        raise ValueError(f"jaccard_threshold must be in (0, 1], got {jaccard_threshold}")
+    texts = [p.read_bytes().decode("utf-8", "replace") for p in paths]
+    sig = minhash_signatures(texts, num_hashes, ngrams, seed)
+    roots = verified_clusters(band_keys(sig, num_bands), lambda i: shingle_hash_set(texts[i], ngrams),
+                              jaccard_threshold, active=sig[:, 0] != EMPTY if len(sig) else None)
+    kept = [p for i, p in enumerate(paths) if roots[i] == i]
+    out = Path(output_directory)
+    for path in kept:
+        with atomic_path(out / path.name) as tmp:
+            tmp.write_bytes(path.read_bytes())
+    return kept
+
+
+# -- documents ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DedupConfig:
+    """Dedup stage settings. Defaults: FineWeb's MinHash (5-grams, 14 bands x 8 rows), Jaccard-verified at 0.8.
+
+    With 14 x 8 banding a pair becomes a candidate with probability 0.50 at Jaccard 0.68, 0.92 at 0.8 and
+    0.99 at 0.85 (``lsh_probability``); FineWeb drops every candidate, we drop those whose true Jaccard is
+    >= ``jaccard_threshold`` (CS336's 0.8). More bands of fewer rows find more pairs near the threshold at the
+    cost of more comparisons.
+    """
+
+    ngrams: int = 5  # word n-gram shingle size
+    num_hashes: int = 112  # MinHash permutations = num_bands x rows
+    num_bands: int = 14  # LSH bands
+    jaccard_threshold: float = 0.8  # verified Jaccard to call a candidate pair duplicates
+    exact: bool = True  # drop exact duplicates (normalized text) before MinHash
+    line_dedup: str = "none"  # "first": in kept documents, drop lines already seen in an earlier kept document
+    seed: int = 0  # seed of the hash functions
+    workers: int = 1  # signature processes (outputs do not depend on it)
+
+    def __post_init__(self):
+        for name in ("ngrams", "num_hashes", "num_bands", "workers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"dedup.{name} must be an integer >= 1, got {value!r}")
+        if self.num_hashes % self.num_bands:
+            raise ValueError(f"dedup.num_hashes ({self.num_hashes}) must be a multiple of dedup.num_bands "
+                             f"({self.num_bands})")
+        if not isinstance(self.jaccard_threshold, (int, float)) or not 0.0 < self.jaccard_threshold <= 1.0:
+            raise ValueError(f"dedup.jaccard_threshold must be in (0, 1], got {self.jaccard_threshold!r}")
+        if self.line_dedup not in ("none", "first"):
+            raise ValueError(f"dedup.line_dedup must be 'none' or 'first', got {self.line_dedup!r}")
+        if not isinstance(self.exact, bool):
+            raise ValueError(f"dedup.exact must be true or false, got {self.exact!r}")
+        if not isinstance(self.seed, int):
+            raise ValueError(f"dedup.seed must be an integer, got {self.seed!r}")
+
+    @property
+    def rows(self) -> int:
+        return self.num_hashes // self.num_bands
+
+    def settings(self) -> dict:
+        """The fields that decide the output (not ``workers``)."""
+        return {k: v for k, v in asdict(self).items() if k != "workers"}
+
+
+def text_fingerprint(text: str) -> int:
+    """64-bit blake2b of the normalized text (what ``exact_duplicate`` compares); 0 when it is empty."""
+    return _fingerprint(normalize_text(text))
+
+
+def _fingerprint(norm: str) -> int:
+    if not norm:
+        return 0
+    return int.from_bytes(hashlib.blake2b(norm.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+
+
+def exact_duplicate_of(fingerprints: Iterable[int]) -> list[int]:
+    """For each text, the index of the first text with the same fingerprint, or -1 if it is that first one.
+    Texts that normalize to nothing (fingerprint 0) are never duplicates."""
+    first: dict[int, int] = {}
+    out = []
+    for i, fp in enumerate(fingerprints):
+        j = first.setdefault(fp, i) if fp else i
+        out.append(j if j != i else -1)
+    return out
+
+
+def _sketch(args: tuple[list[str], DedupConfig]) -> tuple[np.ndarray, np.ndarray]:
+    """Fingerprints (uint64) and LSH band keys (uint64, (n, bands); EMPTY texts get key 0 in every band)."""
+    texts, cfg = args
+    words = [text_words(t) for t in texts]
+    fps = np.array([_fingerprint(" ".join(w)) for w in words], dtype=np.uint64)
+    sig = signatures_of_shingles([word_shingle_hashes(w, cfg.ngrams) for w in words], cfg.num_hashes, cfg.seed)
+    keys = band_keys(sig, cfg.num_bands)
+    keys[sig[:, 0] == EMPTY] = 0
+    return fps, keys
+
+
+def _sketch_all(texts: Iterable[str], cfg: DedupConfig, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    tasks = ((c, cfg) for c in chunked(texts, chunk))
+    if cfg.workers > 1:
+        with mp.get_context("fork").Pool(cfg.workers) as pool:
+            parts = list(pool.imap(_sketch, tasks))
+    else:
+        parts = [_sketch(t) for t in tasks]
+    if not parts:
+        return np.empty(0, np.uint64), np.empty((0, cfg.num_bands), np.uint64)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _candidates(keys: np.ndarray, active: np.ndarray) -> set[int]:
+    return {int(i) for bucket in candidate_buckets(keys, active) for i in bucket}
+
+
+def near_duplicate_clusters(docs: Sequence[dict], cfg: DedupConfig = DedupConfig()) -> list[int]:
+    """Cluster id of every document: the index of the first document of its near-duplicate cluster (its own
+    index when it has none). Exact copies are in the same cluster as their original; texts without words
+    are alone. Documents are dicts with a ``text``."""
+    texts = [d["text"] for d in docs]
+    _, keys = _sketch_all(texts, cfg)
+    roots = verified_clusters(keys, lambda i: shingle_hash_set(texts[i], cfg.ngrams), cfg.jaccard_threshold,
+                              keys[:, 0] != 0 if len(keys) else None)
+    return roots
+
+
+# -- the stage ----------------------------------------------------------------------------------------------
+def _marker(out_dir: Path) -> Path:
+    return out_dir / "_stats" / "dedup.json"
+
+
+def _dumps(doc: dict) -> bytes:
+    line = json.dumps(doc, ensure_ascii=False)
+    try:
+        return (line + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: keep them as \\udcxx escapes
+        return (json.dumps(doc) + "\n").encode("utf-8")
+
+
+def _lines(path: Path, errors: list[tuple[int, str]] | None = None) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of every non-blank line; an unreadable tail (e.g. truncated gzip) ends the file, and
+    (its line number, the error) goes to ``errors``."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    lineno = 0
+    try:
+        with opener(path, "rb") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if line.strip():
+                    yield lineno, line
+    except (OSError, EOFError, zlib.error) as e:
+        if errors is not None:
+            errors.append((lineno + 1, f"{type(e).__name__}: {e}"))
+
+
+@dataclass
+class _Corpus:
+    """What the first read learns about every readable document, by position in input order."""
+
+    files: list[Path]
+    ids: list[str] = field(default_factory=list)
+    where: list[tuple[int, int]] = field(default_factory=list)  # (file, line number)
+    clean: list[bool] = field(default_factory=list)  # its line can be copied as it is
+    lengths: list[int] = field(default_factory=list)  # characters per document, for the data funnel
+    issues: InputIssues = field(default_factory=InputIssues)  # lines skipped or repaired, bad files
+
+    def texts(self) -> Iterator[str]:
+        """Every document's text, recording where it is as it goes."""
+        for f, path in enumerate(self.files):
+            errors, docs = [], 0
+            for lineno, line in _lines(path, errors):
+                doc, ok, problem = parse_document_line(line)
+                if doc is None:
+                    self.issues.skipped.append(f"{path}:{lineno}: {problem}")
+                    continue
+                if problem:
+                    self.issues.repaired.append(f"{path}:{lineno}: {problem}")
+                docs += 1
+                self.ids.append(str(doc.get("id", len(self.ids))))
+                self.where.append((f, lineno))
+                self.clean.append(ok)
+                self.lengths.append(len(doc["text"]))
+                yield doc["text"]
+            for lineno, error in errors:
+                self.issues.skipped.append(f"{path}:{lineno}: unreadable ({error})")
+            self.issues.file_ended(path, docs, errors and f"line {errors[0][0]}: {errors[0][1]}")
+
+
+@dataclass
+class _Clusters:
+    """Every document's exact original (-1: none) and near-duplicate cluster root, with the cluster sizes."""
+
+    ids: list[str]
+    exact_of: list[int]
+    roots: list[int]
+    size: Counter
+
+    def decide(self, i: int) -> dict | None:
+        return _decide(i, self.exact_of, self.roots, self.size, self.ids)
+
+    def clustered(self, i: int) -> bool:
+        return self.size[self.roots[i]] > 1
+
+
+def _sketch_phase(corpus: _Corpus, cfg: DedupConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Read 1: fingerprint and LSH keys of every document."""
+    bar = tqdm(corpus.texts(), desc="dedup sketch", unit="doc", dynamic_ncols=True, mininterval=2.0, disable=None)
+    return _sketch_all(bar, cfg)
+
+
+def _cluster_phase(corpus: _Corpus, fps: np.ndarray, keys: np.ndarray, cfg: DedupConfig,
+                   stats: dict) -> _Clusters:
+    """Read 2: exact duplicates by fingerprint; the shingle sets of the documents that share a band with another
+    one, verified by Jaccard and joined into clusters."""
+    n = len(corpus.ids)
+    exact_of = exact_duplicate_of(fps.tolist()) if cfg.exact else [-1] * n
+    active = (keys[:, 0] != 0) & (np.array(exact_of, dtype=np.int64) < 0) if n else None
+    index = {corpus.where[i]: i for i in (_candidates(keys, active) if n else ())}
+    shingles: dict[int, np.ndarray] = {}
+    for f, path in enumerate(corpus.files):
+        for lineno, line in _lines(path):
+            if (f, lineno) in index:
+                shingles[index[f, lineno]] = shingle_hash_set(parse_document_line(line)[0]["text"], cfg.ngrams)
+    roots = verified_clusters(keys, shingles.__getitem__, cfg.jaccard_threshold, active, stats)
+    return _Clusters(corpus.ids, exact_of, roots, Counter(roots))
+
+
+class _Writer:
+    """Read 3: each input's kept documents (copied line for line where nothing changed) and dropped ones."""
+
+    def __init__(self, corpus: _Corpus, clusters: _Clusters, cfg: DedupConfig):
+        self.corpus, self.clusters = corpus, clusters
+        self.seen_lines: set[int] | None = set() if cfg.line_dedup == "first" else None
+        self.drops: Counter = Counter()
+        self.docs_out = self.lines_removed = self.chars_out = 0
+        self.i = 0  # the next document of the corpus
+
+    def write_file(self, f: int, out_path: Path, rejected_path: Path | None) -> None:
+        rejected: list[dict] = []
+        with atomic_open(out_path, "wb") as out:
+            for lineno, line in _lines(self.corpus.files[f]):
+                if self.i >= len(self.corpus.ids) or self.corpus.where[self.i] != (f, lineno):
+                    continue  # a bad line
+                self._document(line, out, rejected)
+                self.i += 1
+        if rejected_path is not None:
+            with atomic_open(rejected_path, "wb") as rej:
+                for doc in rejected:
+                    rej.write(_dumps(doc))
+
+    def _document(self, line: bytes, out, rejected: list[dict]) -> None:
+        i = self.i
+        decision, doc = self.clusters.decide(i), None
+        if decision is None and self.seen_lines is not None:
+            doc, decision = self._without_seen_lines(line)
+        if decision is not None:
+            self.drops[decision["reason"]] += 1
+            rejected.append({**(doc or parse_document_line(line)[0]), **decision})
+        elif doc is None and not self.clusters.clustered(i) and self.corpus.clean[i]:
+            out.write(line if line.endswith(b"\n") else line + b"\n")  # unchanged: copied as is
+            self.docs_out += 1
+            self.chars_out += self.corpus.lengths[i]
+        else:
+            doc = doc or parse_document_line(line)[0]
+            if self.clusters.clustered(i):
+                doc["minhash_cluster"] = self.corpus.ids[self.clusters.roots[i]]
+            out.write(_dumps(doc))
+            self.docs_out += 1
+            self.chars_out += len(doc["text"])
+
+    def _without_seen_lines(self, line: bytes) -> tuple[dict, dict | None]:
+        """The document without the lines earlier kept documents had; dropped when nothing is left."""
+        doc = parse_document_line(line)[0]
+        text, removed = drop_seen_lines(doc["text"], self.seen_lines)
+        self.lines_removed += removed
+        if removed and not normalize_text(text):
+            return doc, {"reason": "line_dedup_empty"}
+        doc["text"] = text
+        return doc, None
+
+
+def _stage_metrics(corpus: _Corpus, clusters: _Clusters, writer: _Writer, stats: dict, cfg: DedupConfig,
+                   wall: float) -> dict:
+    n, size = len(corpus.ids), clusters.size
+    drops = writer.drops
+    if corpus.issues.skipped:
+        drops["bad_json"] = len(corpus.issues.skipped)
+    return {"stage": "dedup", "files": len(corpus.files), "docs_in": n, "docs_out": writer.docs_out,
+            "chars_in": sum(corpus.lengths), "chars_out": writer.chars_out, "drops": dict(sorted(drops.items())),
+            "clusters": sum(1 for c in size.values() if c > 1),
+            "clustered_docs": sum(c for c in size.values() if c > 1),
+            "candidate_docs": stats.get("candidate_texts", 0), "comparisons": stats.get("comparisons", 0),
+            **({"lines_removed": writer.lines_removed} if writer.seen_lines is not None else {}),
+            "settings": cfg.settings(), "seconds": round(wall, 3),
+            "docs_per_s": round(n / wall, 1) if wall > 0 else None, **corpus.issues.stats()}
+
+
+def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_path: Path | None,
+              cfg: DedupConfig = DedupConfig(), rejected_dir: Path | None = None, force: bool = False) -> dict:
+    """Drop exact and near duplicates across all ``inputs`` (files or folders of ``*.jsonl[.gz]``).
+
+    Writes ``out_dir/<name>`` per input (kept documents: copied line for line, except that those in a
+    near-duplicate cluster get ``minhash_cluster`` = the kept document's id), ``rejected_dir/<name>`` (dropped
+    documents with ``reason``, ``duplicate_of`` and ``minhash_cluster``), the metrics (headline at
+    ``metrics_path``, all of them in ``details_path(metrics_path)``), then the completion marker. Skips the
+    work when the marker matches (same inputs and settings) and every output exists, unless ``force``.
+    Bad input follows ``workbench.bad_input``: a malformed line is skipped, counted as ``bad_json`` and named file:line
+    in a warning; unreadable or empty files are named in the metrics; no readable input at all is a ValueError.
+    """
+    files = input_files([inputs] if isinstance(inputs, (str, Path)) else list(inputs))
+    out_dir = Path(out_dir)
+    rejected_dir = Path(rejected_dir) if rejected_dir is not None else None
+    names = [output_name(f) for f in files]
+    marker = _marker(out_dir)
+    wanted = {"inputs": [str(f) for f in files], "settings": cfg.settings(),
+              "rejected_dir": str(rejected_dir) if rejected_dir else None}
+    outputs = [out_dir / n for n in names] + ([rejected_dir / n for n in names] if rejected_dir else [])
+    if not force and marker.exists() and all(p.exists() for p in outputs):
+        done = read_json(marker)
+        if {k: done.get(k) for k in wanted} == wanted:
+            if metrics_path is not None:
+                write_metrics(metrics_path, done["metrics"], headline(done["metrics"]))
+            require_readable(done["metrics"], len(files))
+            return done["metrics"]
+    marker.unlink(missing_ok=True)
+    start = time.perf_counter()
+    corpus, stats = _Corpus(files), {}
+    fps, keys = _sketch_phase(corpus, cfg)
+    clusters = _cluster_phase(corpus, fps, keys, cfg, stats)
+    writer = _Writer(corpus, clusters, cfg)
+    for f, name in enumerate(names):
+        writer.write_file(f, out_dir / name, rejected_dir / name if rejected_dir is not None else None)
+    corpus.issues.warn(log)
+    metrics = _stage_metrics(corpus, clusters, writer, stats, cfg, time.perf_counter() - start)
+    if metrics_path is not None:  # a CLI run outside the project writes no metrics file unless asked
+        write_metrics(metrics_path, metrics, headline(metrics))
+    write_json(marker, {**wanted, "metrics": metrics})  # written last: the stage is complete
+    require_readable(metrics, len(files))
+    return metrics
+
+
+def headline(metrics: dict) -> dict:
+    """The numbers ``dvc metrics show`` prints for the stage (the rest is in metrics/details/dedup.json)."""
+    return funnel_headline(metrics)
+
+
+def drop_seen_lines(text: str, seen: set[int]) -> tuple[str, int]:
+    """``text`` without the lines whose normalized form is in ``seen`` (lines of earlier documents), and how
+    many were dropped; then this text's lines join ``seen``. Lines without words (blank) are always kept."""
+    lines = text.split("\n")
+    keys = [_fingerprint(normalize_text(line)) for line in lines]
+    kept = [line for line, key in zip(lines, keys, strict=False) if not key or key not in seen]
+    seen.update(k for k in keys if k)
+    return "\n".join(kept), len(lines) - len(kept)
+
+
+def _decide(i: int, exact_of: list[int], roots: list[int], size: Counter, ids: list[str]) -> dict | None:
+    """None to keep document i, else the fields its rejected record gets."""
+    j = exact_of[i]
+    if j >= 0:
+        out = {"reason": "exact_duplicate", "duplicate_of": ids[j]}
+        if size[roots[j]] > 1:
+            out["minhash_cluster"] = ids[roots[j]]
+        return out
+    if roots[i] != i:
+        return {"reason": "minhash_duplicate", "duplicate_of": ids[roots[i]], "minhash_cluster": ids[roots[i]]}
+    return None
+
+
+# -- CLI ---------------------------------------------------------------------------------------------------------
+CONFIG_HELP = {"ngrams": "word n-gram shingle size", "num_hashes": "MinHash permutations (bands x rows)",
+               "num_bands": "LSH bands", "jaccard_threshold": "verified Jaccard similarity to call a pair duplicates",
+               "exact": "drop exact duplicates (normalized text) before MinHash",
+               "line_dedup": "'first': drop lines an earlier kept document had; 'none'", "seed": "hash seed",
+               "workers": "signature processes (outputs do not depend on it)"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = step_parser("python -m pipeline.dedup.stage", "dedup",
+                    "Drop exact and near duplicates (pipeline/dedup/stage.py) across every documents file.")
+    p.add_argument("inputs", nargs="*", type=Path, help="documents files or folders (default: %(default)s)")
+    p.add_argument("--out-dir", type=Path, help="kept documents, one file per input (default: %(default)s)")
+    p.add_argument("--rejected-dir", type=Path,
+                   help="dropped documents with reason and cluster (default: %(default)s)")
+    p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
+    add_config_flags(p, DedupConfig, CONFIG_HELP)
+    p.add_argument("--force", action="store_true", help="redo even if the outputs are complete")
+    return p
+
+
+def run_command(args: argparse.Namespace, section: dict) -> str:
+    need(args, "inputs", "out_dir", "rejected_dir")
+    cfg = config_from_args(DedupConfig, args, "dedup")
+    m = run_dedup([Path(p) for p in paths(args.inputs)], Path(args.out_dir), optional_path(args.metrics), cfg,
+                  rejected_dir=Path(args.rejected_dir), force=args.force)
+    return f"dedup: {m['docs_in']} -> {m['docs_out']} documents in {args.out_dir}; drops {m['drops']}{summary_note(m)}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_step(build_parser(), "dedup", argv, run_command)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,241 @@
+"""``python -m pipeline.filters.stage``: documents → kept documents + rejected-with-reason, one file per input file.
+
+The chain is a list of steps (pipeline/runtime/steps.py) in a fixed order, each switched on or off in ``params.yaml``:
+``langid`` → ``gopher`` (quality rules) → ``gopher_rep`` (repetition rules) → ``c4`` (line filters) →
+``quality`` / ``toxicity`` / ``nsfw`` (fastText classifiers) → ``pii`` (masking, last so that dropped documents
+are never masked and classifiers see the original text). A step's setting is ``false`` (off), ``true`` (paper
+defaults) or a mapping of constructor arguments.
+
+Each input file is one task for the executor (pipeline/runtime/executor.py). A task reads its file (bad input by the
+policy of workbench/bad_input.py: a malformed JSONL line is counted as ``bad_json`` and named file:line in a warning; a
+file that is unreadable or holds no document is named in the summary; only when no input is readable does the
+stage fail), runs the chain, writes the kept
+documents to ``out_dir/<name>`` and the dropped ones, each with its ``reason``, to ``rejected_dir/<name>``, both
+atomically, then writes ``out_dir/_stats/<name>.json`` last as its completion marker, so a rerun skips finished
+files and a killed run never leaves half-written outputs. Stats carry no timings, so a rerun is byte-identical;
+seconds and docs/s go to the stage metrics: the headline in ``metrics/filter.json``, every count (per step, per
+reason) in ``metrics/details/filter.json``.
+
+Provenance: a classifier whose sidecar says it was trained on generated text (pipeline/classifiers/models.py) is refused
+on documents that do not come from the generated crawl (workbench/documents.py ``from_generated_crawl``): its scores
+on real pages are arbitrary. ``allow_generated_classifiers: true`` (``--allow-generated-classifiers``) lets it run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from pipeline.classifiers.models import ClassifierFilter, provenance_path, trained_on_generated
+from pipeline.runtime.executor import LocalExecutor, add_executor_flags, make_executor
+from pipeline.runtime.steps import Step, StepStats, run_steps
+from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
+from workbench.documents import from_generated_crawl, input_files, output_name, read_documents
+from workbench.files import read_json, write_json, write_jsonl, write_metrics
+from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
+
+log = logging.getLogger(__name__)
+
+# step name -> (module, class), in chain order
+STEPS = {
+    "langid": ("pipeline.filters.langid", "LanguageFilter"),
+    "gopher": ("pipeline.filters.quality_rules", "GopherQualityFilter"),
+    "gopher_rep": ("pipeline.filters.quality_rules", "GopherRepetitionFilter"),
+    "c4": ("pipeline.filters.quality_rules", "C4LineFilter"),
+    "quality": ("pipeline.classifiers.models", "ClassifierFilter"),
+    "toxicity": ("pipeline.classifiers.models", "ClassifierFilter"),
+    "nsfw": ("pipeline.classifiers.models", "ClassifierFilter"),
+    "pii": ("pipeline.filters.pii", "PIIMasker"),
+}
+CLASSIFIER_STEPS = ("quality", "toxicity", "nsfw")
+
+
+@dataclass(frozen=True)
+class FilterConfig:
+    steps: dict = field(default_factory=lambda: {"langid": True, "gopher": True, "gopher_rep": True, "pii": True})
+    workers: int = 1
+    allow_generated_classifiers: bool = False  # apply models trained on generated text to real documents
+
+    def __post_init__(self):
+        if not isinstance(self.steps, dict):
+            raise ValueError(f"filter.steps must be a mapping of step name -> true/false/settings, got {self.steps!r}")
+        unknown = sorted(set(self.steps) - set(STEPS))
+        if unknown:
+            raise ValueError(f"filter.steps: unknown step(s) {unknown} (known: {list(STEPS)})")
+        for name, setting in self.steps.items():
+            if not isinstance(setting, (bool, dict)):
+                raise ValueError(f"filter.steps.{name} must be true, false or a mapping, got {setting!r}")
+        if self.workers < 1:
+            raise ValueError(f"filter.workers must be >= 1, got {self.workers}")
+
+    def enabled(self) -> list[tuple[str, dict]]:
+        """(name, constructor kwargs) of every step switched on, in chain order."""
+        out = []
+        for name in STEPS:
+            setting = self.steps.get(name, False)
+            if setting is False:
+                continue
+            kwargs = {} if setting is True else dict(setting)
+            if name in CLASSIFIER_STEPS:
+                kwargs.setdefault("task", name)
+            out.append((name, kwargs))
+        return out
+
+
+def build_steps(cfg: FilterConfig) -> list[Step]:
+    steps = []
+    for name, kwargs in cfg.enabled():
+        module, cls = STEPS[name]
+        try:
+            steps.append(getattr(importlib.import_module(module), cls)(**kwargs))
+        except TypeError as e:
+            raise ValueError(f"filter.steps.{name}: {e}") from None
+    return steps
+
+
+def check_provenance(files: list[Path], steps: list[Step], allow: bool = False) -> None:
+    """A one-line ValueError when a classifier trained on generated text would score documents that do not come
+    from the generated crawl (unless ``allow``)."""
+    generated = [s for s in steps if isinstance(s, ClassifierFilter) and trained_on_generated(s.model_path)]
+    real = [f for f in files if not from_generated_crawl(f)] if generated and not allow else []
+    if real:
+        step = generated[0]
+        raise ValueError(f"filter.steps.{step.name}: {step.model_path} was trained on generated text "
+                         f"({provenance_path(step.model_path)}) and {real[0]} does not come from the generated crawl; "
+                         f"train it on real labels (README \"Run on real Common Crawl\", params-cc.yaml), switch the "
+                         f"step off, or set filter.allow_generated_classifiers: true")
+
+
+def stats_path(out_dir: Path, name: str) -> Path:
+    return out_dir / "_stats" / f"{name}.json"
+
+
+def filter_file(task: tuple[Path, Path, Path, FilterConfig]) -> dict:
+    """One task: filter one documents file; returns its stats (also written as the completion marker)."""
+    path, out_dir, rejected_dir, cfg = task
+    name = output_name(path)
+    steps, stats, rejected, issues = build_steps(cfg), {}, [], InputIssues()
+    t0 = time.perf_counter()
+    counts = {"docs_in": 0, "chars_in": 0}
+
+    def counted():
+        for doc in read_documents(path, issues):
+            counts["docs_in"] += 1
+            counts["chars_in"] += len(doc["text"])
+            yield doc
+
+    kept_chars = 0
+
+    def kept():
+        nonlocal kept_chars
+        for doc in run_steps(counted(), steps, stats, rejected):
+            kept_chars += len(doc["text"])
+            yield doc
+
+    docs_out = write_jsonl(out_dir / name, kept())
+    write_jsonl(rejected_dir / name, rejected)
+    issues.warn(log)
+    result = {"input": str(path), "docs_in": counts["docs_in"], "docs_out": docs_out, "bad_json": len(issues.skipped),
+              "chars_in": counts["chars_in"], "chars_out": kept_chars,
+              "steps": {k: {**v.to_dict(), "seconds": 0.0} for k, v in stats.items()}, **issues.stats()}
+    write_json(stats_path(out_dir, name), result)  # written last: marks the file as done; no timings in it
+    result["seconds"] = time.perf_counter() - t0
+    result["step_seconds"] = {k: v.seconds for k, v in stats.items()}
+    return result
+
+
+def run_filter(inputs: list[Path], out_dir: Path, rejected_dir: Path, metrics_path: Path | None, cfg: FilterConfig,
+               executor=None, force: bool = False) -> dict:
+    """Filter every input file (skipping finished ones unless ``force``); write and return the stage metrics."""
+    files, out_dir, rejected_dir = input_files(inputs), Path(out_dir), Path(rejected_dir)
+    steps = build_steps(cfg)  # fail fast on bad settings or missing models, before any task starts
+    done = {f: read_json(stats_path(out_dir, output_name(f))) for f in files
+            if not force and stats_path(out_dir, output_name(f)).exists() and (out_dir / output_name(f)).exists()}
+    todo = [f for f in files if f not in done]
+    check_provenance(todo, steps, cfg.allow_generated_classifiers)
+    executor = executor or LocalExecutor(cfg.workers)
+    start = time.perf_counter()
+    fresh = list(tqdm(executor.map(filter_file, [(f, out_dir, rejected_dir, cfg) for f in todo]), total=len(todo),
+                      desc="filter", unit="file", dynamic_ncols=True, disable=len(todo) < 2))
+    metrics = summarize(list(done.values()) + fresh, [n for n, _ in cfg.enabled()])
+    wall = time.perf_counter() - start
+    fresh_docs = sum(r["docs_in"] for r in fresh)
+    metrics.update(seconds=round(wall, 3), files_skipped=len(done),
+                   docs_per_s=round(fresh_docs / wall, 1) if fresh and wall > 0 else None)
+    for name, step in metrics["steps"].items():
+        step["seconds"] = round(sum(r["step_seconds"].get(name, 0.0) for r in fresh), 3)
+        step["docs_per_s"] = round(step["docs_in"] / step["seconds"], 1) if fresh and step["seconds"] > 0 else None
+    if metrics_path is not None:  # a CLI run outside the project writes no metrics file unless asked
+        write_metrics(metrics_path, metrics, headline(metrics))
+    require_readable(metrics, len(files))
+    return metrics
+
+
+def summarize(per_file: list[dict], order: list[str]) -> dict:
+    """Stage metrics: documents and characters in/out, per-step in/out/drops, drops per reason."""
+    steps = {name: StepStats() for name in order}
+    for r in per_file:
+        for name, s in r["steps"].items():
+            steps.setdefault(name, StepStats()).merge(StepStats.from_dict(s))
+    drops = {}
+    for s in steps.values():
+        drops.update(s.drops)
+    bad = sum(r.get("bad_json", 0) for r in per_file)
+    if bad:
+        drops["bad_json"] = bad
+    return {"stage": "filter", "files": len(per_file), "docs_in": sum(r["docs_in"] for r in per_file),
+            "docs_out": sum(r["docs_out"] for r in per_file), "chars_in": sum(r["chars_in"] for r in per_file),
+            "chars_out": sum(r["chars_out"] for r in per_file), "drops": dict(sorted(drops.items())),
+            "step_order": list(steps), "steps": {k: v.to_dict() for k, v in steps.items()},
+            **merged_stats(per_file)}
+
+
+def headline(metrics: dict) -> dict:
+    """The numbers ``dvc metrics show`` prints for the stage (the rest is in metrics/details/filter.json)."""
+    return funnel_headline(metrics)
+
+
+# -- CLI ---------------------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = step_parser("python -m pipeline.filters.stage", "filter",
+                    "Run the filter chain (pipeline/filters/stage.py) over every documents file; the chain is the "
+                    "`steps` mapping of the params section.")
+    p.add_argument("inputs", nargs="*", type=Path, help="documents files or folders (default: %(default)s)")
+    p.add_argument("--out-dir", type=Path, help="kept documents, one file per input (default: %(default)s)")
+    p.add_argument("--rejected-dir", type=Path,
+                   help="dropped documents with their reason (default: %(default)s)")
+    p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
+    p.add_argument("--workers", type=int, default=FilterConfig.workers,
+                   help="processes; each input file is one task (default: %(default)s)")
+    p.add_argument("--force", action="store_true", help="redo inputs whose output already exists")
+    p.add_argument("--allow-generated-classifiers", action="store_true",
+                   help="apply classifiers trained on generated text to documents that do not come from the "
+                        "generated crawl (refused by default: their scores on real pages are arbitrary)")
+    add_executor_flags(p)
+    return p
+
+
+def run_command(args: argparse.Namespace, section: dict) -> str:
+    need(args, "inputs", "out_dir", "rejected_dir")
+    cfg = FilterConfig(steps=section.get("steps", FilterConfig().steps), workers=int(args.workers),
+                       allow_generated_classifiers=bool(args.allow_generated_classifiers))
+    build_steps(cfg)  # bad settings or a missing model: fail before a cluster starts
+    with make_executor(args.executor, cfg.workers, args.address, args.task_timeout_s) as executor:
+        m = run_filter([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.rejected_dir),
+                       optional_path(args.metrics), cfg, executor, force=args.force)
+    return (f"filter: {m['docs_in']} -> {m['docs_out']} documents in {args.out_dir} ({m['docs_per_s']} docs/s); "
+            f"drops {m['drops']}{summary_note(m)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_step(build_parser(), "filter", argv, run_command, extra_keys=("steps",))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

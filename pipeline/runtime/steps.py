@@ -1,0 +1,78 @@
+"""The one interface every document step implements, and the bookkeeping they share.
+
+After datatrove's ``PipelineStep``/``BaseFilter``: a step decides, the base counts. A step's ``reject(doc)`` returns
+``None`` to keep the document or a snake_case reason prefixed with the step's name (``gopher_short_doc``,
+``langid_not_en``) to drop it. A step may annotate or rewrite the kept document in place (``lang``, ``lang_score``,
+masked ``text`` with ``pii`` counts, classifier scores). Steps never open files: readers and writers sit at the
+edges (``pipeline.filters.stage``), so a chain of steps runs the same inside a process pool, a Ray task or a test.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+
+class Step:
+    """One document step. Subclasses set ``name`` and implement ``reject``."""
+
+    name = "step"
+
+    def reject(self, doc: dict) -> str | None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+@dataclass
+class StepStats:
+    """What one step saw: documents in, kept (and their characters), dropped per reason, seconds spent.
+    Stats add up across files."""
+
+    docs_in: int = 0
+    docs_out: int = 0
+    drops: Counter = field(default_factory=Counter)
+    seconds: float = 0.0
+    chars_out: int = 0
+
+    def merge(self, other: StepStats) -> None:
+        self.docs_in += other.docs_in
+        self.docs_out += other.docs_out
+        self.drops.update(other.drops)
+        self.seconds += other.seconds
+        self.chars_out += other.chars_out
+
+    def to_dict(self) -> dict:
+        return {"docs_in": self.docs_in, "docs_out": self.docs_out, "drops": dict(sorted(self.drops.items())),
+                "seconds": round(self.seconds, 3), "chars_out": self.chars_out}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> StepStats:
+        return cls(d["docs_in"], d["docs_out"], Counter(d["drops"]), d["seconds"], d.get("chars_out", 0))
+
+
+def run_steps(docs: Iterable[dict], steps: list[Step], stats: dict[str, StepStats],
+              rejected: list[dict] | None = None) -> Iterator[dict]:
+    """Yield the documents every step keeps; count each step's work in ``stats`` (keyed by step name).
+
+    A dropped document goes to ``rejected`` (if given) with its ``reason``; later steps never see it.
+    """
+    for step in steps:
+        stats.setdefault(step.name, StepStats())
+    for doc in docs:
+        for step in steps:
+            s = stats[step.name]
+            s.docs_in += 1
+            t0 = time.perf_counter()
+            reason = step.reject(doc)
+            s.seconds += time.perf_counter() - t0
+            if reason is not None:
+                s.drops[reason] += 1
+                if rejected is not None:
+                    rejected.append({**doc, "reason": reason})
+                break
+            s.docs_out += 1
+            text = doc.get("text")
+            s.chars_out += len(text) if isinstance(text, str) else 0
+        else:
+            yield doc

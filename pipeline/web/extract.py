@@ -1,0 +1,358 @@
+"""WARC/WET files → documents: decode HTML, extract the main text, write gzip JSONL.
+
+``extract_text`` decodes bytes (UTF-8 first, then the declared charset, then detection) and runs
+a main-content extractor: trafilatura (Barbaresi, ACL 2021; the default, best precision),
+Resiliparse (Bevendorff et al., 2018; ~13x faster, keeps more boilerplate), or ``cascade`` (a lexbor pre-pass and
+trafilatura's fast mode, full trafilatura where that looks unreliable; ``pipeline.web.extract_cascade``).
+``run_extract`` streams every input file (or folder of them), fans records out to supervised worker processes
+(``pipeline.runtime.supervised``: a worker that dies or hangs in C code is replaced and its record counted as
+``extract_crash`` / ``extract_timeout``), bounds each record in bytes and seconds, counts every drop with its
+reason, names unreadable or empty files (``workbench.bad_input``), and writes one ``<input>.jsonl.gz`` per input
+atomically, so a rerun skips inputs that are already done.
+``python -m pipeline.web.extract`` is the stage (defaults: the ``extract`` section of params.yaml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from pipeline.runtime.executor import LocalExecutor, add_executor_flags, make_executor, thread_time_limit
+from pipeline.runtime.supervised import Lost, SupervisedPool
+from pipeline.web.extract_cascade import fast_text, needs_fallback
+from pipeline.web.warc import Payload, is_generated_crawl, iter_payloads
+from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
+from workbench.files import check_unique_outputs, expand_inputs, read_json, write_json, write_jsonl, write_metrics
+from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
+
+log = logging.getLogger(__name__)
+
+EXTRACTORS = ("trafilatura", "resiliparse", "cascade")
+WARC_SUFFIXES = (".warc.gz", ".warc", ".wet.gz", ".wet")  # what a folder given as input is searched for
+# drop reasons that are the record's fault or the extractor's, named one by one (the rest are only counted)
+_NAMED_DROPS = {"extract_crash": "its worker died", "extract_timeout": "over the time limit",
+                "extract_error": "the extractor raised"}
+_MAX_REPLACEMENT_SHARE = 0.02  # more U+FFFD than this after decoding: the charset was wrong
+
+
+@dataclass(frozen=True)
+class ExtractConfig:
+    extractor: str = "trafilatura"
+    workers: int = 1
+    max_bytes: int = 4 << 20
+    timeout_s: float = 10.0
+
+    def __post_init__(self):
+        if self.extractor not in EXTRACTORS:
+            raise ValueError(f"extract.extractor must be one of {EXTRACTORS}, got {self.extractor!r}")
+        if self.workers < 1:
+            raise ValueError(f"extract.workers must be >= 1, got {self.workers}")
+        if self.max_bytes < 1:
+            raise ValueError(f"extract.max_bytes must be >= 1, got {self.max_bytes}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"extract.timeout_s must be > 0, got {self.timeout_s}")
+
+
+def decode_html(html_bytes: bytes, declared_charset: str | None = None) -> str | None:
+    """Decode page bytes: strict UTF-8, then the declared charset, then detection; None if garbled."""
+    try:
+        return html_bytes.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+
+    candidates = [declared_charset] if declared_charset else []
+    candidates.append(detect_encoding(html_bytes, max_len=65536, html5_compatible=True))
+    for charset in candidates:
+        try:
+            return html_bytes.decode(charset)
+        except (UnicodeDecodeError, LookupError):
+            continue
+    text = bytes_to_str(html_bytes, candidates[-1], errors="replace")
+    return text if text.count("\ufffd") <= _MAX_REPLACEMENT_SHARE * max(len(text), 1) else None
+
+
+def extract_text(html_bytes: bytes, extractor: str = "trafilatura", declared_charset: str | None = None) -> str | None:
+    """The main text of an HTML page, or None when the page is undecodable or has none."""
+    html = decode_html(html_bytes, declared_charset)
+    return main_text(html, extractor) if html is not None else None
+
+
+def main_text(html: str, extractor: str = "trafilatura") -> str | None:
+    """Run the chosen main-content extractor on decoded HTML."""
+    if not html.strip():
+        return None
+    if extractor == "trafilatura":
+        import trafilatura
+
+        text = trafilatura.extract(html, include_comments=False, include_tables=True, deduplicate=False)
+    elif extractor == "cascade":
+        text, page_chars = fast_text(html)
+        if needs_fallback(text, page_chars):
+            return main_text(html, "trafilatura")
+    elif extractor == "resiliparse":
+        from resiliparse.extract.html2text import extract_plain_text
+        from resiliparse.parse.html import HTMLTree
+
+        text = extract_plain_text(HTMLTree.parse(html), main_content=True, alt_texts=False, links=False)
+    else:
+        raise ValueError(f"unknown extractor {extractor!r}; choose one of {EXTRACTORS}")
+    text = (text or "").strip()
+    return text or None
+
+
+class _Timeout(Exception):
+    pass
+
+
+@contextmanager
+def _time_limit(seconds: float):
+    """Raise _Timeout after ``seconds`` (SIGALRM: pool workers and the main thread; a timer off it)."""
+    if threading.current_thread() is not threading.main_thread():  # a Dask worker thread runs the task
+        with thread_time_limit(seconds, _Timeout):
+            yield
+        return
+
+    def on_alarm(signum, frame):
+        raise _Timeout
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+_worker_cfg: ExtractConfig | None = None
+
+
+def _import_extractor(extractor: str) -> None:
+    """Import the extractor before the workers fork, so a worker's first record (or a replaced worker's) does
+    not spend its time limit importing it."""
+    import resiliparse.parse.encoding  # noqa: F401 - decode_html's fallback
+
+    if extractor in ("trafilatura", "cascade"):
+        import trafilatura  # noqa: F401
+    if extractor == "cascade":
+        import selectolax.lexbor  # noqa: F401
+    if extractor == "resiliparse":
+        import resiliparse.extract.html2text  # noqa: F401
+        import resiliparse.parse.html  # noqa: F401
+
+
+def _init_worker(cfg: ExtractConfig) -> None:
+    global _worker_cfg
+    _worker_cfg = cfg
+    logging.getLogger("trafilatura").setLevel(logging.CRITICAL)
+
+
+def _extract_one(payload: Payload) -> dict | str:
+    """A document dict for one payload, or the reason it was dropped."""
+    cfg = _worker_cfg
+    try:
+        with _time_limit(cfg.timeout_s):
+            if payload.kind == "text":
+                text = payload.body.decode("utf-8", errors="replace").strip()
+            else:
+                html = decode_html(payload.body, payload.charset)
+                if html is None:
+                    return "extract_undecodable"
+                text = main_text(html, cfg.extractor)
+    except _Timeout:
+        return "extract_timeout"
+    except Exception:  # noqa: BLE001 - a hostile page must not stop the stage
+        return "extract_error"
+    if not text:
+        return "extract_no_text"
+    return {"id": payload.record_id, "url": payload.url, "date": payload.date, "text": text}
+
+
+def output_name(input_path: Path) -> str:
+    name = input_path.name
+    for suffix in (".gz", ".warc", ".wet"):
+        name = name.removesuffix(suffix)
+    return name + ".jsonl.gz"
+
+
+def input_files(inputs: list[Path]) -> list[Path]:
+    """Every WARC/WET file of ``inputs`` (files, or folders of ``*.warc[.gz]`` / ``*.wet[.gz]``), in order.
+
+    A missing input, no WARC/WET file at all, or two inputs with the same output name are one-line errors."""
+    files = expand_inputs(inputs, lambda d: sorted(f for f in d.iterdir()
+                                                    if f.name.endswith(WARC_SUFFIXES) and f.is_file()))
+    if not files:
+        raise FileNotFoundError(f"no {'/'.join(WARC_SUFFIXES)} files in {', '.join(map(str, inputs))}")
+    check_unique_outputs(files, output_name)
+    return files
+
+
+def kill_after_s(timeout_s: float) -> float:
+    """When a worker still busy with one record is killed: SIGALRM ends a slow record at ``timeout_s`` wherever
+    Python runs; a worker busy at twice that (and at least a second later) is stuck where no signal handler runs
+    (C code), or dead."""
+    return max(2 * timeout_s, timeout_s + 1.0)
+
+
+def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool: SupervisedPool | None, bar=None) -> dict:
+    """Extract one input into ``out_dir``, its records spread over ``pool`` (or extracted in this process when
+    there is none); return its stats."""
+    drops: Counter = Counter()
+    counts = {"records": 0, "docs": 0}
+    problems: list[str] = []
+    issues = InputIssues()
+    sent: deque[Payload] = deque()  # the records in the pool, oldest first (results come back in order)
+
+    def payloads() -> Iterator[Payload]:
+        for payload in iter_payloads(path, drops, cfg.max_bytes, problems):
+            counts["records"] += 1
+            sent.append(payload)
+            yield payload
+
+    def documents() -> Iterator[dict]:
+        for result in pool.imap(payloads()) if pool is not None else map(_extract_one, payloads()):
+            payload = sent.popleft()
+            if bar is not None:
+                bar.update(1)
+            if isinstance(result, Lost):
+                result = f"extract_{result.reason}"
+            if isinstance(result, str):
+                drops[result] += 1
+                if result in _NAMED_DROPS:
+                    issues.skipped.append(f"{path}: record {payload.record_id} ({payload.url}): {result}, "
+                                          f"{_NAMED_DROPS[result]}")
+                continue
+            counts["docs"] += 1
+            yield result
+
+    write_jsonl(out_dir / output_name(path), documents())
+    counts["records"] += sum(v for k, v in drops.items() if k.startswith("warc_") and k != "warc_corrupt_file")
+    issues.file_ended(path, counts["records"], problems[0] if problems else None,
+                      empty="no response or conversion records")
+    issues.warn(log)
+    # No timings here: the stats sit beside the documents, which must be byte-identical on a rerun.
+    # "generated": the input is our generated crawl (its warcinfo says so); the filter's provenance check reads it.
+    stats = {"input": str(path), "generated": is_generated_crawl(path), "records": counts["records"],
+             "docs": counts["docs"], "drops": dict(sorted(drops.items())), **issues.stats()}
+    write_json(_stats_path(path, out_dir), stats)  # written last: marks the input as done
+    return stats
+
+
+def _stats_path(path: Path, out_dir: Path) -> Path:
+    return out_dir / "_stats" / (output_name(path) + ".json")
+
+
+def extract_file_task(task: tuple[Path, Path, ExtractConfig]) -> dict:
+    """A cluster task (pipeline/runtime/executor.py): extract one whole input file in the worker that runs it, record by
+    record in that process (cluster workers may not start processes of their own)."""
+    path, out_dir, cfg = task
+    _init_worker(cfg)
+    return _extract_file(path, out_dir, cfg, None)
+
+
+def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path | None, cfg: ExtractConfig, force: bool = False,
+                executor=None) -> dict:
+    """Extract every input (files or folders) into ``out_dir``; skip inputs already done unless ``force``.
+
+    The records of each file are spread over ``cfg.workers`` supervised processes (``pipeline.runtime.supervised``): a
+    record whose worker dies or hangs is counted (``extract_crash`` / ``extract_timeout``) and the rest go on.
+    An ``executor`` (a Ray or Dask cluster) runs one task per whole file instead. The headline metrics go to
+    ``metrics_path``, all of them to ``details_path(metrics_path)``. Bad input follows ``workbench.bad_input``:
+    unreadable or empty files are named in the metrics; none readable is a ValueError.
+    """
+    inputs, out_dir = input_files(inputs), Path(out_dir)
+    done = {p: read_json(_stats_path(p, out_dir)) for p in inputs
+            if not force and (out_dir / output_name(p)).exists() and _stats_path(p, out_dir).exists()}
+    todo = [p for p in inputs if p not in done]
+    start = time.perf_counter()
+    fresh = []
+    if executor is not None and todo:
+        tasks = executor.map(extract_file_task, [(p, out_dir, cfg) for p in todo])
+        fresh = list(tqdm(tasks, total=len(todo), desc="extract", unit="file", dynamic_ncols=True))
+    elif todo:
+        _import_extractor(cfg.extractor)
+        with SupervisedPool(_extract_one, cfg.workers, kill_after_s(cfg.timeout_s), _init_worker, (cfg,)) as pool, \
+                tqdm(desc="extract", unit="rec", dynamic_ncols=True) as bar:
+            fresh = [_extract_file(p, out_dir, cfg, pool, bar) for p in todo]
+    metrics = summarize(list(done.values()) + fresh, cfg)
+    wall = time.perf_counter() - start
+    metrics["seconds"] = round(wall, 3)
+    metrics["docs_per_s"] = round(sum(s["docs"] for s in fresh) / wall, 2) if fresh else None
+    if metrics_path is not None:  # a CLI run outside the project writes no metrics file unless asked
+        write_metrics(metrics_path, metrics, headline(metrics))
+    require_readable(metrics, len(inputs))
+    return metrics
+
+
+def summarize(per_file: list[dict], cfg: ExtractConfig) -> dict:
+    """Stage metrics over every input: records read, documents out, drops per reason."""
+    drops: Counter = Counter()
+    for stats in per_file:
+        drops.update(stats["drops"])
+    return {
+        "stage": "extract",
+        "extractor": cfg.extractor,
+        "files": len(per_file),
+        "records_read": sum(s["records"] for s in per_file),
+        "docs_out": sum(s["docs"] for s in per_file),
+        "drops": dict(sorted(drops.items())),
+        **merged_stats(per_file),
+    }
+
+
+def headline(metrics: dict) -> dict:
+    """The numbers ``dvc metrics show`` prints for the stage (the rest is in metrics/details/extract.json)."""
+    return funnel_headline(metrics, docs_in_key="records_read", as_key="records")
+
+
+# -- CLI ---------------------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    defaults = ExtractConfig()
+    p = step_parser("python -m pipeline.web.extract", "extract",
+                    "Extract main text from WARC response / WET conversion records.")
+    p.add_argument("inputs", nargs="*", type=Path,
+                   help="WARC/WET files, or folders of *.warc[.gz] / *.wet[.gz] (default: %(default)s)")
+    p.add_argument("--out-dir", type=Path, help="folder for <input>.jsonl.gz documents (default: %(default)s)")
+    p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
+    p.add_argument("--extractor", choices=EXTRACTORS, default=defaults.extractor,
+                   help="main-text extractor (default: %(default)s)")
+    p.add_argument("--workers", type=int, default=defaults.workers, help="extraction processes (default: %(default)s)")
+    p.add_argument("--max-bytes", type=int, default=defaults.max_bytes,
+                   help="per-record byte cap, also after Content-Encoding (default: %(default)s)")
+    p.add_argument("--timeout-s", type=float, default=defaults.timeout_s,
+                   help="per-record extraction time limit in seconds; a worker still busy at twice this (stuck in "
+                        "C code) is killed and replaced (default: %(default)s)")
+    p.add_argument("--force", action="store_true", help="redo inputs whose output already exists")
+    add_executor_flags(p)
+    return p
+
+
+def run_command(args: argparse.Namespace, section: dict) -> str:
+    need(args, "inputs", "out_dir")
+    cfg = ExtractConfig(extractor=args.extractor, workers=int(args.workers), max_bytes=int(args.max_bytes),
+                        timeout_s=float(args.timeout_s))
+    with make_executor(args.executor, cfg.workers, args.address, args.task_timeout_s) as executor:
+        cluster = None if isinstance(executor, LocalExecutor) else executor  # local: records spread over a pool
+        m = run_extract([Path(p) for p in paths(args.inputs)], Path(args.out_dir), optional_path(args.metrics), cfg,
+                        force=args.force, executor=cluster)
+    return (f"extract: {m['records_read']} records -> {m['docs_out']} documents in {args.out_dir} "
+            f"({m['docs_per_s']} docs/s); drops {m['drops']}{summary_note(m)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_step(build_parser(), "extract", argv, run_command)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,76 @@
+"""What the data steps' command lines share (``python -m pipeline.web.extract`` and the others).
+
+Each step builds its parser with ``step_parser``; its flags' destinations are the keys of its ``params.yaml``
+section, which ``run_step`` makes their defaults (strictly: a key no flag takes is an error naming the key, the
+section and the file), so ``--help`` shows the values a run would use. ``run_step`` then runs the step and prints
+its one-line summary with the wall time: exit 0, or 2 with a one-line ``error:`` on bad settings or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from workbench.params import ParamsError, add_params_flag, apply_section, params_path
+
+# (parsed flags, the params section as read) -> the step's one-line summary
+Command = Callable[[argparse.Namespace, dict], str]
+
+
+def step_parser(prog: str, section: str, description: str) -> argparse.ArgumentParser:
+    """A parser with the flags every step has: ``--params`` (whose ``section`` gives the defaults) and ``-v``."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    add_params_flag(parser, section)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    return parser
+
+
+def optional_path(value) -> Path | None:
+    """A setting that may be absent (a metrics file outside the project): None, or its Path."""
+    return Path(value) if value not in (None, "") else None
+
+
+def need(args: argparse.Namespace, *keys: str) -> None:
+    """A ValueError naming every setting among ``keys`` that neither a flag nor the params section gave."""
+    missing = [k for k in keys if getattr(args, k, None) in (None, "", [])]
+    if missing:
+        raise ValueError(f"missing setting(s) {', '.join(missing)}: give flags or a params.yaml section")
+
+
+def run_step(parser: argparse.ArgumentParser, section: str, argv: Sequence[str] | None, command: Command,
+             extra_keys: Iterable[str] = ()) -> int:
+    """Parse ``argv`` over the ``section`` defaults, run ``command``, print its summary; the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        values = apply_section(parser, section, params_path(argv), extra_keys)
+    except ParamsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    start = time.perf_counter()
+    try:
+        summary = command(args, values)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{summary} [{time.perf_counter() - start:.1f} s]")
+    return 0
+
+
+def paths(value) -> list:
+    """A setting that is one path or a list of them, as a list."""
+    return [value] if isinstance(value, (str, Path)) else list(value)
+
+
+def funnel_headline(metrics: dict, docs_in_key: str = "docs_in", as_key: str = "docs_in") -> dict:
+    """The numbers ``dvc metrics show`` prints for a step that keeps some of its documents (the rest of
+    ``metrics`` goes to metrics/details/): in, out, drop rate, seconds and docs/s."""
+    docs_in, docs_out = metrics[docs_in_key], metrics["docs_out"]
+    return {as_key: docs_in, "docs_out": docs_out, "drop_rate": round(1 - docs_out / docs_in, 4) if docs_in else 0.0,
+            "seconds": metrics["seconds"], "docs_per_s": metrics["docs_per_s"]}
