@@ -84,6 +84,32 @@ def fit_rows(name: str, fit: dict, first_train_seed: int) -> list[Result]:
     return rows
 
 
+def spread_rows(fits: dict[int, dict], summaries: dict[int, Path], own: int) -> list[Result]:
+    """Each sweep seed's selected prediction of the default `train` run (train seed ``own``), their spread, and a
+    95% prediction interval for a held-out run that holds both noises: the law's across sweep seeds and the run's
+    own across train seeds (sd of the `train` run's loss), added in quadrature around the seeds' mean prediction."""
+    predicted = np.array([fit["predicted"][fit["selected"]] for fit in fits.values()])
+    errors = np.array([fit["rel_error"][fit["selected"]][own] for fit in fits.values()])
+    losses = [float(load_summary_holdout(p, {"params": "params", "flops": "6N"})["loss"].iloc[0])
+              for p in summaries.values()]
+    mean, law_sd, run_sd = float(predicted.mean()), float(predicted.std(ddof=1)), float(np.std(losses, ddof=1))
+    half = 1.96 * float(np.hypot(law_sd, run_sd))
+    measured = losses[list(summaries).index(own)]
+    selected = {str(s): fit["selected"] for s, fit in fits.items()}
+    return [Result("selected law over sweep seeds", "max |rel_error|", float(np.abs(errors).max()),
+                   f"vs the train run (seed {own}), {len(errors)} sweep seeds",
+                   extra={"rel_error": {str(s): float(e) for s, e in zip(fits, errors, strict=True)},
+                          "selected": selected}),
+            Result("selected law over sweep seeds", "median |rel_error|", float(np.median(np.abs(errors))),
+                   f"vs the train run (seed {own})"),
+            Result("selected law over sweep seeds", "prediction sd / mean", law_sd / mean,
+                   f"relative, {len(predicted)} sweep seeds", extra={"predicted": predicted.tolist()}),
+            Result("selected law over sweep seeds", "95% PI half-width / mean", half / mean,
+                   "law's seed sd and the train run's seed sd in quadrature",
+                   extra={"pi95": [mean - half, mean + half], "measured": measured,
+                          "inside": bool(mean - half <= measured <= mean + half)})]
+
+
 def left_out_budget_rows(name: str, path: Path, cfg: FitConfig) -> list[Result]:
     """Each law refitted without the largest budget, predicting every run of it (widest included: the kind of run
     the `train` run is, far wider than the optimum): the widest run's error and the mean absolute error."""
@@ -164,8 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     summaries = {s: train_summary(params, args.params, s) for s in args.seeds}
     cfg = FitConfig(target_flops=tuple(params["scaling_fit"]["target_flops"]), bootstrap=args.bootstrap)
     rows = []
-    for s, path in paths.items():
-        rows += fit_rows(f"sweep seed {s}", fit_sweep([path], summaries, cfg), own)
+    fits = {s: fit_sweep([path], summaries, cfg) for s, path in paths.items()}
+    for s, fit in fits.items():
+        rows += fit_rows(f"sweep seed {s}", fit, own)
+    rows += spread_rows(fits, summaries, own)
     label = "sweep mean of seeds " + ",".join(map(str, args.seeds))
     rows += fit_rows(label, fit_sweep(list(paths.values()), summaries, cfg), own)
     rows += noise_rows(paths, summaries, params["train"]["data"], params["train"]["context_length"])
