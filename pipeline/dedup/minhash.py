@@ -24,7 +24,8 @@ defaults (word 5-grams, 14 bands x 8 rows).
 - **Verification**: candidates are compared by the true Jaccard of their shingle sets (as 64-bit hashes:
   a collision needs ~2^32 shingles), clusters are the connected components (union-find); the root of a
   cluster is its first document. Each bucket is verified on its own (``verify_bucket``: a pure function of
-  the bucket), so the bands can be verified in any order or apart (``pipeline/dedup/sharded.py``). FineWeb does not verify, it clusters every LSH candidate; we verify.
+  the bucket), so the bands can be verified in any order or apart (``pipeline/dedup/sharded.py``). FineWeb
+  does not verify, it clusters every LSH candidate; we verify.
 """
 
 from __future__ import annotations
