@@ -36,7 +36,7 @@ def work_folder(out_dir: Path) -> Path:
 
 
 def _run_key(files: list[Path], out_files: list[Path], rejected_files: list[Path] | None, cfg: DedupConfig) -> dict:
-    stats = [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    stats = [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]  # lists: as JSON reads them back
     return {"inputs": stats, "outputs": [str(p) for p in out_files],
             "rejected": [str(p) for p in rejected_files] if rejected_files is not None else None,
             "settings": cfg.settings(), "shards": cfg.shards}

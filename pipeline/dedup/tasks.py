@@ -31,7 +31,6 @@ keys of its shard; filter its file's decisions and line drops.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -83,7 +82,6 @@ def _resumable(kind: str) -> Callable:
     """Run the task body unless its ``done.json`` exists; write ``done.json`` (its result) after its outputs."""
 
     def wrap(body: Callable[[Layout, object, Path], dict]) -> Callable[[tuple], dict]:
-        @functools.wraps(body)
         def task(t: tuple) -> dict:
             _, layout, part = t
             folder = layout.folder(kind, part)
@@ -94,6 +92,10 @@ def _resumable(kind: str) -> Callable:
             write_json(folder / "done.json", out)
             return out
 
+        # pickled by name (Ray, Dask); not functools.wraps: Ray would check calls against the body's signature
+        task.__module__, task.__name__, task.__qualname__, task.__doc__ = (
+            body.__module__, body.__name__, body.__qualname__, body.__doc__)
+        task.body = body
         return task
 
     return wrap
