@@ -23,7 +23,9 @@ defaults (word 5-grams, 14 bands x 8 rows).
   probability 1 - (1 - s^r)^b for Jaccard s (``lsh_probability``).
 - **Verification**: candidates are compared by the true Jaccard of their shingle sets (as 64-bit hashes:
   a collision needs ~2^32 shingles), clusters are the connected components (union-find); the root of a
-  cluster is its first document. FineWeb does not verify, it clusters every LSH candidate; we verify.
+  cluster is its first document. Each bucket is verified on its own (``verify_bucket``: a pure function of
+  the bucket), so the bands can be verified in any order or apart (``pipeline/dedup/sharded.py``). FineWeb
+  does not verify, it clusters every LSH candidate; we verify.
 """
 
 from __future__ import annotations
@@ -282,49 +284,71 @@ class UnionFind:
         return ri
 
 
+def verify_bucket(bucket: Sequence[int], verdict: Callable[[int, int], bool],
+                  max_tries: int = 64) -> list[tuple[int, int]]:
+    """The joins (i, j) that verification makes inside one LSH bucket (texts in ascending order).
+
+    Each text is compared with the clusters already present in the bucket, in order of their first member, member
+    by member until one matches (a bucket of k near-copies costs ~k comparisons, not k^2/2), at most ``max_tries``
+    comparisons per text (a bucket of k unrelated texts sharing a template costs k * max_tries, not k^2/2). The
+    answer depends only on the bucket and ``verdict(i, j)`` (is Jaccard >= threshold), never on other buckets:
+    so buckets can be verified in any order, on any machine, and their joins give the same clusters.
+    """
+    groups: list[list[int]] = []  # the bucket's clusters so far, in order of their first member
+    joins: list[tuple[int, int]] = []
+    for j in bucket:
+        tries, matched = 0, []
+        for g, members in enumerate(groups):
+            if tries >= max_tries:
+                break
+            for i in members:
+                if tries >= max_tries:
+                    break
+                tries += 1
+                if verdict(i, j):
+                    joins.append((i, j))
+                    matched.append(g)
+                    break
+        if matched:
+            first = groups[matched[0]]
+            for g in matched[1:]:
+                first.extend(groups[g])
+            first.append(j)
+            dropped = set(matched[1:])
+            groups = [m for g, m in enumerate(groups) if g not in dropped]
+        else:
+            groups.append([j])
+    return joins
+
+
 def verified_clusters(keys: np.ndarray, shingles: Callable[[int], np.ndarray], threshold: float,
                       active: np.ndarray | None = None, stats: dict | None = None,
                       max_tries: int = 64) -> list[int]:
     """Cluster root (first member's index) of every text: LSH candidates joined when Jaccard >= threshold.
 
-    ``shingles(i)`` gives text i's sorted distinct shingle hashes (called once per candidate text). In a
-    bucket each text is compared with the clusters already present there, member by member until one
-    matches, so a bucket of k near-copies costs ~k comparisons, not k^2/2; pairs that failed are not
-    retried in later bands. A text tries at most ``max_tries`` comparisons per bucket, which bounds a
-    pathological bucket of k unrelated texts (a shared template) to k * max_tries, not k^2/2.
-    ``stats`` (if given) receives ``candidate_texts`` (texts compared) and ``comparisons``.
+    Each bucket is verified on its own (``verify_bucket``) and the clusters are the connected components of all
+    joins, so the answer does not depend on the order of the bands (the sharded stage verifies them apart).
+    ``shingles(i)`` gives text i's sorted distinct shingle hashes (called once per candidate text); a pair's
+    verdict is computed once and remembered across bands. ``stats`` (if given) receives ``candidate_texts``
+    (texts compared) and ``comparisons`` (Jaccard computations).
     """
     uf = UnionFind(len(keys))
     cache: dict[int, np.ndarray] = {}
-    failed: set[tuple[int, int]] = set()
-    comparisons = 0
+    verdicts: dict[tuple[int, int], bool] = {}
 
     def get(i: int) -> np.ndarray:
         if i not in cache:
             cache[i] = shingles(i)
         return cache[i]
 
+    def verdict(i: int, j: int) -> bool:
+        if (i, j) not in verdicts:
+            verdicts[i, j] = jaccard(get(i), get(j)) >= threshold
+        return verdicts[i, j]
+
     for bucket in candidate_buckets(keys, active):
-        groups: dict[int, list[int]] = {}  # cluster root -> its members seen in this bucket
-        for j in map(int, bucket):
-            tries = 0
-            for root in list(groups):
-                if uf.find(root) == uf.find(j) or tries >= max_tries:
-                    continue
-                for i in groups[root]:
-                    if (i, j) in failed or tries >= max_tries:
-                        continue
-                    tries += 1
-                    if jaccard(get(i), get(j)) >= threshold:
-                        uf.union(i, j)
-                        break
-                    failed.add((i, j))
-            comparisons += tries
-            merged: dict[int, list[int]] = {}
-            for root, members in groups.items():
-                merged.setdefault(uf.find(root), []).extend(members)
-            merged.setdefault(uf.find(j), []).append(j)
-            groups = merged
+        for i, j in verify_bucket(bucket.tolist(), verdict, max_tries):
+            uf.union(i, j)
     if stats is not None:
-        stats.update(candidate_texts=len(cache), comparisons=comparisons)
+        stats.update(candidate_texts=len(cache), comparisons=len(verdicts))
     return [uf.find(i) for i in range(len(keys))]

@@ -27,14 +27,12 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
-import json
 import logging
 import multiprocessing as mp
 import time
-import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -48,11 +46,20 @@ from pipeline.dedup.minhash import (
     minhash_signatures,
     normalize_text,
     shingle_hash_set,
-    signatures_of_shingles,
-    text_words,
     verified_clusters,
-    word_shingle_hashes,
 )
+from pipeline.dedup.records import (
+    DedupConfig,
+    document_lines,
+    drop_seen_lines,
+    dumps,
+    sketch,
+)
+from pipeline.dedup.records import (
+    text_fingerprint as text_fingerprint,  # re-exported: its home before records.py
+)
+from pipeline.dedup.sharded import run_sharded
+from pipeline.runtime.executor import LocalExecutor, add_executor_flags, make_executor
 from workbench.bad_input import InputIssues, require_readable, summary_note
 from workbench.documents import input_files, output_name, parse_document_line
 from workbench.files import atomic_open, atomic_path, read_json, write_json, write_metrics
@@ -60,6 +67,7 @@ from workbench.params import add_config_flags, config_from_args
 from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
 
 log = logging.getLogger(__name__)
+DEFAULT_CONFIG = DedupConfig()
 
 
 # -- CS336 assignment 4 -----------------------------------------------------------------------------------
@@ -127,62 +135,6 @@ def minhash_deduplication(input_files: Iterable[str | Path], num_hashes: int, nu
 
 
 # -- documents ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class DedupConfig:
-    """Dedup stage settings. Defaults: FineWeb's MinHash (5-grams, 14 bands x 8 rows), Jaccard-verified at 0.8.
-
-    With 14 x 8 banding a pair becomes a candidate with probability 0.50 at Jaccard 0.68, 0.92 at 0.8 and
-    0.99 at 0.85 (``lsh_probability``); FineWeb drops every candidate, we drop those whose true Jaccard is
-    >= ``jaccard_threshold`` (CS336's 0.8). More bands of fewer rows find more pairs near the threshold at the
-    cost of more comparisons.
-    """
-
-    ngrams: int = 5  # word n-gram shingle size
-    num_hashes: int = 112  # MinHash permutations = num_bands x rows
-    num_bands: int = 14  # LSH bands
-    jaccard_threshold: float = 0.8  # verified Jaccard to call a candidate pair duplicates
-    exact: bool = True  # drop exact duplicates (normalized text) before MinHash
-    line_dedup: str = "none"  # "first": in kept documents, drop lines already seen in an earlier kept document
-    seed: int = 0  # seed of the hash functions
-    workers: int = 1  # signature processes (outputs do not depend on it)
-
-    def __post_init__(self):
-        for name in ("ngrams", "num_hashes", "num_bands", "workers"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"dedup.{name} must be an integer >= 1, got {value!r}")
-        if self.num_hashes % self.num_bands:
-            raise ValueError(f"dedup.num_hashes ({self.num_hashes}) must be a multiple of dedup.num_bands "
-                             f"({self.num_bands})")
-        if not isinstance(self.jaccard_threshold, (int, float)) or not 0.0 < self.jaccard_threshold <= 1.0:
-            raise ValueError(f"dedup.jaccard_threshold must be in (0, 1], got {self.jaccard_threshold!r}")
-        if self.line_dedup not in ("none", "first"):
-            raise ValueError(f"dedup.line_dedup must be 'none' or 'first', got {self.line_dedup!r}")
-        if not isinstance(self.exact, bool):
-            raise ValueError(f"dedup.exact must be true or false, got {self.exact!r}")
-        if not isinstance(self.seed, int):
-            raise ValueError(f"dedup.seed must be an integer, got {self.seed!r}")
-
-    @property
-    def rows(self) -> int:
-        return self.num_hashes // self.num_bands
-
-    def settings(self) -> dict:
-        """The fields that decide the output (not ``workers``)."""
-        return {k: v for k, v in asdict(self).items() if k != "workers"}
-
-
-def text_fingerprint(text: str) -> int:
-    """64-bit blake2b of the normalized text (what ``exact_duplicate`` compares); 0 when it is empty."""
-    return _fingerprint(normalize_text(text))
-
-
-def _fingerprint(norm: str) -> int:
-    if not norm:
-        return 0
-    return int.from_bytes(hashlib.blake2b(norm.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
-
-
 def exact_duplicate_of(fingerprints: Iterable[int]) -> list[int]:
     """For each text, the index of the first text with the same fingerprint, or -1 if it is that first one.
     Texts that normalize to nothing (fingerprint 0) are never duplicates."""
@@ -194,24 +146,13 @@ def exact_duplicate_of(fingerprints: Iterable[int]) -> list[int]:
     return out
 
 
-def _sketch(args: tuple[list[str], DedupConfig]) -> tuple[np.ndarray, np.ndarray]:
-    """Fingerprints (uint64) and LSH band keys (uint64, (n, bands); EMPTY texts get key 0 in every band)."""
-    texts, cfg = args
-    words = [text_words(t) for t in texts]
-    fps = np.array([_fingerprint(" ".join(w)) for w in words], dtype=np.uint64)
-    sig = signatures_of_shingles([word_shingle_hashes(w, cfg.ngrams) for w in words], cfg.num_hashes, cfg.seed)
-    keys = band_keys(sig, cfg.num_bands)
-    keys[sig[:, 0] == EMPTY] = 0
-    return fps, keys
-
-
 def _sketch_all(texts: Iterable[str], cfg: DedupConfig, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
     tasks = ((c, cfg) for c in chunked(texts, chunk))
     if cfg.workers > 1:
         with mp.get_context("fork").Pool(cfg.workers) as pool:
-            parts = list(pool.imap(_sketch, tasks))
+            parts = list(pool.imap(sketch, tasks))
     else:
-        parts = [_sketch(t) for t in tasks]
+        parts = [sketch(t) for t in tasks]
     if not parts:
         return np.empty(0, np.uint64), np.empty((0, cfg.num_bands), np.uint64)
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
@@ -221,7 +162,7 @@ def _candidates(keys: np.ndarray, active: np.ndarray) -> set[int]:
     return {int(i) for bucket in candidate_buckets(keys, active) for i in bucket}
 
 
-def near_duplicate_clusters(docs: Sequence[dict], cfg: DedupConfig = DedupConfig()) -> list[int]:
+def near_duplicate_clusters(docs: Sequence[dict], cfg: DedupConfig = DEFAULT_CONFIG) -> list[int]:
     """Cluster id of every document: the index of the first document of its near-duplicate cluster (its own
     index when it has none). Exact copies are in the same cluster as their original; texts without words
     are alone. Documents are dicts with a ``text``."""
@@ -235,29 +176,6 @@ def near_duplicate_clusters(docs: Sequence[dict], cfg: DedupConfig = DedupConfig
 # -- the stage ----------------------------------------------------------------------------------------------
 def _marker(out_dir: Path) -> Path:
     return out_dir / "_stats" / "dedup.json"
-
-
-def _dumps(doc: dict) -> bytes:
-    line = json.dumps(doc, ensure_ascii=False)
-    try:
-        return (line + "\n").encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates: keep them as \\udcxx escapes
-        return (json.dumps(doc) + "\n").encode("utf-8")
-
-
-def _lines(path: Path, errors: list[tuple[int, str]] | None = None) -> Iterator[tuple[int, bytes]]:
-    """(line number, bytes) of every non-blank line; an unreadable tail (e.g. truncated gzip) ends the file, and
-    (its line number, the error) goes to ``errors``."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    lineno = 0
-    try:
-        with opener(path, "rb") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if line.strip():
-                    yield lineno, line
-    except (OSError, EOFError, zlib.error) as e:
-        if errors is not None:
-            errors.append((lineno + 1, f"{type(e).__name__}: {e}"))
 
 
 @dataclass
@@ -275,7 +193,7 @@ class _Corpus:
         """Every document's text, recording where it is as it goes."""
         for f, path in enumerate(self.files):
             errors, docs = [], 0
-            for lineno, line in _lines(path, errors):
+            for lineno, line in document_lines(path, errors):
                 doc, ok, problem = parse_document_line(line)
                 if doc is None:
                     self.issues.skipped.append(f"{path}:{lineno}: {problem}")
@@ -325,7 +243,7 @@ def _cluster_phase(corpus: _Corpus, fps: np.ndarray, keys: np.ndarray, cfg: Dedu
     index = {corpus.where[i]: i for i in (_candidates(keys, active) if n else ())}
     shingles: dict[int, np.ndarray] = {}
     for f, path in enumerate(corpus.files):
-        for lineno, line in _lines(path):
+        for lineno, line in document_lines(path):
             if (f, lineno) in index:
                 shingles[index[f, lineno]] = shingle_hash_set(parse_document_line(line)[0]["text"], cfg.ngrams)
     roots = verified_clusters(keys, shingles.__getitem__, cfg.jaccard_threshold, active, stats)
@@ -345,7 +263,7 @@ class _Writer:
     def write_file(self, f: int, out_path: Path, rejected_path: Path | None) -> None:
         rejected: list[dict] = []
         with atomic_open(out_path, "wb") as out:
-            for lineno, line in _lines(self.corpus.files[f]):
+            for lineno, line in document_lines(self.corpus.files[f]):
                 if self.i >= len(self.corpus.ids) or self.corpus.where[self.i] != (f, lineno):
                     continue  # a bad line
                 self._document(line, out, rejected)
@@ -353,7 +271,7 @@ class _Writer:
         if rejected_path is not None:
             with atomic_open(rejected_path, "wb") as rej:
                 for doc in rejected:
-                    rej.write(_dumps(doc))
+                    rej.write(dumps(doc))
 
     def _document(self, line: bytes, out, rejected: list[dict]) -> None:
         i = self.i
@@ -371,7 +289,7 @@ class _Writer:
             doc = doc or parse_document_line(line)[0]
             if self.clusters.clustered(i):
                 doc["minhash_cluster"] = self.corpus.ids[self.clusters.roots[i]]
-            out.write(_dumps(doc))
+            out.write(dumps(doc))
             self.docs_out += 1
             self.chars_out += len(doc["text"])
 
@@ -403,7 +321,8 @@ def _stage_metrics(corpus: _Corpus, clusters: _Clusters, writer: _Writer, stats:
 
 
 def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_path: Path | None,
-              cfg: DedupConfig = DedupConfig(), rejected_dir: Path | None = None, force: bool = False) -> dict:
+              cfg: DedupConfig = DEFAULT_CONFIG, rejected_dir: Path | None = None, force: bool = False,
+              executor=None) -> dict:
     """Drop exact and near duplicates across all ``inputs`` (files or folders of ``*.jsonl[.gz]``).
 
     Writes ``out_dir/<name>`` per input (kept documents: copied line for line, except that those in a
@@ -413,6 +332,8 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     work when the marker matches (same inputs and settings) and every output exists, unless ``force``.
     Bad input follows ``workbench.bad_input``: a malformed line is skipped, counted as ``bad_json`` and named file:line
     in a warning; unreadable or empty files are named in the metrics; no readable input at all is a ValueError.
+    ``cfg.engine`` picks how: ``single`` (here, in one process) or ``sharded`` (``pipeline/dedup/sharded.py``: tasks
+    on ``executor``, default a local pool; the same outputs byte for byte, resumable per task).
     """
     files = input_files([inputs] if isinstance(inputs, (str, Path)) else list(inputs))
     out_dir = Path(out_dir)
@@ -430,6 +351,21 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
             require_readable(done["metrics"], len(files))
             return done["metrics"]
     marker.unlink(missing_ok=True)
+    if cfg.engine == "sharded":
+        metrics = run_sharded(files, out_dir, rejected_dir, names, cfg, executor, force)
+    else:
+        if executor is not None and not isinstance(executor, LocalExecutor):
+            raise ValueError("dedup.engine single runs in this process; a ray/dask executor needs dedup.engine sharded")
+        metrics = _run_single(files, out_dir, rejected_dir, names, cfg)
+    if metrics_path is not None:  # a CLI run outside the project writes no metrics file unless asked
+        write_metrics(metrics_path, metrics, headline(metrics))
+    write_json(marker, {**wanted, "metrics": metrics})  # written last: the stage is complete
+    require_readable(metrics, len(files))
+    return metrics
+
+
+def _run_single(files: list[Path], out_dir: Path, rejected_dir: Path | None, names: list[str],
+                cfg: DedupConfig) -> dict:
     start = time.perf_counter()
     corpus, stats = _Corpus(files), {}
     fps, keys = _sketch_phase(corpus, cfg)
@@ -438,27 +374,12 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     for f, name in enumerate(names):
         writer.write_file(f, out_dir / name, rejected_dir / name if rejected_dir is not None else None)
     corpus.issues.warn(log)
-    metrics = _stage_metrics(corpus, clusters, writer, stats, cfg, time.perf_counter() - start)
-    if metrics_path is not None:  # a CLI run outside the project writes no metrics file unless asked
-        write_metrics(metrics_path, metrics, headline(metrics))
-    write_json(marker, {**wanted, "metrics": metrics})  # written last: the stage is complete
-    require_readable(metrics, len(files))
-    return metrics
+    return _stage_metrics(corpus, clusters, writer, stats, cfg, time.perf_counter() - start)
 
 
 def headline(metrics: dict) -> dict:
     """The numbers ``dvc metrics show`` prints for the stage (the rest is in metrics/details/dedup.json)."""
     return funnel_headline(metrics)
-
-
-def drop_seen_lines(text: str, seen: set[int]) -> tuple[str, int]:
-    """``text`` without the lines whose normalized form is in ``seen`` (lines of earlier documents), and how
-    many were dropped; then this text's lines join ``seen``. Lines without words (blank) are always kept."""
-    lines = text.split("\n")
-    keys = [_fingerprint(normalize_text(line)) for line in lines]
-    kept = [line for line, key in zip(lines, keys, strict=False) if not key or key not in seen]
-    seen.update(k for k in keys if k)
-    return "\n".join(kept), len(lines) - len(kept)
 
 
 def _decide(i: int, exact_of: list[int], roots: list[int], size: Counter, ids: list[str]) -> dict | None:
@@ -479,7 +400,11 @@ CONFIG_HELP = {"ngrams": "word n-gram shingle size", "num_hashes": "MinHash perm
                "num_bands": "LSH bands", "jaccard_threshold": "verified Jaccard similarity to call a pair duplicates",
                "exact": "drop exact duplicates (normalized text) before MinHash",
                "line_dedup": "'first': drop lines an earlier kept document had; 'none'", "seed": "hash seed",
-               "workers": "signature processes (outputs do not depend on it)"}
+               "workers": "single: signature processes; sharded: local task processes (outputs do not depend on it)",
+               "engine": "'single': one process (the reference); 'sharded': resumable tasks over intermediate files "
+                         "on --executor (pipeline/dedup/sharded.py), the same outputs byte for byte",
+               "shards": "sharded: hash-range shards of exact dedup, line dedup and each LSH band (outputs do not "
+                         "depend on it)"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -492,14 +417,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
     add_config_flags(p, DedupConfig, CONFIG_HELP)
     p.add_argument("--force", action="store_true", help="redo even if the outputs are complete")
+    add_executor_flags(p)
     return p
 
 
 def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "inputs", "out_dir", "rejected_dir")
     cfg = config_from_args(DedupConfig, args, "dedup")
-    m = run_dedup([Path(p) for p in paths(args.inputs)], Path(args.out_dir), optional_path(args.metrics), cfg,
-                  rejected_dir=Path(args.rejected_dir), force=args.force)
+    if cfg.engine == "single" and (args.executor != "local" or args.address):
+        raise ValueError("dedup.engine single runs in one process; --executor ray/dask needs --engine sharded")
+    with make_executor(args.executor, cfg.workers, args.address, args.task_timeout_s) as executor:
+        m = run_dedup([Path(p) for p in paths(args.inputs)], Path(args.out_dir), optional_path(args.metrics), cfg,
+                      rejected_dir=Path(args.rejected_dir), force=args.force, executor=executor)
     return f"dedup: {m['docs_in']} -> {m['docs_out']} documents in {args.out_dir}; drops {m['drops']}{summary_note(m)}"
 
 

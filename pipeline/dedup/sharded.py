@@ -1,0 +1,122 @@
+"""The dedup stage as sharded tasks over intermediate files (``dedup.engine: sharded``): the same decisions as the
+single-process stage (``pipeline/dedup/stage.py``, the reference), byte for byte, on the local pool, Ray or Dask.
+
+``run_sharded`` runs the stages of ``pipeline/dedup/tasks.py`` in order, each a map over its tasks on the
+executor: signatures (per input file) -> exact (per fingerprint shard) -> buckets (per band x key shard) ->
+shingles (per input file) -> pairs (per band x key shard) -> clusters (one) -> lines (per line-key shard, only for
+``line_dedup: first``) -> filter (per input file). Only small things travel (paths, settings, counts); the data
+moves through files under ``out_dir/_work``. A killed run resumes per task: the next run skips every task with a
+``done.json``. ``_work/run.json`` records the inputs (path, size, mtime) and settings: when they change, the work
+folder is cleared first. It is removed once the stage is complete.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from tqdm import tqdm
+
+from pipeline.dedup import tasks
+from pipeline.dedup.records import DedupConfig
+from pipeline.runtime.executor import LocalExecutor
+from workbench.bad_input import InputIssues
+from workbench.files import read_json, write_json
+
+log = logging.getLogger(__name__)
+
+
+def work_folder(out_dir: Path) -> Path:
+    return Path(out_dir) / "_work"
+
+
+def _run_key(files: list[Path], out_files: list[Path], rejected_files: list[Path] | None, cfg: DedupConfig) -> dict:
+    stats = [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]  # lists: as JSON reads them back
+    return {"inputs": stats, "outputs": [str(p) for p in out_files],
+            "rejected": [str(p) for p in rejected_files] if rejected_files is not None else None,
+            "settings": cfg.settings(), "shards": cfg.shards}
+
+
+def _open_work(work: Path, key: dict, force: bool) -> None:
+    """Keep the finished tasks of an interrupted run with the same inputs and settings; else start afresh."""
+    marker = work / "run.json"
+    if work.exists() and (force or not marker.exists() or read_json(marker) != key):
+        shutil.rmtree(work)
+    if not marker.exists():
+        write_json(marker, key)
+
+
+def _stage(executor, name: str, fn: Callable, layout: tasks.Layout, parts: list, counts: Counter) -> list[dict]:
+    """Run the unfinished tasks of one stage; return every task's result, in ``parts`` order."""
+    todo = [p for p in parts if not tasks.is_done(layout, name, p)]
+    counts["run"] += len(todo)
+    counts["skipped"] += len(parts) - len(todo)
+    todo_tasks = [(f"dedup {name} {p}", layout, p) for p in todo]
+    for _ in tqdm(executor.map(fn, todo_tasks), total=len(todo), desc=f"dedup {name}", unit="task",
+                  dynamic_ncols=True, mininterval=2.0, disable=len(todo) < 2 or None):
+        pass
+    return [tasks.result(layout, name, p) for p in parts]
+
+
+def run_sharded(files: list[Path], out_dir: Path, rejected_dir: Path | None, names: list[str], cfg: DedupConfig,
+                executor=None, force: bool = False) -> dict:
+    """Dedup ``files`` into ``out_dir/<name>`` (and ``rejected_dir/<name>``) with the sharded tasks; return the
+    stage metrics (the single stage's, plus ``engine``, ``shards`` and ``tasks``). ``executor``: a
+    ``LocalExecutor``, ``RayExecutor`` or ``DaskExecutor`` (default: a local pool of ``cfg.workers`` processes)."""
+    start = time.perf_counter()
+    out_files = [Path(out_dir) / n for n in names]
+    rejected_files = [Path(rejected_dir) / n for n in names] if rejected_dir is not None else None
+    work = work_folder(out_dir)
+    _open_work(work, _run_key(files, out_files, rejected_files, cfg), force)
+    executor = executor or LocalExecutor(cfg.workers)
+    layout = tasks.Layout(work, tuple(files), tuple(out_files), tuple(rejected_files) if rejected_files else None, cfg)
+    counts: Counter = Counter()
+    n_files, shards = range(len(files)), list(range(cfg.shards))
+    sig = _stage(executor, "sig", tasks.signatures, layout, list(n_files), counts)
+    offsets = [0]
+    for r in sig:
+        offsets.append(offsets[-1] + r["docs"])
+    layout = replace(layout, offsets=tuple(offsets))
+    if cfg.exact:
+        _stage(executor, "exact", tasks.exact, layout, shards, counts)
+    _stage(executor, "buckets", tasks.buckets, layout, layout.bucket_parts(), counts)
+    cand = _stage(executor, "shingles", tasks.shingles, layout, list(n_files), counts)
+    pairs = _stage(executor, "pairs", tasks.pairs, layout, layout.bucket_parts(), counts)
+    clusters = _stage(executor, "clusters", tasks.clusters, layout, [0], counts)[0]
+    if cfg.line_dedup == "first":
+        _stage(executor, "lines", tasks.lines, layout, shards, counts)
+    written = _stage(executor, "filter", tasks.filter_file, layout, list(n_files), counts)
+    metrics = _metrics(files, sig, cand, pairs, clusters, written, cfg, time.perf_counter() - start, counts)
+    shutil.rmtree(work)
+    return metrics
+
+
+def _metrics(files: list[Path], sig: list[dict], cand: list[dict], pairs: list[dict], clusters: dict,
+             written: list[dict], cfg: DedupConfig, wall: float, counts: Counter) -> dict:
+    issues = InputIssues()
+    for r in sig:
+        issues.skipped += r["skipped"]
+        issues.repaired += r["repaired"]
+        issues.bad_files += r["bad_files"]
+        issues.unreadable += r["unreadable"]
+    issues.warn(log)
+    drops: Counter = Counter()
+    for r in written:
+        drops.update(r["drops"])
+    if issues.skipped:
+        drops["bad_json"] = len(issues.skipped)
+    n = sum(r["docs"] for r in sig)
+    return {"stage": "dedup", "files": len(files), "docs_in": n, "docs_out": sum(r["docs_out"] for r in written),
+            "chars_in": sum(r["chars_in"] for r in sig), "chars_out": sum(r["chars_out"] for r in written),
+            "drops": dict(sorted(drops.items())), "clusters": clusters["clusters"],
+            "clustered_docs": clusters["clustered_docs"], "candidate_docs": sum(r["candidates"] for r in cand),
+            "comparisons": sum(r["comparisons"] for r in pairs),
+            **({"lines_removed": sum(r["lines_removed"] for r in written)} if cfg.line_dedup == "first" else {}),
+            "settings": cfg.settings(), "engine": "sharded", "shards": cfg.shards,
+            "tasks": dict(sorted(counts.items())),
+            "seconds": round(wall, 3), "docs_per_s": round(n / wall, 1) if wall > 0 else None, **issues.stats()}
