@@ -1,5 +1,5 @@
-"""bench.scaling_seeds: the errors it records are each method's prediction over the `train` seed's measured loss,
-and the spread rows are the seeds' standard deviations, both checked against numbers computed here."""
+"""bench.experiments.scaling_seeds: the errors it records are each method's prediction over the `train` seed's
+measured loss, and the spread rows are the seeds' standard deviations, both checked against numbers computed here."""
 
 import json
 from pathlib import Path
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench import scaling_seeds
+from bench.experiments import scaling_seeds
 from scaling.fit import FitConfig
 from scaling.parametric import ParametricLaw
 

@@ -45,7 +45,7 @@ CYCLES = "no import cycles between the modules of a package"
     ("scaling/isoflop.py", "import alignment.rewards", LAYERS),  # scaling | alignment: not each other
     ("workbench/files.py", "import tokenizer.encoder", LAYERS),  # workbench imports nothing of ours
     ("model/train.py", "import leaderboard.report", LAYERS),  # no library package imports leaderboard or bench
-    ("pipeline/classify.py", "import bench.timing", LAYERS),
+    ("pipeline/classify.py", "import bench.tools.timing", LAYERS),
     ("model/layers.py", "import model.transformer", CYCLES),
     ("pipeline/filters/words.py", "import pipeline.filters.quality_rules", CYCLES),  # inside a sub-package
     ("pipeline/web/warc.py", "import pipeline.classifiers.labelled", CYCLES),  # between sub-packages
