@@ -1,10 +1,10 @@
 """Alignment benchmarks: our rollout engine and GRPO loop against Hugging Face ``generate`` and TRL's GRPOTrainer.
 
 One TransformerLM (a preset with random init, or ``--model RUN``) is saved as our checkpoint and exported
-with ``model.export.export_llama`` as a ``LlamaForCausalLM`` folder (plus a ``tokenizer.json`` from our BPE),
+with ``model.inference.export.export_llama`` as a ``LlamaForCausalLM`` folder (plus a ``tokenizer.json`` from our BPE),
 so both sides run the same weights.
 
-(rollout) New tokens/s of ``model.generate.generate`` (KV cache, batched) vs HF ``generate(use_cache=True)``
+(rollout) New tokens/s of ``model.inference.generate.generate`` (KV cache, batched) vs HF ``generate(use_cache=True)``
           on the same batch of random prompts, sampling at temperature 1 with the length forced (no EOS
           stop: ``eos_id=None`` / ``min_new_tokens``); median of ``--repeats`` runs, the engines alternated, after
           one warmup each. First a sanity check: greedy outputs of both engines on a few prompts must be identical
@@ -51,11 +51,11 @@ from alignment.rollout import DEFAULT_STOP, cut_at_stop
 from bench.tools.alignment_engines_rows import results_rows
 from bench.tools.results import RESULTS_DIR, record
 from bench.tools.timing import format_table, timed  # median-of-N timing and the shared table layout
-from model.checkpoint import load_model, save_checkpoint
-from model.config import ModelConfig
-from model.export import export_llama
-from model.generate import generate
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
+from model.inference.export import export_llama
+from model.inference.generate import generate
+from model.training.checkpoint import load_model, save_checkpoint
 from tokenizer.encoder import Tokenizer
 
 EOT = "<|endoftext|>"
@@ -159,7 +159,8 @@ def bench_rollout(args, workdir: Path, device: torch.device) -> dict:
     rows, result = [], {"greedy_match": f"{match}/{k}", "prompts": args.prompts, "prompt_len": args.prompt_len,
                         "new_tokens": args.new_tokens, "repeats": args.repeats,
                         "dtype": "bf16" if bf16 else "fp32"}
-    engines = (("ours (model.generate, KV cache)", ours_generate), ("HF generate (use_cache=True)", hf_generate))
+    engines = (("ours (model.inference.generate, KV cache)", ours_generate),
+               ("HF generate (use_cache=True)", hf_generate))
     times = {name: [] for name, _ in engines}
     for _ in range(args.repeats):  # alternate the engines so a change in machine load hits both alike
         for name, fn in engines:

@@ -3,7 +3,7 @@
 (1) Memory: for DDP, ZeRO-1, ZeRO-2 and FSDP (ZeRO-3) on one model, the bytes of parameters,
     gradients (what a rank still holds after synchronization, when the optimizer steps) and
     optimizer state each rank measures (fp32), beside the formulas of Rajbhandari et al. 2020,
-    "ZeRO", §3 / Fig. 1 (``model.accounting.zero_model_state_bytes``): fp32 (4Ψ + 4Ψ + 8Ψ, the
+    "ZeRO", §3 / Fig. 1 (``model.costs.accounting.zero_model_state_bytes``): fp32 (4Ψ + 4Ψ + 8Ψ, the
     same precision as the measurement) and mixed precision (16Ψ; 4Ψ+12Ψ/N; 2Ψ+14Ψ/N; 16Ψ/N).
 (2) Step time (forward, backward, gradient sync, optimizer step; no clipping) for naive DDP,
     per-parameter overlapped all-reduce, bucketed all-reduce (Li et al. 2020, "PyTorch
@@ -47,13 +47,13 @@ import torch.multiprocessing as mp
 
 from bench.tools.results import RESULTS_DIR, Result, record
 from bench.tools.timing import format_table
-from model.config import ModelConfig
-from model.distributed import DDP, NaiveDDP, apply_fsdp, broadcast_module, unique_parameters
-from model.loss import cross_entropy
-from model.memory import zero_model_state_bytes
-from model.optim import AdamW
-from model.transformer import TransformerLM
-from model.zero import ShardedOptimizer
+from model.core.config import ModelConfig
+from model.core.loss import cross_entropy
+from model.core.transformer import TransformerLM
+from model.costs.memory import zero_model_state_bytes
+from model.parallelism.distributed import DDP, NaiveDDP, apply_fsdp, broadcast_module, unique_parameters
+from model.parallelism.zero import ShardedOptimizer
+from model.training.optim import AdamW
 
 MEMORY_MODES = ("ddp", "zero1", "zero2", "fsdp")  # ZeRO stage 0, 1, 2, 3
 TIME_MODES = ("local", "naive", "per_param", "bucketed", "zero1", "zero2", "fsdp")  # local: no communication

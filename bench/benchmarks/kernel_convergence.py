@@ -22,8 +22,8 @@ import torch
 
 from bench.benchmarks.kernel_select import add_shape_flags
 from bench.tools.results import Result, record
-from model.config import ModelConfig
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
 
 TOLERANCE = 0.01
 LAST = 20  # steps averaged into the final loss

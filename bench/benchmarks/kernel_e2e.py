@@ -30,9 +30,9 @@ import torch.nn.functional as F
 from bench.benchmarks.model_train import RefGPT
 from bench.tools.results import Result, record
 from bench.tools.timing import event_times_ms, percentiles, table, timed
-from model.config import ModelConfig
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
 from model.train import peak_flops
-from model.transformer import TransformerLM
 
 VARIANTS = ("reference", "none", "all", "auto")
 

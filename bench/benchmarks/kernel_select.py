@@ -42,9 +42,9 @@ from kernels import selection
 from kernels.cross_entropy import fused_linear_cross_entropy
 from kernels.rmsnorm import add_rms_norm
 from kernels.swiglu import swiglu, swiglu_packed
-from model.config import ModelConfig
-from model.layers import fused_linear, rms_norm_ref, silu_mul
-from model.loss import cross_entropy
+from model.core.config import ModelConfig
+from model.core.layers import fused_linear, rms_norm_ref, silu_mul
+from model.core.loss import cross_entropy
 
 WARMUP, ITERS = 5, 20
 
@@ -284,7 +284,7 @@ def _fwd_bwd_ms(swept: dict, tensors: tuple) -> dict:
 
 def add_shape_flags(p: argparse.ArgumentParser) -> None:
     """--preset, --context, --batch, --vocab: the training shape a kernel bench runs the model at."""
-    p.add_argument("--preset", default="small", help="model preset (model.config.PRESETS)")
+    p.add_argument("--preset", default="small", help="model preset (model.core.config.PRESETS)")
     p.add_argument("--context", type=int, default=1024, help="tokens per sequence")
     p.add_argument("--batch", type=int, default=16, help="sequences per step")
     p.add_argument("--vocab", type=int, default=32768, help="vocabulary size (the LM head)")

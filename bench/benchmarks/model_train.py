@@ -34,10 +34,10 @@ from bench.benchmarks.distributed import main as distributed_main
 from bench.benchmarks.variants import main as variants_main
 from bench.tools.results import RESULTS_DIR, Result, record
 from bench.tools.timing import format_table
-from model.config import ModelConfig
-from model.generate import generate
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
+from model.inference.generate import generate
 from model.train import peak_flops
-from model.transformer import TransformerLM
 
 # ---- the plain-PyTorch reference ----------------------------------------------------------------
 

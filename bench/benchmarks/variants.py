@@ -27,16 +27,16 @@ import torch
 
 from bench.tools.results import RESULTS_DIR, Result, record
 from bench.tools.timing import format_table
-from model.checkpoint import load_model
-from model.config import ModelConfig
-from model.data import batch_rng, get_batch, load_tokens
-from model.generate import generate
-from model.loss import cross_entropy
-from model.quantize import model_bytes, perplexity, quantize_int8
-from model.speculative import measure_speedup
+from model.core.config import ModelConfig
+from model.core.loss import cross_entropy
+from model.core.transformer import TransformerLM
+from model.inference.generate import generate
+from model.inference.quantize import model_bytes, perplexity, quantize_int8
+from model.inference.speculative import measure_speedup
 from model.train import train
-from model.train_config import TrainConfig
-from model.transformer import TransformerLM
+from model.training.checkpoint import load_model
+from model.training.data import batch_rng, get_batch, load_tokens
+from model.training.train_config import TrainConfig
 
 
 def interleaved_times(fns: dict, rounds: int, device: torch.device) -> dict[str, list[float]]:

@@ -32,10 +32,10 @@ import pandas as pd
 
 from bench.benchmarks.scaling import seed_sweep_results
 from bench.tools.results import RESULTS_DIR, Result, record
-from model.checkpoint import load_model
-from model.data import load_tokens
 from model.train import evaluate
-from model.train_config import TrainConfig
+from model.training.checkpoint import load_model
+from model.training.data import load_tokens
+from model.training.train_config import TrainConfig
 from scaling.data import load_many, load_results, load_summary_holdout, sweep_counting
 from scaling.fit import FitConfig, run_fits
 from scaling.validate import all_run_predictions

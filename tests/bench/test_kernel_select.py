@@ -8,7 +8,7 @@ import torch
 
 from bench.benchmarks import kernel_convergence, kernel_select
 from bench.tools.timing import percentiles
-from model.config import ModelConfig
+from model.core.config import ModelConfig
 
 
 def test_percentiles_match_numpy():

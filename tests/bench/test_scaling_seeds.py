@@ -84,8 +84,8 @@ def test_whole_split_loss_is_the_mean_over_every_window(monkeypatch):
     import torch
     import torch.nn.functional as F
 
-    from model.config import ModelConfig
-    from model.transformer import TransformerLM
+    from model.core.config import ModelConfig
+    from model.core.transformer import TransformerLM
     torch.manual_seed(0)
     model = TransformerLM(ModelConfig(vocab_size=64, context_length=16, d_model=16, n_layers=1, n_heads=2,
                                       d_ff=32)).eval()

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
-from model.config import ModelConfig
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
 from workbench.files import atomic_open, file_sha256, write_json
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Weight-only int8 quantization (per-output-channel absmax) for inference, plus memory and perplexity.
 
-Each ``model.layers.Linear`` weight W (d_out, d_in) is stored as int8 ``W_q = round(W / s)`` with one
+Each ``model.core.layers.Linear`` weight W (d_out, d_in) is stored as int8 ``W_q = round(W / s)`` with one
 fp32 scale per output channel ``s = absmax(W[o, :]) / 127`` (the symmetric "absmax" scheme of
 Dettmers et al. 2022, LLM.int8(), §3.1, applied row-wise as in its vector-wise quantization; the
 same per-channel weight-only layout as GPTQ/AWQ checkpoints before their error correction).
@@ -26,9 +26,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from model.data import batch_rng, get_batch
-from model.layers import Embedding, Linear
-from model.loss import cross_entropy
+from model.core.layers import Embedding, Linear
+from model.core.loss import cross_entropy
+from model.training.data import batch_rng, get_batch
 
 
 def quantize_absmax(weight: Tensor) -> tuple[Tensor, Tensor]:
@@ -93,7 +93,7 @@ class Int8Embedding(nn.Module):
 
 
 def quantize_int8(model: nn.Module, inplace: bool = False, skip: tuple[str, ...] = ("router",)) -> nn.Module:
-    """Replace every ``model.layers.Linear`` (LM head included) by an :class:`Int8Linear`.
+    """Replace every ``model.core.layers.Linear`` (LM head included) by an :class:`Int8Linear`.
 
     Returns a quantized deep copy (the fp32 model is untouched) unless ``inplace``. Modules whose
     attribute name is in ``skip`` stay fp32 (default: MoE routers). With tied embeddings the shared
@@ -130,7 +130,7 @@ def model_bytes(model: nn.Module) -> int:
 def perplexity(model: nn.Module, tokens: np.ndarray, context_length: int, batches: int = 8, batch_size: int = 8,
                seed: int = 0) -> float:
     """exp(mean next-token cross-entropy) over ``batches`` fixed windows of ``context_length + 1``
-    tokens, drawn with ``model.data.batch_rng(seed, i, split="val")`` (the training loop's
+    tokens, drawn with ``model.training.data.batch_rng(seed, i, split="val")`` (the training loop's
     validation windows): fp32 and int8 models given the same seed see the same tokens."""
     if batches < 1:
         raise ValueError(f"batches must be >= 1, got {batches}")

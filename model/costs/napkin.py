@@ -1,17 +1,17 @@
 """Napkin math for one training run: parameters, FLOPs, wall-clock, memory per GPU, largest model.
 
-The report behind ``python -m model.accounting --preset … | --params …`` (CS336 lecture 2,
+The report behind ``python -m model.costs.accounting --preset … | --params …`` (CS336 lecture 2,
 "resource accounting"): every number is a call into code that is tested elsewhere —
 ``ModelConfig.param_count`` / ``flops_per_token`` (PaLM app. B: 6 FLOPs per matmul weight per
-training token + 12·L·d·T for attention), ``model.accounting.zero_model_state_bytes`` (ZeRO §3:
+training token + 12·L·d·T for attention), ``model.costs.accounting.zero_model_state_bytes`` (ZeRO §3:
 mixed-precision AdamW keeps 16 bytes per parameter) and ``activation_bytes`` (Korthikanti et al.
-2022), ``model.roofline`` for the matmuls. The lecture's two examples:
+2022), ``model.costs.roofline`` for the matmuls. The lecture's two examples:
 
     total_flops = 6 * 70e9 * 15e12; days = total_flops / (h100_flop_per_sec * 0.5 * 1024 * 86400)  # ≈ 144
     max_params = 8 * 80e9 / (4 + 4 + 4 + 4)                                                          # 40e9
 
-    python -m model.accounting --params 70e9 --tokens 15e12 --hardware h100 --gpus 1024 --mfu 0.5
-    python -m model.accounting --fit --hardware h100 --gpus 8 --zero-stage 3
+    python -m model.costs.accounting --params 70e9 --tokens 15e12 --hardware h100 --gpus 1024 --mfu 0.5
+    python -m model.costs.accounting --fit --hardware h100 --gpus 8 --zero-stage 3
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from model.config import ModelConfig
-from model.memory import GB, RECOMPUTE, Layout, activation_bytes, zero_model_state_bytes
-from model.roofline import block_matmuls, decode_batch_for_ridge, format_roofline, ridge_point, roofline_row
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
+from model.costs.memory import GB, RECOMPUTE, Layout, activation_bytes, zero_model_state_bytes
+from model.costs.roofline import block_matmuls, decode_batch_for_ridge, format_roofline, ridge_point, roofline_row
 from workbench.hardware import Hardware, get_hardware
 
 DAY = 86400.0
@@ -279,7 +279,7 @@ def measure_activations(preset: str = "small", *, seq_len: int = 1024, micro_bat
 
 def format_measurement(rows: list[dict]) -> str:
     lines = [f"activation memory, {rows[0]['preset']} on {rows[0]['device']}: micro-batch {rows[0]['micro_batch']} × "
-             f"seq {rows[0]['seq_len']}, bf16 autocast, sdpa (GB; estimate = model.accounting.activation_bytes)",
+             f"seq {rows[0]['seq_len']}, bf16 autocast, sdpa (GB; estimate = model.costs.accounting.activation_bytes)",
              "| recompute | estimate | of which logits | forward peak | kept after forward | peak/estimate | "
              "kept/estimate | bf16 weight copies (in kept) |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -289,12 +289,12 @@ def format_measurement(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-# ---- CLI (wired into ``python -m model.accounting``) -----------------------------------------------
+# ---- CLI (wired into ``python -m model.costs.accounting``) -----------------------------------------------
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("napkin report (--preset / --config / --params / --d-model; or --fit)")
-    g.add_argument("--preset", help="model.config preset (nano … 2.7B); shape flags below override it")
+    g.add_argument("--preset", help="model.core.config preset (nano … 2.7B); shape flags below override it")
     g.add_argument("--config", help="a ModelConfig JSON (e.g. a run's config.json)")
     g.add_argument("--params", type=float, help="a bare parameter count, e.g. 70e9 (attention FLOPs then omitted)")
     for flag, text in (("--d-model", "model width"), ("--n-layers", "blocks"), ("--n-heads", "attention heads"),
@@ -338,7 +338,7 @@ def _default(value, default):
 
 
 def run(args: argparse.Namespace) -> int:
-    """The report (or the measurement) for parsed ``python -m model.accounting`` arguments."""
+    """The report (or the measurement) for parsed ``python -m model.costs.accounting`` arguments."""
     try:
         if args.measure_activations:
             rows = measure_activations(args.preset or "small", seq_len=_default(args.seq_len, 1024),

@@ -9,9 +9,9 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from model.config import ModelConfig
-from model.kernel_choice import resolve_kernels
-from model.layers import (
+from model.core.config import ModelConfig
+from model.core.kernel_choice import resolve_kernels
+from model.core.layers import (
     CausalSelfAttention,
     Embedding,
     Linear,
@@ -20,8 +20,8 @@ from model.layers import (
     SwiGLU,
     kernel_import,
 )
-from model.loss import cross_entropy
-from model.moe import MoEFeedForward
+from model.core.loss import cross_entropy
+from model.core.moe import MoEFeedForward
 
 
 class TransformerBlock(nn.Module):

@@ -5,9 +5,9 @@
   grads and K·Ψ = 12Ψ optimizer states (fp32 master params, m, v). Stage 0 (DDP) 16Ψ, stage 1
   4Ψ + 12Ψ/N, stage 2 2Ψ + 14Ψ/N, stage 3 16Ψ/N. ``precision="fp32"`` is our CPU path: 4Ψ params,
   4Ψ grads, 8Ψ for Adam's m and v.
-* Activations per GPU — Korthikanti et al. 2022 (see ``model.accounting``'s docstring for the formulas).
+* Activations per GPU — Korthikanti et al. 2022 (see ``model.costs.accounting``'s docstring for the formulas).
 
-``model.accounting`` (communication, step estimates, the scale-out tables) and ``model.napkin`` (the
+``model.costs.accounting`` (communication, step estimates, the scale-out tables) and ``model.costs.napkin`` (the
 one-run report) both build on these.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model.config import ModelConfig
+from model.core.config import ModelConfig
 
 GB = 1e9  # decimal gigabytes, as in the ZeRO paper
 

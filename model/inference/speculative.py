@@ -12,7 +12,7 @@ rule reduces to "accept while the draft's argmax equals the target's, then take 
 argmax", so the output is identical to plain greedy decoding.
 
 p and q are the processed distributions (temperature, then top-k, then top-p) of
-``model.generate.processed_probs``, the very function ``sample_next`` draws from.
+``model.inference.generate.processed_probs``, the very function ``sample_next`` draws from.
 
 KV caches: each model's cache holds every token of the sequence but the last (the "pending"
 token, fed at the start of the next round). After a rejection the caches are rolled back by
@@ -30,7 +30,7 @@ import time
 import torch
 from torch import Tensor
 
-from model.generate import generate, processed_probs
+from model.inference.generate import generate, processed_probs
 
 
 def _draw(probs: Tensor, generator: torch.Generator | None) -> int:

@@ -10,7 +10,7 @@ positions): the slow reference the cache is tested against.
 Returned completions hold the new tokens only; a sequence stops at ``eos_id``, which is NOT
 included. Finished sequences keep being fed a filler token whose output is ignored.
 
-CLI: ``python -m model.generate --checkpoint RUN --tokenizer TOK_DIR --prompt "Once upon a time"``.
+CLI: ``python -m model.inference.generate --checkpoint RUN --tokenizer TOK_DIR --prompt "Once upon a time"``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from model.checkpoint import CheckpointError, load_model
+from model.training.checkpoint import CheckpointError, load_model
 
 
 def processed_probs(logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
@@ -192,7 +192,7 @@ def _decode(tokenizer, ids: list[int]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m model.generate", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m model.inference.generate", description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", required=True, help="run directory (its newest good ckpt-*.pt) or a ckpt file")
     p.add_argument("--tokenizer", required=True, help="tokenizer directory holding vocab.json and merges.txt")
     p.add_argument("--prompt", action="append", required=True,

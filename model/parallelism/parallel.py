@@ -1,14 +1,14 @@
 """The training loop's view of ``--parallel {none,ddp,zero1,zero2,fsdp}``.
 
-``Parallel`` applies one mode to the plain model and optimizer (with ``model.distributed`` and
-``model.zero``) and answers the few questions the loop asks: which module to call, whether a
+``Parallel`` applies one mode to the plain model and optimizer (with ``model.parallelism.distributed`` and
+``model.parallelism.zero``) and answers the few questions the loop asks: which module to call, whether a
 micro-step communicates, how to synchronize and clip gradients, how to average a logged number,
 and how to save and restore a checkpoint. With ``mode="none"`` every answer is the single-process
 one, so ``model.train`` reads the same either way.
 
 Checkpoints: none/ddp/zero1/zero2 write the usual single-file ``ckpt-<step>.pt`` from rank 0 (the
 ZeRO optimizer state is consolidated first), so any world size can resume it and
-``model.checkpoint.load_model`` reads it. FSDP writes sharded ``torch.distributed.checkpoint``
+``model.training.checkpoint.load_model`` reads it. FSDP writes sharded ``torch.distributed.checkpoint``
 folders ``dcp/step-<step>`` from every rank, and at the end of training also a model-only
 ``ckpt-<step>.pt`` gathered on rank 0 for export and evaluation.
 """
@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from model.distributed import (
+from model.parallelism.distributed import (
     DDP,
     DistInfo,
     apply_fsdp,
@@ -34,9 +34,9 @@ from model.distributed import (
     load_sharded_checkpoint,
     save_sharded_checkpoint,
 )
-from model.optim import clip_grad_norm
-from model.train_config import PARALLEL_MODES
-from model.zero import ShardedOptimizer
+from model.parallelism.zero import ShardedOptimizer
+from model.training.optim import clip_grad_norm
+from model.training.train_config import PARALLEL_MODES
 from workbench.files import write_json
 
 MODES = PARALLEL_MODES

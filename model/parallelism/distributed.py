@@ -5,7 +5,7 @@
   post-accumulate hooks while backward is still running, grouped into buckets filled in reverse
   parameter order (the order backward produces them), as in Li et al. 2020, "PyTorch Distributed"
   §3.2. ``bucket_size_mb=0`` launches one all-reduce per parameter as soon as it is ready.
-* ZeRO stage 1/2 sharded optimizers live in ``model.zero``; ``apply_fsdp`` wraps the model with
+* ZeRO stage 1/2 sharded optimizers live in ``model.parallelism.zero``; ``apply_fsdp`` wraps the model with
   ``torch.distributed.fsdp.fully_shard`` per block (ZeRO-3 / FSDP2).
 
 Every wrapper is a ``torch.nn.Module`` that forwards to ``.module``. Call
@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-from model.checkpoint import save_checkpoint
+from model.training.checkpoint import save_checkpoint
 
 # torch.distributed.fsdp / .checkpoint stay imported inside the functions below: they add ~0.6 s to every
 # ``import model.train`` and only FSDP runs use them.
@@ -265,7 +265,7 @@ def load_sharded_checkpoint(directory: str | os.PathLike, model: nn.Module, opti
 
 def export_sharded_checkpoint(run_dir: str | os.PathLike, step: int | None = None) -> str:
     """Turn an FSDP run's ``dcp/step-N`` folder into a model-only ``ckpt-N.pt`` in the run folder,
-    on one process with no process group (``model.checkpoint.load_model`` and ``model.export``
+    on one process with no process group (``model.training.checkpoint.load_model`` and ``model.inference.export``
     read it). Default: the newest folder. Returns the written path."""
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
@@ -288,7 +288,7 @@ def export_sharded_checkpoint(run_dir: str | os.PathLike, step: int | None = Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m model.distributed",
+    parser = argparse.ArgumentParser(prog="python -m model.parallelism.distributed",
                                      description="Export an FSDP run's sharded checkpoint to a single file.")
     parser.add_argument("command", choices=["export"])
     parser.add_argument("run_dir", help="run folder holding dcp/step-*")

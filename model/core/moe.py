@@ -30,8 +30,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from model.config import ModelConfig
-from model.layers import Linear, silu, trunc_normal_
+from model.core.config import ModelConfig
+from model.core.layers import Linear, silu, trunc_normal_
 
 
 def expert_capacity(capacity_factor: float | None, tokens: int, top_k: int, n_experts: int) -> int | None:
@@ -82,7 +82,7 @@ class MoEFeedForward(nn.Module):
         self.capacity_factor = cfg.moe_capacity_factor
         self.aux_loss_coef, self.z_loss_coef = cfg.moe_aux_loss_coef, cfg.moe_z_loss_coef
         self.router = Linear(d, E, device=device, dtype=dtype)
-        # stacked expert weights, each laid out like model.layers.Linear: (E, d_out, d_in)
+        # stacked expert weights, each laid out like model.core.layers.Linear: (E, d_out, d_in)
         self.w1 = nn.Parameter(torch.empty(E, f, d, device=device, dtype=dtype))
         self.w3 = nn.Parameter(torch.empty(E, f, d, device=device, dtype=dtype))
         self.w2 = nn.Parameter(torch.empty(E, d, f, device=device, dtype=dtype))

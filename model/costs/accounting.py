@@ -2,7 +2,7 @@
 
 Pure functions over a model shape (``ModelConfig``), a ``Hardware`` description and a ``Layout``
 (GPUs × tensor-parallel degree × ZeRO stage), so every number in docs/scaling-out.md comes from code
-(the memory half, ``Layout``, ``zero_model_state_bytes`` and ``activation_bytes``, lives in ``model.memory``
+(the memory half, ``Layout``, ``zero_model_state_bytes`` and ``activation_bytes``, lives in ``model.costs.memory``
 and is re-exported here):
 
 * Model states per GPU — ZeRO (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training
@@ -27,9 +27,9 @@ and is re-exported here):
   link (hierarchical and in-network (NVLS/SHARP) collectives ignored: a pessimistic bound).
 * Compute per step — ``ModelConfig.flops_per_token`` (PaLM app. B) at a stated MFU.
 
-    python -m model.accounting --scale-out                 # the tables in docs/scaling-out.md
-    python -m model.accounting --scale-out --hardware b200 --seq-len 4096
-    python -m model.accounting --params 70e9 --tokens 15e12 --gpus 1024   # one run: see model/napkin.py
+    python -m model.costs.accounting --scale-out                 # the tables in docs/scaling-out.md
+    python -m model.costs.accounting --scale-out --hardware b200 --seq-len 4096
+    python -m model.costs.accounting --params 70e9 --tokens 15e12 --gpus 1024   # one run: see model/costs/napkin.py
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from model.config import PRESETS, ModelConfig
-from model.memory import (
+from model.core.config import PRESETS, ModelConfig
+from model.costs.memory import (
     GB,
     PRECISIONS,
     RECOMPUTE,
@@ -48,7 +48,7 @@ from model.memory import (
     check_stage,
     zero_model_state_bytes,
 )
-from model.napkin import add_arguments, run, wants_report
+from model.costs.napkin import add_arguments, run, wants_report
 from workbench.hardware import HARDWARE, Hardware, get_hardware
 
 STRATEGIES: dict[str, dict] = {  # name -> Layout fields (gpus comes from the table)
@@ -171,7 +171,7 @@ def scale_out_table(preset: str, gpus_list=(8, 64, 256, 1024), hardware: Hardwar
                     global_batch_tokens: int = 2**22, seq_len: int = 2048, micro_batch: int | None = None,
                     strategies=tuple(STRATEGIES), vocab_size: int = 50257, mfu: float = 0.5,
                     recompute: str = "none", flash_attention: bool = True) -> list[dict]:
-    """One row per (strategy, gpus) for a ``model.config`` preset: memory split, fit, comm, compute."""
+    """One row per (strategy, gpus) for a ``model.core.config`` preset: memory split, fit, comm, compute."""
     hw = get_hardware(hardware)
     cfg = ModelConfig.from_preset(preset, vocab_size=vocab_size, context_length=seq_len)
     rows = []
@@ -211,7 +211,7 @@ peak; micro-batch = the largest divisor of the per-rank sequences that fits; GB 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m model.accounting", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m model.costs.accounting", description=__doc__.split("\n\n")[0],
                                 epilog="--scale-out " + ASSUMPTIONS)
     p.add_argument("--scale-out", action="store_true",
                    help="print memory/communication tables per strategy (ddp, zero1-3, tp8) and GPU count")
@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab", type=int, default=50257, help="vocabulary size (default 50257, GPT-2)")
     p.add_argument("--mfu", type=float, default=0.5, help="model FLOPs utilisation for compute time (default 0.5)")
     p.add_argument("--recompute", choices=RECOMPUTE, default="none", help="activation checkpointing (default none)")
-    add_arguments(p)  # the single-run report's flags (model/napkin.py)
+    add_arguments(p)  # the single-run report's flags (model/costs/napkin.py)
     return p
 
 

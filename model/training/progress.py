@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from model.profiling import StepProfiler
-from model.train_config import TrainConfig
+from model.training.profiling import StepProfiler
+from model.training.train_config import TrainConfig
 from workbench.files import atomic_open
 
 CSV_FIELDS = ("step", "tokens", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "mfu")

@@ -17,7 +17,7 @@ ATTENTION_IMPLS = ("naive", "sdpa", "triton")
 NORM_IMPLS = ("torch", "triton")
 FFN_IMPLS = ("torch", "triton")
 LOSS_IMPLS = ("torch", "fused")
-KERNEL_SETS = (None, "auto", "all", "none")  # overrides the four switches when set (model/kernel_choice.py)
+KERNEL_SETS = (None, "auto", "all", "none")  # overrides the four switches when set (model/core/kernel_choice.py)
 
 # name -> (d_model, n_layers, n_heads, d_ff or None for the 8/3 rule)
 PRESETS: dict[str, tuple[int, int, int, int | None]] = {
@@ -61,7 +61,7 @@ class ModelConfig:
     ffn: str = "torch"  # SwiGLU activation silu(a)·b: torch | triton (fused kernel)
     loss: str = "torch"  # LM head + cross-entropy: torch | fused (chunked, never materialises the logits)
     fused_projections: bool = False  # Q, K, V (and SwiGLU's W1, W3) as one GEMM each: same math, wider GEMMs
-    kernels: str | None = None  # None: the switches above as given; auto | all | none set them (model/kernel_choice.py)
+    kernels: str | None = None  # None: the switches above as given; auto | all | none set them (core/kernel_choice.py)
     tie_embeddings: bool = False
     qk_norm: bool = False
     # attention variants

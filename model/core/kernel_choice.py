@@ -15,7 +15,7 @@ import warnings
 
 import torch
 
-from model.config import ModelConfig
+from model.core.config import ModelConfig
 
 
 def _device_name(device) -> str | None:

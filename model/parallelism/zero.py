@@ -25,7 +25,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from model.distributed import GradientSyncSwitch
+from model.parallelism.distributed import GradientSyncSwitch
 
 
 class ShardedOptimizer(GradientSyncSwitch, torch.optim.Optimizer):

@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from model.checkpoint import load_model
-from model.config import ModelConfig
+from model.core.config import ModelConfig
+from model.training.checkpoint import load_model
 from workbench.files import write_bytes, write_json
 
 # our per-layer suffix -> HF per-layer suffix (under "layers.{i}." and "model.layers.{i}." respectively)
@@ -253,7 +253,7 @@ def _add_tokenizer(tokenizer_dir: Path, out_dir: Path, eos_token: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter, prog="python -m model.export",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter, prog="python -m model.inference.export",
         description="Export a run's checkpoint as a Hugging Face LlamaForCausalLM folder.")
     parser.add_argument("checkpoint", type=Path, help="run folder (newest good checkpoint) or a ckpt-*.pt file")
     parser.add_argument("out_dir", type=Path, help="output folder: config.json + model.safetensors (+ tokenizer)")

@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from model.config import check_fields
+from model.core.config import check_fields
 from workbench.params import setting
 
 SCHEDULES = ("cosine", "wsd", "constant")
-DECAY_SHAPES = ("linear", "1-sqrt")  # WSD's decay (model/optim.py wsd_schedule)
+DECAY_SHAPES = ("linear", "1-sqrt")  # WSD's decay (model/training/optim.py wsd_schedule)
 DTYPES = ("bf16", "fp16", "fp32")
 TRACKERS = ("none", "tensorboard", "wandb")
 PARALLEL_MODES = ("none", "ddp", "zero1", "zero2", "fsdp")
@@ -28,7 +28,7 @@ class TrainConfig:
     out_dir: str = _f("data/runs/default", "run folder: config.json, checkpoints, latest, metrics.csv")
     metrics: str | None = _f(None, "also write the run summary JSON here (e.g. metrics/train.json)")
     # model shape
-    preset: str = _f("micro", "model preset from model.config.PRESETS (nano, micro, tiny, small, ...)")
+    preset: str = _f("micro", "model preset from model.core.config.PRESETS (nano, micro, tiny, small, ...)")
     d_model: int | None = _f(None, "override the preset's d_model")
     n_layers: int | None = _f(None, "override the preset's n_layers")
     n_heads: int | None = _f(None, "override the preset's n_heads")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model.config import ModelConfig
+from model.core.config import ModelConfig
 
 
 @dataclass(frozen=True)
