@@ -39,7 +39,7 @@ compile-check: $(STAMP)
 	$(RUN) python -m kernels.compile_check $(CC_ARGS)
 
 gpu-check:
-	$(PYTHON) -m bench.gpu_check $(GPU_CHECK_ARGS)
+	$(PYTHON) -m bench.tools.gpu_check $(GPU_CHECK_ARGS)
 
 # setup.py builds the compiled tokenizer core from tokenizer/csrc during the editable install
 $(STAMP): pyproject.toml setup.py $(wildcard tokenizer/csrc/*.c tokenizer/csrc/*.h)

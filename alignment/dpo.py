@@ -6,7 +6,8 @@ The loop is thin wiring, shaped like ``alignment.sft``: preference pairs ``{"pro
 read from a JSONL by ``alignment.tasks.load_preference_pairs``: prompt/chosen/rejected or hh-rlhf dialogues),
 summed response log-probs (+ EOS) of chosen and rejected under the policy in one forward pass over the 2B stacked
 sequences and under a frozen reference (default: a copy of the starting policy) without gradients,
-``alignment.losses.dpo_loss`` (-log σ(β · margin)), gradient clipping, ``model.optim.AdamW`` with a cosine schedule.
+``alignment.losses.dpo_loss`` (-log σ(β · margin)), gradient clipping,
+``model.training.optim.AdamW`` with a cosine schedule.
 Held out: preference accuracy and mean margin on pairs never trained on and, for the arithmetic task, greedy task
 accuracy from ``alignment.evaluate``. ``metrics.csv`` has one row per step; its metric names follow TRL's
 ``DPOTrainer`` (``rewards/accuracies`` -> reward_accuracy, ``rewards/margins`` -> reward_margin, ``rewards/chosen``,
@@ -45,7 +46,7 @@ from alignment.losses import dpo_loss
 from alignment.policy import frozen, is_ours
 from alignment.preference import pair_log_probs, preference_eval
 from alignment.trl_engine import train_dpo_trl
-from model.optim import AdamW, clip_grad_norm, cosine_schedule
+from model.training.optim import AdamW, clip_grad_norm, cosine_schedule
 from workbench.params import setting
 
 TASKS = ("digits", "arithmetic", "none")  # none: no greedy task accuracy (pairs from a file only)

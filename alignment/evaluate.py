@@ -51,7 +51,7 @@ from alignment.tasks import (
     load_safety,
     task_splits,
 )
-from model.checkpoint import load_model
+from model.training.checkpoint import load_model
 from tokenizer.encoder import Tokenizer
 from workbench.files import write_jsonl
 
@@ -229,7 +229,7 @@ def _our_tokenizer(tokenizer_dir: str | None):
 
 
 def load_model_and_tokenizer(model_path: str, tokenizer_dir: str | None = None, device: str = "cpu"):
-    """(model, tokenizer) from our run folder / ckpt file (``model.checkpoint.load_model``) or a local HF
+    """(model, tokenizer) from our run folder / ckpt file (``model.training.checkpoint.load_model``) or a local HF
     folder (``AutoModelForCausalLM``, ``local_files_only=True``)."""
     path = Path(model_path)
     if not path.exists():

@@ -55,7 +55,7 @@ from alignment.losses import (
 from alignment.policy import frozen, get_response_log_probs, model_device, tokenize_prompt_and_output
 from alignment.rollout import rollout
 from alignment.trl_engine import train_grpo_trl
-from model.optim import AdamW, clip_grad_norm
+from model.training.optim import AdamW, clip_grad_norm
 from workbench.params import setting
 
 METRIC_COLUMNS = ("step", "lr", "loss", "reward", "format_reward", "answer_reward", "frac_zero_std",

@@ -4,8 +4,8 @@ Each loop is a frozen dataclass config (fields ``model``, ``tokenizer``, ``out_d
 ...) and a ``train_xxx(cfg, model=None, tokenizer=None) -> summary`` function; the CLI is built from the
 config's fields, so every field is a flag (``--grad-accum``, ``--normalize-by-std false`` ...), read through
 ``workbench.params`` (dataclass defaults < the stage's params.yaml section < flags).
-Checkpoints of our models are written with ``model.checkpoint.save_checkpoint`` in the format
-``model.train`` writes (``model.checkpoint.load_model(out_dir)`` reads them); Hugging Face models are
+Checkpoints of our models are written with ``model.training.checkpoint.save_checkpoint`` in the format
+``model.train`` writes (``model.training.checkpoint.load_model(out_dir)`` reads them); Hugging Face models are
 saved with ``save_pretrained`` under ``out_dir/hf``.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from alignment.evaluate import append_report_row, load_model_and_tokenizer
 from alignment.policy import is_ours
 from alignment.tasks import HELD_OUT
-from model.checkpoint import save_checkpoint
+from model.training.checkpoint import save_checkpoint
 from workbench.files import atomic_path, write_json, write_metrics
 from workbench.params import parse_config
 

@@ -31,7 +31,7 @@ from alignment.loop import check_choices, cli_main, load_model_and_prepare, save
 from alignment.losses import sft_microbatch_train_step
 from alignment.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
 from alignment.rollout import rollout
-from model.optim import AdamW, clip_grad_norm
+from model.training.optim import AdamW, clip_grad_norm
 from workbench.params import setting
 
 METRIC_COLUMNS = ("round", "sampled_tokens", "total_sampled_tokens", "reward", "kept", "loss", "val_accuracy",

@@ -3,7 +3,7 @@
 Mirrors the sampling step of CS336 assignment 5 (vLLM ``generate`` with ``stop=["</answer>"]`` and
 ``include_stop_str_in_output=True``): each completion stops at the end-of-text token (not included) and
 is cut right after the first stop string (the stop string kept). Our models generate through
-``model.generate.generate`` (left-padded batches, KV cache); HF models through their ``generate``
+``model.inference.generate.generate`` (left-padded batches, KV cache); HF models through their ``generate``
 (left padding, greedy when ``temperature == 0``). Tokenization goes through
 ``alignment.policy.TokenizerAdapter`` so both tokenizer kinds look the same.
 
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import torch
 
 from alignment.policy import Policy, TokenizerAdapter, clean_text, is_ours, model_device
-from model.generate import generate
+from model.inference.generate import generate
 
 DEFAULT_STOP = ("</answer>",)
 

@@ -3,11 +3,11 @@
 The loop is thin wiring over the building blocks: (prompt, response) pairs from ``alignment.tasks.sft_example``
 (R1-Zero answer format), ``tokenize_prompt_and_output`` (response mask + EOS), ``get_response_log_probs``,
 ``sft_microbatch_train_step`` (NLL summed over response tokens / ``normalize_constant``, averaged over the batch
-and the accumulation steps), gradient clipping, ``model.optim.AdamW`` with a cosine schedule, and a periodic
+and the accumulation steps), gradient clipping, ``model.training.optim.AdamW`` with a cosine schedule, and a periodic
 held-out greedy accuracy from ``alignment.evaluate``. Writes ``metrics.csv`` (one row per step, validation
-columns filled at eval steps), ``config.json`` and a checkpoint with ``model.checkpoint.save_checkpoint`` in the
-format ``model.train`` writes, so ``model.checkpoint.load_model(out_dir)`` and ``python -m alignment.evaluate``
-read it. Hugging Face models are saved with ``save_pretrained`` under ``out_dir/hf``.
+columns filled at eval steps), ``config.json`` and a checkpoint with ``model.training.checkpoint.save_checkpoint``
+in the format ``model.train`` writes, so ``model.training.checkpoint.load_model(out_dir)`` and ``python -m
+alignment.evaluate`` read it. Hugging Face models are saved with ``save_pretrained`` under ``out_dir/hf``.
 
 CLI: ``python -m alignment.sft --model RUN --tokenizer TOK_DIR --out-dir runs/sft [--steps 200 ...]``.
 """
@@ -39,7 +39,7 @@ from alignment.loop import (
 from alignment.losses import sft_microbatch_train_step
 from alignment.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
 from alignment.trl_engine import train_sft_trl
-from model.optim import AdamW, clip_grad_norm, cosine_schedule
+from model.training.optim import AdamW, clip_grad_norm, cosine_schedule
 from workbench.params import setting
 
 METRIC_COLUMNS = ("step", "lr", "loss", "nll_per_token", "grad_norm", "response_tokens", "val_accuracy",

@@ -28,7 +28,7 @@ ours                       TRL                                         note
 =========================  ==========================================  ==========================================
 SFT steps                  max_steps                                   optimizer steps in both
 SFT batch_size/grad_accum  per_device_train_batch_size / grad. accum.
-SFT cosine to lr/10        lr_scheduler_type="cosine_with_min_lr",     same curve as ``model.optim.cosine_schedule``
+SFT cosine to lr/10        lr_scheduler_type="cosine_with_min_lr",     same curve as ``optim.cosine_schedule``
                            lr_scheduler_kwargs={"min_lr_rate": 0.1}
 SFT normalize_constant     --                                          TRL: mean NLL per completion token
 SFT/DPO model context      max_length = max_position_embeddings        TRL truncates (keep_start), ours cuts
@@ -66,8 +66,8 @@ Knobs without a TRL equivalent, and what is done:
 - GRPO rollouts stop at EOS or ``max_completion_length`` (our rollouts also stop at ``</answer>``).
 - DPO held-out: preference accuracy / margin come from ``alignment.preference.preference_eval`` (as in our loop),
   computed once after training against the same frozen reference.
-- Our checkpoints (``model.checkpoint``) are not HF models: export them with ``python -m model.export RUN OUT_DIR``
-  first; a ValueError says so, naming the path.
+- Our checkpoints (``model.training.checkpoint``) are not HF models: export them with
+  ``python -m model.inference.export RUN OUT_DIR`` first; a ValueError says so, naming the path.
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ from alignment.policy import frozen, is_ours
 from alignment.preference import preference_eval
 
 OUR_CHECKPOINT_MESSAGE = ("{what}={path}: engine='trl' needs a local Hugging Face model folder (config.json with "
-                          "model_type); this is not one. Export our checkpoints with `python -m model.export {path} "
+                          "model_type); this is not one. Export our checkpoints with "
+                          "`python -m model.inference.export {path} "
                           "OUT_DIR --tokenizer TOK_DIR` first and pass OUT_DIR")
 
 

@@ -61,7 +61,8 @@ TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.flo
 # Why spilling configs stay. Per kernel: the fp32 values live per thread (the accumulators and the score tile
 # of one step) as a function of the meta-parameters, and the reason the config is kept. The live count is a
 # lower bound (operand tiles held in registers come on top); above ~200 of the 255 registers ptxas spills.
-_AUTOTUNED = ("kept: a candidate of bench.kernel_select's sweep, which times every config per (head dim, sequence) "
+_AUTOTUNED = ("kept: a candidate of bench.benchmarks.kernel_select's sweep, which times every config per "
+              "(head dim, sequence) "
               "and writes the fastest into flash_attention.TUNED, so a spilling config is only chosen where it "
               "still wins; the same config is spill-free elsewhere")
 SPILL_NOTES = {

@@ -35,8 +35,8 @@ def _configs(specs: list[tuple[int, int, int, int]]) -> list[triton.Config]:
     return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in specs]
 
 
-# Candidate (BLOCK_M, BLOCK_N, warps, stages) per pass: what `bench.kernel_select --attention-sweep` times and
-# `kernels.compile_check` compiles. Forward and dQ: a query tile (BLOCK_M) walks key tiles (BLOCK_N); dK/dV: a key
+# Candidate (BLOCK_M, BLOCK_N, warps, stages) per pass: what `bench.benchmarks.kernel_select --attention-sweep` times
+# and `kernels.compile_check` compiles. Forward and dQ: a query tile (BLOCK_M) walks key tiles (BLOCK_N); dK/dV: a key
 # tile (BLOCK_N) walks query tiles (BLOCK_M). The larger block is a multiple of the smaller, so the causal diagonal
 # tiles line up.
 FWD_CONFIGS = _configs([(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 32, 4, 4),
@@ -48,8 +48,8 @@ DKDV_CONFIGS = _configs([(32, 128, 4, 3), (32, 128, 8, 3), (64, 128, 8, 3), (32,
 CANDIDATES = {"fwd": FWD_CONFIGS, "dq": DQ_CONFIGS, "dkdv": DKDV_CONFIGS}
 
 # The launch config per pass, head-dim block and sequence length: the first row whose longest sequence covers N
-# (None: any). Chosen on an H200 by `python -m bench.kernel_select --attention-sweep` (docs/benchmarks.md) from
-# CANDIDATES; one fixed config per shape class instead of autotuning: nothing to time on the first call, and a
+# (None: any). Chosen on an H200 by `python -m bench.benchmarks.kernel_select --attention-sweep` (docs/benchmarks.md)
+# from CANDIDATES; one fixed config per shape class instead of autotuning: nothing to time on the first call, and a
 # launch torch.compile and CUDA graphs take as they are.
 # d64 rows: the H200 sweep of 2026-11-27 (B16 H12 S1024 and B1 H16 S16384, plain launches; docs/benchmarks.md,
 # "Kernels at the model's shapes"); d128 rows: not swept yet (the former autotuner's first candidates).

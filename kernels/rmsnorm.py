@@ -18,7 +18,7 @@ per SM), each walking a stripe of row blocks and keeping its dw partial in fp32 
 program adds its partial into one fp32 (hidden,) buffer with atomics, so dw is finished inside the kernel
 (the order of those ≤ a few hundred fp32 adds is not fixed: dw can differ between runs in the last bits).
 
-Semantics equal `model/layers.py::rms_norm_ref` (copied here as `rms_norm_torch`): statistics and the
+Semantics equal `model/core/layers.py::rms_norm_ref` (copied here as `rms_norm_torch`): statistics and the
 product with the weight in fp32, one cast back to x's dtype (or to `out_dtype`: under autocast the model asks
 for the bf16 its next matmul reads, so the cast that autocast would add is done by the kernel's store and the
 gradient comes back in bf16 without a cast kernel either way); s = x + r is rounded to its dtype (the

@@ -1,6 +1,6 @@
 """Which implementation of each model op is fastest on which GPU: the table behind `kernels: auto`.
 
-`python -m bench.kernel_select` (a part of `make gpu-check`) times, at a model's shapes, our Triton kernel
+`python -m bench.benchmarks.kernel_select` (a part of `make gpu-check`) times, at a model's shapes, our Triton kernel
 against the alternatives a compiled model would otherwise run (Inductor's code for the PyTorch reference, or
 SDPA for attention) and writes the winner per op into `kernels/selection.json`:
 

@@ -6,7 +6,7 @@ gradient accumulation) → clip → AdamW step; a log line and a ``metrics.csv``
 ``ckpt_interval``. ``--resume`` continues from the newest good checkpoint and ends with exactly
 the parameters an uninterrupted run would have (CPU, ``--deterministic``).
 
-Under ``torchrun``, ``--parallel {ddp,zero1,zero2,fsdp}`` trains data-parallel (``model.parallel``):
+Under ``torchrun``, ``--parallel {ddp,zero1,zero2,fsdp}`` trains data-parallel (``model.parallelism.parallel``):
 each rank draws distinct micro-batches, ``batch_size`` is per rank, and only rank 0 logs and
 writes files. A failing or timed-out rank makes every rank exit non-zero.
 
@@ -32,16 +32,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from model.checkpoint import load_latest, save_checkpoint
-from model.config import ModelConfig
-from model.data import batch_rng, get_batch, load_tokens, read_meta, unigram_entropy
-from model.distributed import launched_by_torchrun
-from model.kernel_choice import resolve_kernels
-from model.optim import AdamW, cosine_schedule, wsd_schedule
-from model.parallel import Parallel
-from model.progress import Monitor
-from model.train_config import TrainConfig
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.kernel_choice import resolve_kernels
+from model.core.transformer import TransformerLM
+from model.parallelism.distributed import launched_by_torchrun
+from model.parallelism.parallel import Parallel
+from model.training.checkpoint import load_latest, save_checkpoint
+from model.training.data import batch_rng, get_batch, load_tokens, read_meta, unigram_entropy
+from model.training.optim import AdamW, cosine_schedule, wsd_schedule
+from model.training.progress import Monitor
+from model.training.train_config import TrainConfig
 from workbench.files import write_json, write_metrics
 from workbench.hardware import peak_flops_of
 from workbench.params import add_config_flags, add_params_flag, load_section, params_path, parse_config

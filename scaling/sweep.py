@@ -48,12 +48,12 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from model.checkpoint import branch_from, read_latest
-from model.config import check_fields
-from model.data import read_meta
-from model.optim import wsd_decay_start
+from model.core.config import check_fields
 from model.train import TrainingDiverged, model_config, train
-from model.train_config import TrainConfig
+from model.training.checkpoint import branch_from, read_latest
+from model.training.data import read_meta
+from model.training.optim import wsd_decay_start
+from model.training.train_config import TrainConfig
 from workbench.files import read_json, write_bytes
 from workbench.params import add_params_flag, load_section, params_path
 

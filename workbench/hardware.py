@@ -1,4 +1,4 @@
-"""Accelerator specs: the one table behind MFU (model.train, the benches) and the napkin math (model.accounting).
+"""Accelerator specs: the one table behind MFU (model.train, the benches) and the napkin math (model.costs.accounting).
 
 Datasheets (dense bf16 = half the "with sparsity" figure; NVLink = half the bidirectional total):
 - H100 SXM5 80 GB: NVIDIA H100 Tensor Core GPU datasheet (2023): 989 TFLOP/s bf16, 3.35 TB/s HBM3, NVLink

@@ -28,8 +28,8 @@ Empty or unidentifiable text gives ``("und", 0.0)``.
 
 Measured on 2 shared CPU cores: accuracy against the manifest on the generated crawl (600 pages, seed 7; the 519 docs
 with >= 50 words), and agreement with ``<html lang>`` (primary subtag) on the 897 real pages of
-../shared/data/web/*.warc.gz with >= 50 trafilatura words (``python -m bench.langid``, which also gives docs/s on
-those pages, models loaded, and how many pages ``min_score`` 0.65 removes):
+../shared/data/web/*.warc.gz with >= 50 trafilatura words (``python -m bench.benchmarks.langid``, which also gives
+docs/s on those pages, models loaded, and how many pages ``min_score`` 0.65 removes):
 
     backend       generated   real pages        docs/s                       below 0.65 (right / wrong)
     fasttext      1.000       0.9554 (857)      ~500-1,700 (2 runs, shared)  4 / 4
@@ -259,7 +259,7 @@ class LanguageFilter(Step):
         return None
 
 
-# -- the declared language of a page (what bench/langid.py measures the identifiers against) -----------------
+# -- the declared language of a page (what bench/benchmarks/langid.py measures the identifiers against) ------
 _HTML_LANG = re.compile(rb"<html\b[^>]*?\blang\s*=\s*[\"']?\s*([A-Za-z]{2,3})(?=[-_\"'\s>])", re.I)
 
 
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         prog="python -m pipeline.filters.langid", description=__doc__.split("\n\n")[0],
-        epilog="The backends' agreement with <html lang> on real pages: python -m bench.langid")
+        epilog="The backends' agreement with <html lang> on real pages: python -m bench.benchmarks.langid")
     ap.add_argument("text", nargs="+", help="text to identify (joined with spaces)")
     ap.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS, help="identifier to use")
     ap.add_argument("--model-path", default=None, help="lid.176.bin/.ftz for --backend fasttext")

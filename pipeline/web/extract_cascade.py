@@ -9,7 +9,7 @@
    caller then runs full trafilatura on the original page, so a routed page gets exactly ``--extractor
    trafilatura``'s text.
 
-The thresholds were chosen on the validation half of trafilatura's evaluation pages (``bench.extract``); the
+The thresholds were chosen on the validation half of trafilatura's evaluation pages (``bench.benchmarks.extract``); the
 measured speed and quality, and what else was tried, are in docs/benchmarks.md ("Extraction").
 """
 

@@ -2,9 +2,9 @@
 
 import torch
 
-from model.checkpoint import save_checkpoint
-from model.config import ModelConfig
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
+from model.training.checkpoint import save_checkpoint
 from tokenizer.encoder import Tokenizer
 
 EOT = "<|endoftext|>"

@@ -17,9 +17,9 @@ import alignment.dpo as dpo
 from alignment.data import load_pairs
 from alignment.dpo import DPOConfig, main, train_dpo
 from alignment.tasks import DataWarning
-from model.checkpoint import load_model, save_checkpoint
-from model.config import ModelConfig
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
+from model.training.checkpoint import load_model, save_checkpoint
 from tests.alignment.helpers import ByteHFTokenizer, byte_tokenizer
 
 EOS = 256

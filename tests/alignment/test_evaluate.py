@@ -16,9 +16,9 @@ from scipy.stats import binomtest
 from alignment.evaluate import append_report_row, build_prompt, evaluate, load_items, main
 from alignment.refusal import judge
 from alignment.tasks import make_arithmetic
-from model.checkpoint import save_checkpoint
-from model.config import ModelConfig
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
+from model.training.checkpoint import save_checkpoint
 from tests.alignment.helpers import byte_tokenizer
 
 

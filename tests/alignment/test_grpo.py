@@ -15,8 +15,8 @@ import alignment.grpo as grpo
 from alignment.data import load_task
 from alignment.evaluate import build_prompt
 from alignment.grpo import GRPOConfig, main, train_grpo
-from model.checkpoint import load_model
-from model.transformer import TransformerLM
+from model.core.transformer import TransformerLM
+from model.training.checkpoint import load_model
 from tests.alignment.helpers import save_nano_run
 
 

@@ -18,9 +18,9 @@ from alignment.policy import (
     sequence_log_probs,
     tokenize_prompt_and_output,
 )
-from model.config import ModelConfig
-from model.export import export_llama
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
+from model.inference.export import export_llama
 from tests.alignment.helpers import EOT, byte_tokenizer
 from tokenizer.bpe import train_bpe
 from tokenizer.encoder import Tokenizer
@@ -138,7 +138,7 @@ def test_hf_llama_log_probs_match_torch(transformers):
 
 
 def test_same_weights_as_hf_llama_give_same_log_probs(transformers, tiny_bpe, tmp_path):
-    """Our model exported to HF (model.export) through the same adapter, with a HF tokenizer
+    """Our model exported to HF (model.inference.export) through the same adapter, with a HF tokenizer
     built from our tokenizer.json (the `tokenizers` library as the independent encoder)."""
     ours = nano_model(tiny_bpe.vocab_size, seed=3)
     hf = transformers.LlamaForCausalLM.from_pretrained(export_llama(ours, ours.cfg, tmp_path / "hf"),

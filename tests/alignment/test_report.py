@@ -11,9 +11,9 @@ import torch
 
 from alignment.evaluate import evaluate, load_items, load_model_and_tokenizer
 from alignment.report import main
-from model.checkpoint import save_checkpoint
-from model.config import ModelConfig
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
+from model.training.checkpoint import save_checkpoint
 from tests.alignment.helpers import byte_tokenizer
 
 

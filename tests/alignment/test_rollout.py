@@ -12,8 +12,8 @@ from torch import nn
 
 from alignment.policy import Policy
 from alignment.rollout import cut_at_stop, rollout
-from model.config import ModelConfig
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
 from tests.alignment.helpers import EOT, ByteHFTokenizer, byte_tokenizer
 
 EOS_ID = 256

@@ -16,7 +16,7 @@ from alignment.loop import parse_stage_config
 from alignment.rewards import r1_zero_reward_fn
 from alignment.sft import SFTConfig, main, train_sft
 from alignment.tasks import carry_slip, sft_example
-from model.checkpoint import load_model
+from model.training.checkpoint import load_model
 from tests.alignment.helpers import save_nano_run
 
 
@@ -50,7 +50,7 @@ def test_sft_lowers_training_loss_and_checkpoint_loads(base_run, tmp_path):
     pairs = [sft_example(item, "short") for item in train]
     before = reference_nll(load_model(run).eval(), pairs)
     summary = train_sft(cfg)
-    after_model = load_model(tmp_path / "sft")  # save_checkpoint format, read by model.checkpoint
+    after_model = load_model(tmp_path / "sft")  # save_checkpoint format, read by model.training.checkpoint
     after = reference_nll(after_model, pairs)
     print(f"reference NLL before {before:.2f} after {after:.2f}")
     assert after < 0.8 * before, (before, after)

@@ -24,9 +24,9 @@ from alignment.dpo import DPOConfig, train_dpo  # noqa: E402
 from alignment.grpo import GRPOConfig, train_grpo  # noqa: E402
 from alignment.sft import SFTConfig, train_sft  # noqa: E402
 from alignment.tasks import sft_example  # noqa: E402
-from model.checkpoint import save_checkpoint  # noqa: E402
-from model.config import ModelConfig  # noqa: E402
-from model.transformer import TransformerLM  # noqa: E402
+from model.core.config import ModelConfig  # noqa: E402
+from model.core.transformer import TransformerLM  # noqa: E402
+from model.training.checkpoint import save_checkpoint  # noqa: E402
 from tests.alignment.helpers import byte_tokenizer  # noqa: E402
 
 EOS = 256
@@ -223,7 +223,7 @@ def our_run(tmp_path):
 
 def test_our_checkpoint_with_engine_trl_is_rejected_naming_the_path(our_run, tmp_path):
     run, model = our_run
-    with pytest.raises(ValueError, match=r"model\.export") as err:
+    with pytest.raises(ValueError, match=r"model\.inference\.export") as err:
         train_sft(SFTConfig(model=str(run), engine="trl", out_dir=str(tmp_path / "o")))
     assert str(run) in str(err.value)
     with pytest.raises(ValueError, match=str(run)):

@@ -1,6 +1,6 @@
-"""bench.alignment_engines smoke test at --quick sizes: the rollout part's sanity check (our greedy generation equals
-HF ``LlamaForCausalLM.generate`` on the exported weights: the independent reference) and the GRPO part running
-our loop and TRL's GRPOTrainer, each in its own subprocess; bad usage exits 2."""
+"""bench.benchmarks.alignment_engines smoke test at --quick sizes: the rollout part's sanity check (our greedy
+generation equals HF ``LlamaForCausalLM.generate`` on the exported weights: the independent reference) and the GRPO part
+running our loop and TRL's GRPOTrainer, each in its own subprocess; bad usage exits 2."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("trl")
 
-from bench.alignment_engines import main, upto_eos  # noqa: E402
-from bench.results import read_rows  # noqa: E402
+from bench.benchmarks.alignment_engines import main, upto_eos  # noqa: E402
+from bench.tools.results import read_rows  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def test_run_records_rows_per_part_and_engine(report, run_dir):
     assert {("rollout/ours", "new_tokens_per_s"), ("grpo/ours", "s_per_step"), ("grpo/trl", "peak_rss_mib")} <= keys
     ours = next(r for r in rows if (r["name"], r["metric"]) == ("grpo/ours", "s_per_step"))
     assert ours["ratio"] == pytest.approx(report["grpo"]["ours"]["ratio_trl_over_ours"])
-    assert "python -m bench.alignment_engines --quick" in ours["command"]
+    assert "python -m bench.benchmarks.alignment_engines --quick" in ours["command"]
 
 
 def test_greedy_check_compares_up_to_the_first_eos():

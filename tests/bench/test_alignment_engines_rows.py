@@ -1,11 +1,11 @@
-"""bench.alignment_engines_rows on a hand-made report (no model runs): every value, spread and ratio is checked
+"""bench.tools.alignment_engines_rows on a hand-made report (no model runs): every value, spread and ratio is checked
 against numbers worked out by hand from the fake timings."""
 
 import pytest
 
-from bench import report as bench_report
-from bench.alignment_engines_rows import results_rows
-from bench.results import read_rows, record
+from bench.tools import report as bench_report
+from bench.tools.alignment_engines_rows import results_rows
+from bench.tools.results import read_rows, record
 
 
 def fake_report(with_trl: bool = True) -> dict:
@@ -71,7 +71,7 @@ def test_without_trl_our_rows_have_no_baseline():
 
 
 def test_rows_render_through_bench_report(tmp_path):
-    record("alignment_engines", results_rows(fake_report()), "python -m bench.alignment_engines", tmp_path)
+    record("alignment_engines", results_rows(fake_report()), "python -m bench.benchmarks.alignment_engines", tmp_path)
     table = bench_report.render({"area": "alignment_engines", "names": ["grpo/ours"], "metrics": ["s_per_step"]},
                                 read_rows(tmp_path))
     assert "| grpo/ours | s_per_step | 2 | s/step, 16 rollouts (4 x group 4), 32 tok | TRL GRPOTrainer | 5 | 2.5 | " \

@@ -1,4 +1,5 @@
-"""bench.alignment_seeds: GRPO's gain over SFT in paired standard errors (by hand) and the rows it records."""
+"""bench.experiments.alignment_seeds: GRPO's gain over SFT in paired standard errors (by hand) and the rows it
+records."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from bench.alignment_seeds import STAGES, paired_gain_in_se, results, task_rows
+from bench.experiments.alignment_seeds import STAGES, paired_gain_in_se, results, task_rows
 
 
 def _write(folder, name, rewards):

@@ -1,8 +1,9 @@
-"""bench.alignment_tune: the grid, reading a run's last validation accuracy, and the choice by mean over seeds."""
+"""bench.experiments.alignment_tune: the grid, reading a run's last validation accuracy, and the choice by mean over
+seeds."""
 
 import pytest
 
-from bench.alignment_tune import choose, last_validation, parse_grid, point_name
+from bench.experiments.alignment_tune import choose, last_validation, parse_grid, point_name
 
 
 def test_grid_is_every_combination_in_order():

@@ -1,4 +1,4 @@
-"""`python -m bench.model_train --distributed` on 2 tiny gloo ranks: every mode reported, ZeRO-1's optimizer
+"""`python -m bench.benchmarks.model_train --distributed` on 2 tiny gloo ranks: every mode reported, ZeRO-1's optimizer
 state is the Adam moments of the parameters rank 0 owns (≈ half of DDP's), and DDP all-reduces exactly
 4Ψ bytes per step. References: ModelConfig.param_count (shapes, not the module) and AdamW's state layout
 (two fp32 moments per element plus one fp32 step counter per tensor)."""
@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-import bench.model_train as bench
-from bench.distributed import MEMORY_MODES, TIME_MODES, DistBenchConfig, main, ring_fraction
+import bench.benchmarks.model_train as bench
+from bench.benchmarks.distributed import MEMORY_MODES, TIME_MODES, DistBenchConfig, main, ring_fraction
 
 TINY = ["--world", "2", "--preset", "nano", "--vocab", "64", "--depth", "2", "--width", "16",
         "--time-vocab", "32", "--context", "8", "--batch", "2", "--steps", "1", "--warmup", "0", "--no-record"]

@@ -1,10 +1,18 @@
-"""bench.extract_explore's simulations and profile bookkeeping, against per-page numbers worked out by hand."""
+"""bench.experiments.extract_explore's simulations and profile bookkeeping, against per-page numbers worked out by
+hand."""
 
 from types import SimpleNamespace
 
 import pytest
 
-from bench.extract_explore import PageRun, cascade_rule, cheapest_rule, profile_shares, resiliparse_first, size_rows
+from bench.experiments.extract_explore import (
+    PageRun,
+    cascade_rule,
+    cheapest_rule,
+    profile_shares,
+    resiliparse_first,
+    size_rows,
+)
 
 
 def _runs():

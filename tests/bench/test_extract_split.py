@@ -1,11 +1,11 @@
-"""bench.extract's fixed validation/test halves of trafilatura's evaluation pages, and its quality score."""
+"""bench.benchmarks.extract's fixed validation/test halves of trafilatura's evaluation pages, and its quality score."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from bench.extract import HALVES, eval_half, quality
+from bench.benchmarks.extract import HALVES, eval_half, quality
 
 SHARED_WEB = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "web"
 

@@ -1,8 +1,8 @@
-"""bench.figures: a number outside the generated sections is a hand-typed figure unless its block cites a source;
+"""bench.tools.figures: a number outside the generated sections is a hand-typed figure unless its block cites a source;
 dates, versions, hardware names, references and code are not figures."""
 
-from bench import report
-from bench.figures import offenders
+from bench.tools import report
+from bench.tools.figures import offenders
 
 
 def figures(text):
@@ -14,7 +14,7 @@ def test_measurements_are_figures_and_references_are_not():
             "Ours ran at 1,234 docs/s, 1.5x datatrove, 0.9565 agreement, −0.106 nats.\n\n"
             "Measured 2026-11-26 with torch 2.13 and Python 3.11.7 on an H200 (issue 23, issues 4, 5 and 10, line 12,"
             " §7), `--limit 600`, Rae et al. 2021, d64, lid.176, ZeRO-1, top-2, S 16k.\n\n"
-            "```bash\npython -m bench.filter --limit 600\n```\n")
+            "```bash\npython -m bench.benchmarks.filter --limit 600\n```\n")
     assert figures(text) == ["1,234", "1.5", "0.9565", "−0.106"]
 
 

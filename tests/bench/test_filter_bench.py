@@ -1,12 +1,12 @@
-"""bench.filter runs our chain and datatrove's like for like: the same steps in the same order, both with language
-ID on the same lid.176 file; on hand-labelled pages both keep exactly the English article."""
+"""bench.benchmarks.filter runs our chain and datatrove's like for like: the same steps in the same order, both with
+language ID on the same lid.176 file; on hand-labelled pages both keep exactly the English article."""
 
 from types import SimpleNamespace
 
 import pytest
 
-from bench.filter import Chains, rate_result
-from bench.filter_datatrove import datatrove_step
+from bench.benchmarks.filter import Chains, rate_result
+from bench.benchmarks.filter_datatrove import datatrove_step
 from pipeline.filters.langid import bundled_lid176
 from pipeline.filters.quality_rules import GopherQualityFilter
 

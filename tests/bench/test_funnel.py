@@ -1,9 +1,9 @@
-"""bench.funnel: make repro's stage metrics -> one results row per step and measure."""
+"""bench.tools.funnel: make repro's stage metrics -> one results row per step and measure."""
 
 import json
 
-from bench import funnel
-from bench.results import read_rows
+from bench.tools import funnel
+from bench.tools.results import read_rows
 
 
 def test_funnel_rows_from_stage_metrics(tmp_path):

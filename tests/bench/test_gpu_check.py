@@ -1,4 +1,4 @@
-"""`python -m bench.gpu_check --dry-run` lists the GPU checks without running them (CPU: no CUDA needed)."""
+"""`python -m bench.tools.gpu_check --dry-run` lists the GPU checks without running them (CPU: no CUDA needed)."""
 
 import json
 
@@ -6,14 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from bench import gpu_check
+from bench.tools import gpu_check
 from model.train import parse_args
 
 
 def test_dry_run_lists_every_part(capsys, tmp_path):
     assert gpu_check.main(["--dry-run", "--out", str(tmp_path / "gc")]) == 0
     out = capsys.readouterr().out
-    for needle in ("-m pytest tests/kernels", "-m bench.kernel_ops --quick", "-m bench.model_train --device cuda "
+    for needle in ("-m pytest tests/kernels", "-m bench.benchmarks.kernel_ops --quick",
+                   "-m bench.benchmarks.model_train --device cuda "
                    "--compile", "torch.distributed.run --standalone --nproc_per_node 1 -m model.train",
                    "--parallel ddp", "--parallel fsdp", "--preset small", "--max-steps 40"):
         assert needle in out, needle

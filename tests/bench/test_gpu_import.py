@@ -1,9 +1,9 @@
-"""bench.gpu_import: a GPU check summary and its logs -> results rows with the summary's machine and date."""
+"""bench.tools.gpu_import: a GPU check summary and its logs -> results rows with the summary's machine and date."""
 
 import json
 
-from bench import gpu_import
-from bench.results import read_rows
+from bench.tools import gpu_import
+from bench.tools.results import read_rows
 
 LOG = """$ /opt/venv/bin/python3 -m bench.kernel_ops --quick
 device: NVIDIA H200; torch 2.11.0+cu130; triton 3.6.0; torch.bfloat16

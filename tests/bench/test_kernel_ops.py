@@ -1,8 +1,8 @@
-"""`python -m bench.kernel_ops --smoke` runs every section on tiny shapes (CPU: the Triton interpreter)."""
+"""`python -m bench.benchmarks.kernel_ops --smoke` runs every section on tiny shapes (CPU: the Triton interpreter)."""
 
 import torch
 
-from bench.kernel_ops import main
+from bench.benchmarks.kernel_ops import main
 
 
 def test_smoke_run_prints_every_section(capsys):

@@ -1,4 +1,4 @@
-"""bench.kernel_select, bench.kernel_convergence and the CUDA-event timing helpers, on the CPU."""
+"""bench.benchmarks.kernel_select, bench.benchmarks.kernel_convergence and the CUDA-event timing helpers, on the CPU."""
 
 import time
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from bench import kernel_convergence, kernel_select
-from bench.timing import percentiles
-from model.config import ModelConfig
+from bench.benchmarks import kernel_convergence, kernel_select
+from bench.tools.timing import percentiles
+from model.core.config import ModelConfig
 
 
 def test_percentiles_match_numpy():

@@ -1,8 +1,8 @@
-"""bench.gopher_words and bench.pii on hand-made documents: what they count and list (the real pages are in
-tests/pipeline/test_quality_rules.py and docs/benchmarks.md)."""
+"""bench.benchmarks.gopher_words and bench.benchmarks.pii on hand-made documents: what they count and list (the real
+pages are in tests/pipeline/test_quality_rules.py and docs/benchmarks.md)."""
 
-from bench.gopher_words import BAD_PAGES, measure, report
-from bench.pii import phone_masks
+from bench.benchmarks.gopher_words import BAD_PAGES, measure, report
+from bench.benchmarks.pii import phone_masks
 
 PROSE = "The cat sat. The dog ran, and the bird flew! " * 6  # whitespace words all alphabetic; 10 of 13 tokens
 NUMBERS = " ".join(f"{d:02d}" for d in range(1, 60))  # no word with a letter

@@ -1,9 +1,10 @@
-"""bench.results rows -> bench.report tables in the doc; the check fails on a stale section or a typed figure."""
+"""bench.tools.results rows -> bench.tools.report tables in the doc; the check fails on a stale section or a typed
+figure."""
 
 import json
 
-from bench import report
-from bench.results import Result, interleaved, latest, read_rows, record, timing_result
+from bench.tools import report
+from bench.tools.results import Result, interleaved, latest, read_rows, record, timing_result
 
 
 def _doc(tmp_path, body="old\n"):
@@ -63,7 +64,7 @@ def test_interleaved_timing_and_ratio():
 
 def test_the_committed_doc_matches_the_committed_results():
     """What CI runs: docs/benchmarks.md's generated sections equal what benchmarks/results/ gives, and no number
-    outside them is a hand-typed figure without a source (bench.figures), in any section."""
+    outside them is a hand-typed figure without a source (bench.tools.figures), in any section."""
     assert report.SECTION.search(report.DOC.read_text(encoding="utf-8")), "no generated section in the doc"
     assert report.main(["--check"]) == 0
 

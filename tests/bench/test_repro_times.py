@@ -1,8 +1,8 @@
-"""bench.repro_times: stage_times.csv -> rows with the issues' goals; a repro with skipped stages is refused."""
+"""bench.tools.repro_times: stage_times.csv -> rows with the issues' goals; a repro with skipped stages is refused."""
 
 import pytest
 
-from bench.repro_times import read_times, rows_of
+from bench.tools.repro_times import read_times, rows_of
 
 
 def _csv(tmp_path, rows):

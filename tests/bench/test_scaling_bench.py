@@ -1,9 +1,9 @@
-"""bench.scaling turns the fit stage's outputs into results rows: vertex inside/outside the sampled N, the
+"""bench.benchmarks.scaling turns the fit stage's outputs into results rows: vertex inside/outside the sampled N, the
 held-out run's errors (selected method first), the seed check against the first seed's CI."""
 
 from __future__ import annotations
 
-from bench.scaling import holdout_rows, seed_rows, vertex_rows
+from bench.benchmarks.scaling import holdout_rows, seed_rows, vertex_rows
 
 
 def rows_by(rows, name, metric):

@@ -1,11 +1,12 @@
-"""bench.scaling_blind: the shape flag, and the order it enforces (predict before the run exists, measure after)."""
+"""bench.experiments.scaling_blind: the shape flag, and the order it enforces (predict before the run exists, measure
+after)."""
 
 import argparse
 
 import pytest
 
-from bench import scaling_blind
-from bench.results import Result, record
+from bench.experiments import scaling_blind
+from bench.tools.results import Result, record
 
 
 def test_shape_flag():

@@ -1,5 +1,5 @@
-"""bench.scaling_seeds: the errors it records are each method's prediction over the `train` seed's measured loss,
-and the spread rows are the seeds' standard deviations, both checked against numbers computed here."""
+"""bench.experiments.scaling_seeds: the errors it records are each method's prediction over the `train` seed's
+measured loss, and the spread rows are the seeds' standard deviations, both checked against numbers computed here."""
 
 import json
 from pathlib import Path
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench import scaling_seeds
+from bench.experiments import scaling_seeds
 from scaling.fit import FitConfig
 from scaling.parametric import ParametricLaw
 
@@ -84,8 +84,8 @@ def test_whole_split_loss_is_the_mean_over_every_window(monkeypatch):
     import torch
     import torch.nn.functional as F
 
-    from model.config import ModelConfig
-    from model.transformer import TransformerLM
+    from model.core.config import ModelConfig
+    from model.core.transformer import TransformerLM
     torch.manual_seed(0)
     model = TransformerLM(ModelConfig(vocab_size=64, context_length=16, d_model=16, n_layers=1, n_heads=2,
                                       d_ff=32)).eval()

@@ -1,10 +1,11 @@
-"""bench.tokenizer on tiny inputs: the rows it writes through the results layer are complete and consistent."""
+"""bench.benchmarks.tokenizer on tiny inputs: the rows it writes through the results layer are complete and
+consistent."""
 
 from pathlib import Path
 
 import pytest
 
-from bench.tokenizer import DEFAULT_GPT2, EOT, bench_bpe_training, bench_encode
+from bench.benchmarks.tokenizer import DEFAULT_GPT2, EOT, bench_bpe_training, bench_encode
 
 
 def test_encode_rows_compare_with_tiktoken():
@@ -32,7 +33,7 @@ def test_training_rows_have_hf_as_baseline(tmp_path: Path):
 
 
 def test_corpus_rows_count_utf8_megabytes_and_documents(tmp_path: Path):
-    from bench.tokenizer import corpus_rows
+    from bench.benchmarks.tokenizer import corpus_rows
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("x" * 1_000_000 + EOT + "é" * 500_000 + EOT + "\n", encoding="utf-8")  # é: two bytes

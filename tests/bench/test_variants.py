@@ -1,4 +1,4 @@
-"""`python -m bench.model_train --variants` runs end to end at toy scale and prints every table."""
+"""`python -m bench.benchmarks.model_train --variants` runs end to end at toy scale and prints every table."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from bench.model_train import main as bench_main
+from bench.benchmarks.model_train import main as bench_main
 from model.train import main as train_main
 
 

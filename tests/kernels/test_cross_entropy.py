@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bench.ce_memory import memory_bytes  # the measurement bench.ce_memory records
+from bench.benchmarks.ce_memory import memory_bytes  # the measurement bench.benchmarks.ce_memory records
 from kernels import cross_entropy as ce
 from kernels.cross_entropy import (
     ce_loss_grad_rows_triton,

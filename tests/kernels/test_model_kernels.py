@@ -8,9 +8,9 @@ import importlib.util
 import pytest
 import torch
 
-from model.config import ModelConfig
-from model.optim import AdamW
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
+from model.training.optim import AdamW
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 KERNELS = dict(attention="triton", norm="triton", ffn="triton", fused_projections=True)
@@ -55,7 +55,7 @@ def test_kernels_train_like_the_naive_model(switches):
 
 def test_kernel_model_generates_like_the_naive_model():
     """Prefill (causal) and cached decoding (one query, many keys) both go through the kernels."""
-    from model.generate import generate
+    from model.inference.generate import generate
 
     outputs = []
     for switches in ({}, KERNELS):

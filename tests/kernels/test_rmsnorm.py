@@ -71,7 +71,7 @@ def test_rmsnorm_matches_float64(shape, dtype):
 
 
 def test_rmsnorm_matches_model_rms_norm_ref():
-    from model.layers import rms_norm_ref
+    from model.core.layers import rms_norm_ref
 
     x, w, _ = _inputs((6, 48), torch.float32, seed=2)
     torch.testing.assert_close(rms_norm(x, w, 1e-6), rms_norm_ref(x, w, 1e-6), atol=1e-6, rtol=1e-6)

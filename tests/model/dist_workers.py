@@ -9,10 +9,10 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from model.config import ModelConfig
-from model.loss import cross_entropy
-from model.optim import AdamW, clip_grad_norm
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.loss import cross_entropy
+from model.core.transformer import TransformerLM
+from model.training.optim import AdamW, clip_grad_norm
 
 CFG = ModelConfig(vocab_size=32, context_length=8, d_model=16, n_layers=2, n_heads=2, tie_embeddings=False)
 STEPS, BATCH = 3, 8  # BATCH sequences per step in total (split over ranks and micro-steps)
@@ -62,8 +62,8 @@ ACCUMS = (1, 2)
 
 
 def _train(rank: int, world: int, mode: str, accum: int, cfg: ModelConfig, clip: float = 1.0) -> dict:
-    from model.distributed import DDP, NaiveDDP, apply_fsdp, broadcast_module, full_model_state_dict
-    from model.zero import ShardedOptimizer
+    from model.parallelism.distributed import DDP, NaiveDDP, apply_fsdp, broadcast_module, full_model_state_dict
+    from model.parallelism.zero import ShardedOptimizer
 
     model = build_model(seed=rank, cfg=cfg)  # different per rank: wrappers must broadcast rank 0's
     if mode.startswith("fsdp"):
@@ -138,7 +138,7 @@ def tied_unused_batch(rank: int) -> torch.Tensor:
 
 def tied_unused_grads(rank: int, world: int, port: int, out: str) -> None:
     """Gradients after synchronization, for each DDP variant, saved per rank."""
-    from model.distributed import DDP, NaiveDDP
+    from model.parallelism.distributed import DDP, NaiveDDP
 
     init(rank, world, port)
     for name, wrap in (("naive", NaiveDDP), ("per_param", lambda m: DDP(m, bucket_size_mb=0)),
@@ -155,8 +155,8 @@ def tied_unused_grads(rank: int, world: int, port: int, out: str) -> None:
 def sharded_state(rank: int, world: int, port: int, out: str, optimizer: str) -> None:
     """ZeRO-1: 2 steps, then the consolidated and sharded state dicts; a third step three ways
     (uninterrupted, resumed from the shard, resumed from the consolidated dict)."""
-    from model.distributed import DDP
-    from model.zero import ShardedOptimizer
+    from model.parallelism.distributed import DDP
+    from model.parallelism.zero import ShardedOptimizer
 
     init(rank, world, port)
     opt_cls = {"ours": AdamW, "torch": torch.optim.AdamW}[optimizer]

@@ -1,4 +1,4 @@
-"""model.accounting against the papers' worked numbers and formulas written out by hand: ZeRO
+"""model.costs.accounting against the papers' worked numbers and formulas written out by hand: ZeRO
 (Rajbhandari et al. 2020) Fig. 1, Korthikanti et al. 2022 Table 2 per-layer activations for the GPT-3
 175B shape, ring-collective volumes, and parameter counts taken from ModelConfig."""
 
@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from model.accounting import (
+from model.core.config import ModelConfig
+from model.costs.accounting import (
     HARDWARE,
     Hardware,
     Layout,
@@ -20,9 +21,8 @@ from model.accounting import (
     tp_comm_bytes,
     zero_model_state_bytes,
 )
-from model.config import ModelConfig
-from model.napkin import largest_model, memory_split, state_bytes_per_param, training_flops, training_seconds
-from model.roofline import Matmul, block_matmuls, decode_batch_for_ridge, ridge_point, roofline_row
+from model.costs.napkin import largest_model, memory_split, state_bytes_per_param, training_flops, training_seconds
+from model.costs.roofline import Matmul, block_matmuls, decode_batch_for_ridge, ridge_point, roofline_row
 
 GB = 1e9
 
@@ -186,7 +186,7 @@ def test_bad_input_raises_value_error_naming_it(call, word):
         call()
 
 
-# ---- napkin report (model/napkin.py) and roofline (model/roofline.py) --------------------------------
+# ---- napkin report (model/costs/napkin.py) and roofline (model/costs/roofline.py) --------------------------------
 
 
 def test_napkin_70b_on_15t_tokens_on_1024_h100_at_mfu_half(capsys):

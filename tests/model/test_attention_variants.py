@@ -12,10 +12,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model.config import ModelConfig
-from model.generate import generate
-from model.layers import CausalSelfAttention, RotaryEmbedding
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.layers import CausalSelfAttention, RotaryEmbedding
+from model.core.transformer import TransformerLM
+from model.inference.generate import generate
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -279,7 +279,7 @@ def test_degenerate_inputs():
 
 def test_hf_llama_gqa_parity_and_round_trip(tmp_path):
     pytest.importorskip("safetensors")
-    from model.export import export_llama, import_llama
+    from model.inference.export import export_llama, import_llama
 
     model = _model(n_kv_heads=2)
     out = export_llama(model, model.cfg, tmp_path / "hf")
@@ -302,7 +302,7 @@ def test_hf_llama_gqa_parity_and_round_trip(tmp_path):
                                               ("n_experts", dict(n_experts=4))])
 def test_export_rejects_window_and_moe(tmp_path, field, overrides):
     pytest.importorskip("safetensors")
-    from model.export import export_llama
+    from model.inference.export import export_llama
 
     model = _model()  # dense weights; the config alone is checked first
     with pytest.raises(ValueError, match=field):

@@ -8,11 +8,11 @@ import logging
 import pytest
 import torch
 
-from model.checkpoint import CheckpointError, load_file, load_latest, load_model, save_checkpoint
-from model.config import ModelConfig
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
+from model.training.checkpoint import CheckpointError, load_file, load_latest, load_model, save_checkpoint
 
-LOGGER = "model.checkpoint"
+LOGGER = "model.training.checkpoint"
 
 
 class NotAllowlisted:

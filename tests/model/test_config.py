@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from model.config import ModelConfig
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
 
 # CS336 assignment 1 size table: d_model, n_layers, n_heads
 CS336_SHAPES = {

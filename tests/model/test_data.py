@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.data import batch_rng, get_batch, load_tokens, read_meta, unigram_entropy
+from model.training.data import batch_rng, get_batch, load_tokens, read_meta, unigram_entropy
 
 
 def _write_shards(directory, dtype: str, vocab_size: int, n_train: int = 500, n_val: int = 100, seed: int = 0):

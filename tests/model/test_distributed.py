@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from model.checkpoint import load_latest, read_latest
+from model.training.checkpoint import load_latest, read_latest
 from tests.model import dist_workers as W
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,10 +179,11 @@ def test_torchrun_train_matches_single_process(mode, shards, single_process_run,
         assert (out / "dcp" / "step-00000012" / "trainer.json").exists()
         assert load_latest(out)[1]["optimizer"] is None  # the final model-only export
         # a sharded folder exports on one process, without a process group, to a loadable file
-        exported = subprocess.run([sys.executable, "-m", "model.distributed", "export", str(out), "--step", "6"],
+        exported = subprocess.run([sys.executable, "-m", "model.parallelism.distributed", "export", str(out),
+                                   "--step", "6"],
                                   cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=60)
         assert exported.returncode == 0, exported.stderr[-2000:]
-        from model.checkpoint import load_model
+        from model.training.checkpoint import load_model
 
         model = load_model(exported.stdout.strip())
         expected6 = torch.load(single_process_run / "ckpt-00000006.pt", weights_only=True)["model"]
@@ -214,7 +215,7 @@ def test_torchrun_train_matches_single_process(mode, shards, single_process_run,
 FAULTY = '''
 import sys, time
 import model.train as t
-import model.transformer as lm
+import model.core.transformer as lm
 
 calls = 0
 real = lm.cross_entropy

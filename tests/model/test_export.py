@@ -1,4 +1,4 @@
-"""model.export: our TransformerLM <-> Hugging Face LlamaForCausalLM, logits must agree."""
+"""model.inference.export: our TransformerLM <-> Hugging Face LlamaForCausalLM, logits must agree."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import torch
 
 pytest.importorskip("safetensors")
 
-from model.config import ModelConfig  # noqa: E402
-from model.export import export_llama, import_llama  # noqa: E402
-from model.transformer import TransformerLM  # noqa: E402
+from model.core.config import ModelConfig  # noqa: E402
+from model.core.transformer import TransformerLM  # noqa: E402
+from model.inference.export import export_llama, import_llama  # noqa: E402
 
 CONFIGS = {
     "untied": dict(),
@@ -121,8 +121,8 @@ def test_import_rejects_unsupported_config(tmp_path, field, value):
 
 def test_cli_exports_run_with_tokenizer_loadable_by_transformers(tmp_path):
     transformers = pytest.importorskip("transformers")
-    from model.checkpoint import save_checkpoint
-    from model.export import main
+    from model.inference.export import main
+    from model.training.checkpoint import save_checkpoint
     from tokenizer.encoder import Tokenizer
     from tokenizer.shards import EOT
 

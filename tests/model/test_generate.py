@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from model.checkpoint import save_checkpoint
-from model.config import ModelConfig
-from model.generate import generate, main, sample_next
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
+from model.inference.generate import generate, main, sample_next
+from model.training.checkpoint import save_checkpoint
 
 PROMPTS = [[1, 2, 3], [5, 6, 7, 8, 9, 10, 11], [4], [9, 9, 9, 9, 9]]
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from kernels import selection
-from model.config import ModelConfig
-from model.kernel_choice import resolve_kernels
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.kernel_choice import resolve_kernels
+from model.core.transformer import TransformerLM
 
 SMALL = ModelConfig.from_preset("small", vocab_size=32768, context_length=1024)
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model.config import ModelConfig
-from model.layers import (
+from model.core.config import ModelConfig
+from model.core.layers import (
     Embedding,
     Linear,
     RMSNorm,
@@ -21,7 +21,7 @@ from model.layers import (
     silu,
     softmax,
 )
-from model.transformer import TransformerLM
+from model.core.transformer import TransformerLM
 
 
 def _gen(seed: int = 0) -> torch.Generator:

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model.loss import cross_entropy, perplexity
+from model.core.loss import cross_entropy, perplexity
 
 
 def _gen(seed: int = 0) -> torch.Generator:

@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from model.config import ModelConfig
-from model.layers import SwiGLU
-from model.moe import MoEFeedForward, expert_capacity, switch_loss
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.layers import SwiGLU
+from model.core.moe import MoEFeedForward, expert_capacity, switch_loss
+from model.core.transformer import TransformerLM
 
 
 def _cfg(**kw) -> ModelConfig:

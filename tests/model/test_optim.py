@@ -24,7 +24,7 @@ import math
 import pytest
 import torch
 
-from model.optim import AdamW, clip_grad_norm, cosine_schedule, wsd_schedule
+from model.training.optim import AdamW, clip_grad_norm, cosine_schedule, wsd_schedule
 
 
 def _model(seed: int = 0, dtype=torch.float64) -> torch.nn.Module:

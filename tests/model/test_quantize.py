@@ -10,11 +10,11 @@ import pytest
 import torch
 from torch import nn
 
-from model.config import ModelConfig
-from model.generate import generate
-from model.layers import Embedding, Linear
-from model.quantize import Int8Embedding, Int8Linear, model_bytes, perplexity, quantize_absmax, quantize_int8
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.layers import Embedding, Linear
+from model.core.transformer import TransformerLM
+from model.inference.generate import generate
+from model.inference.quantize import Int8Embedding, Int8Linear, model_bytes, perplexity, quantize_absmax, quantize_int8
 
 
 def tiny_model(seed: int = 0, **overrides) -> TransformerLM:
@@ -172,7 +172,7 @@ def test_perplexity_uniform_model_is_vocab_size():
 
 
 def test_perplexity_matches_manual_cross_entropy():
-    from model.data import batch_rng, get_batch
+    from model.training.data import batch_rng, get_batch
 
     model = tiny_model()
     tokens = np.random.default_rng(1).integers(0, 97, size=400).astype(np.uint16)

@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch import nn
 
-from model.config import ModelConfig
-from model.generate import generate, sample_next
-from model.speculative import measure_speedup, processed_probs, speculative_generate, verify
-from model.transformer import TransformerLM
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
+from model.inference.generate import generate, sample_next
+from model.inference.speculative import measure_speedup, processed_probs, speculative_generate, verify
 
 PROMPTS = [[1, 2, 3], [5], [9, 9, 9, 9, 9, 9, 9], [40, 2, 77, 13]]
 

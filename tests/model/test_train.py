@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import model.transformer as transformer_mod
-from model.checkpoint import read_latest
+import model.core.transformer as transformer_mod
 from model.train import main
+from model.training.checkpoint import read_latest
 from workbench.files import details_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,10 +175,10 @@ def test_eval_batches_0_scores_every_window_of_the_validation_split():
     import numpy as np
     import torch.nn.functional as F
 
-    from model.config import ModelConfig
+    from model.core.config import ModelConfig
+    from model.core.transformer import TransformerLM
     from model.train import evaluate
-    from model.train_config import TrainConfig
-    from model.transformer import TransformerLM
+    from model.training.train_config import TrainConfig
     torch.manual_seed(0)
     model = TransformerLM(ModelConfig(vocab_size=64, context_length=16, d_model=16, n_layers=1, n_heads=2, d_ff=32))
     val = np.random.default_rng(0).integers(0, 64, 16 * 7 + 9).astype(np.uint16)

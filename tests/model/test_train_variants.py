@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from model.config import ModelConfig
-from model.loss import cross_entropy
+from model.core.config import ModelConfig
+from model.core.loss import cross_entropy
+from model.core.transformer import TransformerLM
 from model.train import main
-from model.transformer import TransformerLM
 
 CFG = ModelConfig(vocab_size=64, context_length=32, d_model=32, n_layers=4, n_heads=4)
 

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from model.data import load_tokens
+from model.training.data import load_tokens
 from workbench.files import write_jsonl
 
 

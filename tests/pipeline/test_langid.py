@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.langid import real_pages
+from bench.benchmarks.langid import real_pages
 from pipeline.filters.langid import (
     BACKENDS,
     UNKNOWN,
@@ -251,8 +251,8 @@ def test_real_pages_agree_with_html_lang():
     agree = {b: sum(p == g for p, g in zip(ps, truth)) / len(pages) for b, ps in preds.items()}
     print(f"real pages: {len(pages)}, agreement {agree}")
     # issue 20's goal for the default, and for langid.py (the default before it); resiliparse is an alternative
-    # with no goal of its own: its agreement is reported (bench.langid), not asserted. Issue 23: no bound is set
-    # just under a measured value.
+    # with no goal of its own: its agreement is reported (bench.benchmarks.langid), not asserted. Issue 23: no bound is
+    # set just under a measured value.
     assert agree["default"] >= GOAL_REAL_AGREEMENT and agree["langid"] >= GOAL_REAL_AGREEMENT
     misses = [i for i, (p, g) in enumerate(zip(preds["langid"], truth)) if p != g]
     label_noise = sum(preds["resiliparse"][i] == preds["langid"][i] for i in misses)

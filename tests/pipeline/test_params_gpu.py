@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from alignment.report import DEFAULTS
-from model.train_config import TrainConfig
+from model.training.train_config import TrainConfig
 from scaling.sweep import SweepConfig
 from workbench.params import read_params
 

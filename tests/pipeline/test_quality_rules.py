@@ -123,7 +123,7 @@ def test_alpha_rule_keeps_real_english_articles(tmp_path):
     most 3% with the default (the issue's bound for what the filters may cost real English articles); datatrove's
     tokens, which count punctuation marks as words without a letter, break that bound."""
     pytest.importorskip("trafilatura")
-    from bench.real_pages import is_english, real_documents
+    from bench.tools.real_pages import is_english, real_documents
 
     warcs = sorted((SHARED / "web").glob("trafilatura-pages-*.warc.gz"))
     english = [d for d in real_documents(warcs, tmp_path) if is_english(d)]

@@ -10,8 +10,8 @@ import shutil
 import pytest
 import yaml
 
-from model.optim import wsd_schedule
 from model.train import train
+from model.training.optim import wsd_schedule
 from scaling.sweep import SweepConfig, main, plan_runs
 from tests.scaling.test_sweep import TRAIN, params_file, read_rows, shards  # noqa: F401 (fixture)
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from model.train import model_config
-from model.train_config import TrainConfig
+from model.training.train_config import TrainConfig
 from scaling.sweep import SweepConfig, plan_runs, shape_lr
 
 PARAMS = Path(__file__).resolve().parents[2] / "params.yaml"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.tokenizer import tiktoken_gpt2 as build_tiktoken_gpt2
+from bench.benchmarks.tokenizer import tiktoken_gpt2 as build_tiktoken_gpt2
 from tokenizer import encoder
 from tokenizer.bpe import train_bpe
 from tokenizer.encoder import STREAM_CHARS, Tokenizer

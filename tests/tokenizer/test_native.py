@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import regex
 
-from bench.tokenizer import tiktoken_gpt2 as build_tiktoken_gpt2
+from bench.benchmarks.tokenizer import tiktoken_gpt2 as build_tiktoken_gpt2
 from tokenizer import bpe, native
 from tokenizer.bpe import GPT2_PAT, pretokenize_reference
 from tokenizer.encoder import Tokenizer
@@ -157,7 +157,7 @@ def test_generated_crawl_matches_tiktoken_and_reference(gpt2_pair, sample_crawl)
 @pytest.mark.slow
 def test_real_pages_match_tiktoken(gpt2_pair, tmp_path_factory):
     """The text of every real page in ../shared/data/web, extracted by our extract stage (~1 min)."""
-    from bench.real_pages import real_documents
+    from bench.tools.real_pages import real_documents
 
     warcs = sorted((SHARED / "web").glob("*.warc.gz"))
     if not warcs:
@@ -243,7 +243,7 @@ def test_training_merges_match_the_reference_on_the_generated_crawl(sample_crawl
 @pytest.mark.slow
 def test_training_merges_match_the_reference_on_real_pages(tmp_path_factory):
     """Real multilingual text with long CJK pre-tokens; the reference takes a minute or more on 2 cores."""
-    from bench.real_pages import real_documents
+    from bench.tools.real_pages import real_documents
 
     warcs = sorted((SHARED / "web").glob("*.warc.gz"))
     if not warcs:

@@ -11,7 +11,7 @@ from workbench import cli_docs
 def test_every_flag_of_every_cli_has_help_and_shows_its_default():
     modules = cli_docs.cli_modules()
     assert {"pipeline.web.extract", "tokenizer.train", "model.train", "scaling.fit", "alignment.grpo",
-            "bench.kernel_select"} <= set(modules)
+            "bench.benchmarks.kernel_select"} <= set(modules)
     problems = {m: cli_docs.undocumented(cli_docs.capture_parser(m)) for m in modules}
     assert not {m: p for m, p in problems.items() if p}
 

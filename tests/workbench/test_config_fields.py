@@ -26,8 +26,8 @@ MODEL_FIELDS = ("attention", "checkpoint_every", "context_length", "d_ff", "d_mo
                 "n_heads", "n_kv_heads", "n_layers", "norm", "qk_norm", "rope_theta", "sliding_window",
                 "tie_embeddings", "vocab_size")
 KNOWN = {
-    **{name: "model.train_config.TrainConfig copies ModelConfig's fields (model.train.model_config) until TrainConfig "
-             "holds a ModelConfig" for name in MODEL_FIELDS},
+    **{name: "model.training.train_config.TrainConfig copies ModelConfig's fields (model.train.model_config) until "
+             "TrainConfig holds a ModelConfig" for name in MODEL_FIELDS},
     "batch_size": "three units: SFT sequences, DPO pairs, RFT kept responses per step (and the LM trainer's "
                   "sequences); one name per unit would change params.yaml keys",
 }

@@ -75,7 +75,7 @@ def test_editing_an_imported_module_to_import_a_new_one_is_caught(tmp_path):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "dvc.yaml", tmp_path / "dvc.yaml")
     (tmp_path / "model" / "planted.py").write_text("")
-    with open(tmp_path / "model" / "optim.py", "a") as fh:
+    with open(tmp_path / "model" / "training" / "optim.py", "a") as fh:
         fh.write("\nimport model.planted  # noqa\n")
     stages = yaml.safe_load((tmp_path / "dvc.yaml").read_text())["stages"]
     assert "stage 'train': deps lack model/planted.py (imported by model.train)" in check(tmp_path, stages)

@@ -1,0 +1,150 @@
+"""Memory of the fused LM head + cross-entropy against eager, counting only what each implementation allocates.
+
+Two measures over one forward + backward, per dtype: the bytes saved for backward (``saved_tensors_hooks``) and the
+peak of live storages created inside the call (a ``TorchDispatchMode``, the CPU stand-in for the CUDA allocator's
+peak). The inputs (hidden, weight, targets) are the caller's, whoever saves them. On CPU run it under the Triton
+interpreter so that the fused side is the Triton path, not the torch fallback:
+
+    TRITON_INTERPRET=1 python -m bench.benchmarks.ce_memory [--tokens 256 --d-model 64 --vocab 32768]
+
+tests/kernels/test_cross_entropy.py asserts issue 5's goal (both ratios >= 3) with ``memory_bytes``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import weakref
+from pathlib import Path
+
+import torch
+from torch.autograd.graph import saved_tensors_hooks
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from bench.tools.results import RESULTS_DIR, Result, record
+from kernels.cross_entropy import fused_linear_cross_entropy, linear_cross_entropy_torch
+from kernels.runtime import INTERPRET
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+
+
+class LiveBytes(TorchDispatchMode):
+    """Peak bytes of tensor storages created inside the mode and still alive (CPU allocator stand-in)."""
+
+    def __init__(self):
+        super().__init__()
+        self.live, self.count, self.peak, self.seen = {}, {}, 0, set()
+
+    def _drop(self, key, ident):
+        self.seen.discard(ident)
+        self.count[key] -= 1
+        if self.count[key] == 0:
+            del self.count[key], self.live[key]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for o in out if isinstance(out, tuple | list) else (out,):
+            if isinstance(o, torch.Tensor) and id(o) not in self.seen:
+                key = o.untyped_storage().data_ptr()
+                self.seen.add(id(o))
+                self.live.setdefault(key, o.untyped_storage().nbytes())
+                self.count[key] = self.count.get(key, 0) + 1
+                weakref.finalize(o, self._drop, key, id(o))
+        self.peak = max(self.peak, sum(self.live.values()))
+        return out
+
+
+def memory_bytes(fn, h, w, t, **kw) -> tuple[int, int]:
+    """(bytes saved for backward, peak live intermediate bytes over forward + backward) of ``fn(h, w, t)``,
+    counting only storage the implementation allocates."""
+    h = h.detach().clone().requires_grad_()
+    w = w.detach().clone().requires_grad_()
+    inputs = {x.untyped_storage().data_ptr() for x in (h, w, t)}
+    saved = {}
+
+    def pack(x):
+        if x.untyped_storage().data_ptr() not in inputs:
+            saved[x.untyped_storage().data_ptr()] = x.untyped_storage().nbytes()
+        return x
+
+    with LiveBytes() as mode:
+        with saved_tensors_hooks(pack, lambda x: x):
+            loss = fn(h, w, t, **kw)
+        loss.backward()
+        del loss
+    return sum(saved.values()), mode.peak
+
+
+def inputs(n: int, d: int, v: int, dtype, device: str, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(n, d, generator=g)
+    w = torch.randn(v, d, generator=g) * d ** -0.5 * 2.0
+    t = torch.randint(0, v, (n,), generator=g)
+    return h.to(device, dtype), w.to(device, dtype), t.to(device)
+
+
+def cuda_peak_bytes(fn, h, w, t) -> int:
+    """The CUDA caching allocator's peak over forward + backward, above what was allocated before the call (the
+    inputs); includes the gradients dh and dw, which both implementations allocate alike."""
+    h = h.detach().clone().requires_grad_()
+    w = w.detach().clone().requires_grad_()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    loss = fn(h, w, t)
+    loss.backward()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - before
+
+
+DEFAULT_SHAPE = (256, 64, 32768)
+
+
+def measure(n: int, d: int, v: int, device: str) -> list[Result]:
+    rows = []
+    shape = "" if (n, d, v) == DEFAULT_SHAPE else f"@N{n}_d{d}_V{v}"  # one row name per shape
+    for label, dtype in DTYPES.items():
+        h, w, t = inputs(n, d, v, dtype, device)
+        eager = memory_bytes(linear_cross_entropy_torch, h, w, t)
+        fused = memory_bytes(fused_linear_cross_entropy, h, w, t)
+        metrics = ["saved_mib", "peak_mib"]
+        if device == "cuda":
+            eager += (cuda_peak_bytes(linear_cross_entropy_torch, h, w, t),)
+            fused += (cuda_peak_bytes(fused_linear_cross_entropy, h, w, t),)
+            metrics.append("cuda_peak_mib")
+        for i, metric in enumerate(metrics):
+            rows.append(Result(f"fused/{label}{shape}", metric, fused[i] / 2**20, "MiB (ratio: eager / fused)",
+                               f"eager/{label}{shape}", eager[i] / 2**20, eager[i] / max(fused[i], 1),
+                               extra={"tokens": n, "d_model": d, "vocab": v}))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.benchmarks.ce_memory", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tokens", type=int, default=256, help="N, rows of hidden states")
+    ap.add_argument("--d-model", type=int, default=64, help="d, the hidden size")
+    ap.add_argument("--vocab", type=int, default=32768, help="V, the vocabulary")
+    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where ce_memory.jsonl goes")
+    ap.add_argument("--area", help="results file (default ce_memory on CPU, gpu_ce_memory on CUDA)")
+    ap.add_argument("--no-record", action="store_true", help="print only")
+    args = ap.parse_args(argv)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu" and not INTERPRET:
+        ap.error("on CPU set TRITON_INTERPRET=1, or the fused side would not run the Triton kernel")
+    rows = measure(args.tokens, args.d_model, args.vocab, device)
+    for r in rows:
+        print(f"{r.name:<10}{r.metric:<10} fused {r.value:8.1f} MiB  eager {r.baseline_value:8.1f} MiB  "
+              f"eager/fused {r.ratio:.1f}x")
+    if not args.no_record:
+        command = ("TRITON_INTERPRET=1 python -m bench.benchmarks.ce_memory" if device == "cpu"
+                   else "python -m bench.benchmarks.ce_memory")
+        if (args.tokens, args.d_model, args.vocab) != DEFAULT_SHAPE:
+            command += f" --tokens {args.tokens} --d-model {args.d_model} --vocab {args.vocab}"
+        area = args.area or ("ce_memory" if device == "cpu" else "gpu_ce_memory")
+        print(f"rows appended to {record(area, rows, command, args.results_dir)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""The dedup stage at growing sizes: one process vs sharded tasks on the local pool
+(python -m bench.benchmarks.dedup_scale).
+
+The input is the pipeline's filtered generated crawl (``data/filtered``, ``make repro``), replicated ``k`` times
+(1x, 10x, ...): replica r > 0 of a document has a few words edited (a near duplicate) or none (an exact one), so
+the corpus grows in documents and in duplicates. Each engine runs in a fresh process on empty outputs; the kept
+and rejected files must be byte-identical between engines (else the run stops). Rows: seconds and peak RSS of the
+driver process and of the largest worker (``RUSAGE_CHILDREN``: the sharded engine's forked pool), per size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.tools.results import ROOT, Result, record
+from workbench.files import read_jsonl
+
+_RUN = """
+import json, re, resource, sys
+from pathlib import Path
+from pipeline.dedup.stage import DedupConfig, run_dedup
+d, engine, workers = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+cfg = DedupConfig(engine=engine, workers=workers)
+m = run_dedup(d / "in", d / engine, None, cfg, rejected_dir=d / (engine + "-rej"))
+hwm = int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) / 1024
+kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(json.dumps({"seconds": m["seconds"], "docs_in": m["docs_in"], "docs_out": m["docs_out"], "driver_mb": hwm,
+                  "worker_mb": kids}))
+"""
+
+
+def replicate(source: Path, scale: int, out: Path, files: int = 8, seed: int = 0) -> int:
+    docs = [d for f in sorted(source.glob("*.jsonl*")) for d in read_jsonl(f)]
+    rng = random.Random(seed)
+    rows = []
+    for r in range(scale):
+        for d in docs:
+            text = d["text"]
+            if r and rng.random() < 0.7:
+                words = text.split(" ")
+                for _ in range(rng.randint(1, 3)):
+                    words[rng.randrange(len(words))] = f"edit{rng.randrange(10**6)}"
+                text = " ".join(words)
+            rows.append({**d, "id": f"{d['id']}~{r}", "text": text})
+    rng.shuffle(rows)
+    out.mkdir(parents=True, exist_ok=True)
+    for f in range(files):
+        with gzip.open(out / f"part-{f:02d}.jsonl.gz", "wt", encoding="utf-8", compresslevel=1) as fh:
+            fh.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows[f::files])
+    return len(rows)
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.glob("*.jsonl*"))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.benchmarks.dedup_scale", description=__doc__.splitlines()[0])
+    p.add_argument("--source", type=Path, default=ROOT / "data" / "filtered",
+                   help="documents to replicate (default: %(default)s, from make repro)")
+    p.add_argument("--scales", type=int, nargs="+", default=[1, 10], help="replication factors (default: %(default)s)")
+    p.add_argument("--workers", type=int, default=2, help="sharded: local pool processes (default: %(default)s)")
+    p.add_argument("--results-dir", type=Path, help="where rows go (default: benchmarks/results)")
+    args = p.parse_args(argv)
+    if not args.source.is_dir():
+        raise SystemExit(f"error: no documents at {args.source}: run make repro or give --source")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for scale in args.scales:
+            d = Path(tmp) / f"x{scale}"
+            n = replicate(args.source, scale, d / "in")
+            got = {}
+            for engine in ("single", "sharded"):
+                done = subprocess.run([sys.executable, "-c", _RUN, str(d), engine, str(args.workers)], cwd=ROOT,
+                                      capture_output=True, text=True, check=True)
+                got[engine] = json.loads(done.stdout.strip().splitlines()[-1])
+                print(f"{scale}x ({n} docs) {engine}: {got[engine]}")
+            if _tree(d / "single") != _tree(d / "sharded") or _tree(d / "single-rej") != _tree(d / "sharded-rej"):
+                raise SystemExit(f"error: {scale}x: the sharded outputs differ from the single stage's")
+            for engine, m in got.items():
+                name = f"{engine} {scale}x" + (f" w{args.workers}" if engine == "sharded" else "")
+                base = got["single"] if engine == "sharded" else None
+                extra = {"docs": n, "docs_out": m["docs_out"]}
+                results += [Result(name, "seconds", m["seconds"], "s", "single" if base else None,
+                                   base["seconds"] if base else None, extra=extra),
+                            Result(name, "driver_peak_rss_mb", round(m["driver_mb"], 1), "MB", extra=extra),
+                            Result(name, "worker_peak_rss_mb", round(m["worker_mb"], 1), "MB", extra=extra)]
+            shutil.rmtree(d)
+    command = "python -m bench.benchmarks.dedup_scale " + " ".join(argv if argv is not None else sys.argv[1:])
+    print(f"rows appended to {record('dedup_scale', results, command.strip(), args.results_dir)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,255 @@
+"""Throughput benchmarks for the from-scratch TransformerLM, in one run and one config.
+
+(a) Training tokens/s (forward + ``loss.backward()``, no optimizer) of TransformerLM with
+    attention='naive' and 'sdpa' against ``RefGPT``: the same Llama-layout shapes written with
+    plain PyTorch modules (nn.Linear, nn.Embedding, nn.RMSNorm, F.scaled_dot_product_attention).
+    On CUDA: bf16 autocast, optional torch.compile, and MFU = tokens/s · flops_per_token / peak.
+(b) Generation tokens/s with and without the KV cache (greedy, 32-token random prompts,
+    batch 1 and 8) and the speedup of the cache.
+
+Each number is the median over timed iterations after warmup iterations.
+
+    python -m bench.benchmarks.model_train                        # CPU: preset micro, context 256, batch 8
+    python -m bench.benchmarks.model_train --device cuda --compile  # CUDA: preset small, context 1024, bf16
+    python -m bench.benchmarks.model_train --distributed          # DDP/ZeRO/FSDP memory and step time
+                                                                  # (bench.benchmarks.distributed)
+    python -m bench.benchmarks.model_train --variants             # MoE, GQA, checkpointing, speculative, int8
+                                                                  # (bench.benchmarks.variants)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bench.benchmarks.distributed import main as distributed_main
+from bench.benchmarks.variants import main as variants_main
+from bench.tools.results import RESULTS_DIR, Result, record
+from bench.tools.timing import format_table
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
+from model.inference.generate import generate
+from model.train import peak_flops
+
+# ---- the plain-PyTorch reference ----------------------------------------------------------------
+
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate consecutive pairs (x[2i], x[2i+1]); cos/sin (T, d_head/2)."""
+    x1, x2 = x[..., 0::2].float(), x[..., 1::2].float()
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2).to(x.dtype)
+
+
+class RefBlock(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        d, self.n_heads = cfg.d_model, cfg.n_heads
+        self.ln1, self.ln2 = nn.RMSNorm(d, eps=cfg.norm_eps), nn.RMSNorm(d, eps=cfg.norm_eps)
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
+        self.w1, self.w3 = nn.Linear(d, cfg.d_ff, bias=False), nn.Linear(d, cfg.d_ff, bias=False)
+        self.w2 = nn.Linear(cfg.d_ff, d, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        B, T, d = x.shape
+        h = self.ln1(x)
+        q, k, v = (proj(h).view(B, T, self.n_heads, -1).transpose(1, 2) for proj in (self.q, self.k, self.v))
+        att = F.scaled_dot_product_attention(rope(q, cos, sin), rope(k, cos, sin), v, is_causal=True)
+        x = x + self.o(att.transpose(1, 2).reshape(B, T, d))
+        h = self.ln2(x)
+        return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+
+class RefGPT(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.blocks = nn.ModuleList(RefBlock(cfg) for _ in range(cfg.n_layers))
+        self.norm = nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        inv_freq = cfg.rope_theta ** (-torch.arange(0, cfg.d_head, 2, dtype=torch.float64) / cfg.d_head)
+        angles = torch.arange(cfg.context_length, dtype=torch.float64)[:, None] * inv_freq
+        self.register_buffer("cos", angles.cos().float(), persistent=False)
+        self.register_buffer("sin", angles.sin().float(), persistent=False)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        T = idx.shape[1]
+        x = self.embed(idx)
+        for block in self.blocks:
+            x = block(x, self.cos[:T], self.sin[:T])
+        return self.head(self.norm(x))
+
+
+def _interleaved_steps(steps: list, warmup: int, iters: int, device: torch.device) -> list[list[float]]:
+    """Seconds per call of each of ``steps``, taking turns (one call each per round) so host drift hits all alike."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for _ in range(warmup):
+        for step in steps:
+            step()
+    times = [[] for _ in steps]
+    for _ in range(iters):
+        for step, out in zip(steps, times, strict=True):
+            sync()
+            start = time.perf_counter()
+            step()
+            sync()
+            out.append(time.perf_counter() - start)
+    return times
+
+
+def _rate(name: str, metric: str, amount: float, times: list[float], base_name=None, base_times=None) -> Result:
+    """``amount`` per second: median over ``times``, its min-max, and the ratio to the baseline's median."""
+    rates = [amount / t for t in times]
+    base = statistics.median(amount / t for t in base_times) if base_times else None
+    return Result(name, metric, statistics.median(rates), metric.replace("_per_s", "/s"), base_name, base,
+                  repeats=len(rates), min=min(rates), median=statistics.median(rates), max=max(rates))
+
+
+def bench_train(cfg: ModelConfig, args, device: torch.device) -> list[Result]:
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+    gen = torch.Generator().manual_seed(0)
+    data = torch.randint(cfg.vocab_size, (args.batch, cfg.context_length + 1), generator=gen).to(device)
+    x, y = data[:, :-1], data[:, 1:]
+    tokens = x.numel()
+    flops = cfg.flops_per_token()
+    peak = peak_flops(str(device), None)
+    variants = [("reference (nn.*, F.sdpa)", lambda: RefGPT(cfg)),
+                ("TransformerLM naive", lambda: TransformerLM(cfg.replace(attention="naive"))),
+                ("TransformerLM sdpa", lambda: TransformerLM(cfg.replace(attention="sdpa")))]
+    steps = []
+    for _, build in variants:
+        torch.manual_seed(0)
+        model = build().to(device).train()
+        fwd = torch.compile(model) if args.compile else model
+
+        def step(model=model, fwd=fwd):
+            with amp:
+                logits = fwd(x)
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+            loss.backward()
+            model.zero_grad(set_to_none=True)
+
+        steps.append(step)
+    times = _interleaved_steps(steps, args.warmup, args.steps, device)
+    rows, results = [], []
+    for (name, _), t in zip(variants, times, strict=True):
+        seconds = statistics.median(t)
+        tps, ref_tps = tokens / seconds, tokens / statistics.median(times[0])
+        mfu = f"{100 * tps * flops / peak:.1f}%" if peak else "-"
+        rows.append([name, f"{1000 * seconds:.1f}", f"{tps:,.0f}", f"{tps / ref_tps:.2f}x",
+                     f"{tps * flops / 1e12:.2f}", mfu])
+        ref = None if t is times[0] else (variants[0][0], times[0])
+        results.append(_rate(name, "tokens_per_s", tokens, t, *(ref or (None, None))))
+    print(f"\n(a) training step (forward + backward), {args.batch} x {cfg.context_length} tokens, "
+          f"median of {args.steps} after {args.warmup} warmup, the models taking turns"
+          f"{', compiled' if args.compile else ''}")
+    print(format_table(["model", "ms/step", "tokens/s", "vs ref", "TFLOP/s", "MFU"], rows))
+    return results
+
+
+def bench_generate(cfg: ModelConfig, args, device: torch.device) -> list[Result]:
+    prompt_len = 32
+    cfg = cfg.replace(attention="sdpa", context_length=max(cfg.context_length, prompt_len + args.gen_tokens))
+    torch.manual_seed(0)
+    model = TransformerLM(cfg).to(device).eval()
+    bf16 = device.type == "cuda"
+    rows, results = [], []
+    for batch in (1, 8):
+        prompts = torch.randint(cfg.vocab_size, (batch, prompt_len)).tolist()
+        runs = [lambda n=args.gen_tokens, prompts=prompts, c=use_cache: generate(
+            model, prompts, n, temperature=0, use_cache=c, bf16=bf16) for use_cache in (True, False)]
+        for run in runs:
+            run(4)  # warmup
+        cached, uncached = _interleaved_steps(runs, args.gen_warmup, args.gen_iters, device)
+        new_tokens = batch * args.gen_tokens
+        rate, base = (new_tokens / statistics.median(t) for t in (cached, uncached))
+        rows.append([str(batch), f"{rate:,.0f}", f"{base:,.0f}", f"{rate / base:.1f}x"])
+        results.append(_rate(f"kv_cache/batch{batch}", "new_tokens_per_s", new_tokens, cached,
+                             f"no_cache/batch{batch}", uncached))
+    print(f"\n(b) greedy generation, prompt {prompt_len} + {args.gen_tokens} new tokens, attention=sdpa"
+          f"{', bf16' if bf16 else ''}, median of {args.gen_iters}, with and without the cache taking turns")
+    print(format_table(["batch", "KV cache tok/s", "no cache tok/s", "speedup"], rows))
+    return results
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench.benchmarks.model_train", description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available; default)")
+    p.add_argument("--preset", default=None, help="model preset (default: micro on CPU, small on CUDA)")
+    p.add_argument("--context", type=int, default=None, help="context length (default: 256 CPU, 1024 CUDA)")
+    p.add_argument("--batch", type=int, default=8, help="training batch size in sequences (default 8)")
+    p.add_argument("--vocab", type=int, default=8192, help="vocabulary size (default 8192)")
+    p.add_argument("--steps", type=int, default=None, help="timed training steps (default: 5 CPU, 20 CUDA)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed warmup steps (default: 2 CPU, 5 CUDA)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the models for the training benchmark")
+    p.add_argument("--gen-tokens", type=int, default=256, help="new tokens per generation (default 256)")
+    p.add_argument("--gen-iters", type=int, default=3, help="timed generations per row, interleaved (default 3)")
+    p.add_argument("--gen-warmup", type=int, default=0, help="untimed full-length generations per row (default 0)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
+    p.add_argument("--skip-train", action="store_true", help="skip the training benchmark (a)")
+    p.add_argument("--skip-generate", action="store_true", help="skip the generation benchmark (b)")
+    p.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
+                   help="where the rows go, as model_train.jsonl (default: %(default)s)")
+    p.add_argument("--no-record", action="store_true", help="print only")
+    p.add_argument("--variants", action="store_true",
+                   help="run the architecture-variant benchmark instead (MoE, GQA, checkpointing, speculative "
+                        "decoding, int8; its own flags: python -m bench.benchmarks.model_train --variants --help)")
+    p.add_argument("--distributed", action="store_true",
+                   help="run the data-parallel benchmark instead (DDP/ZeRO/FSDP memory and step time; its own "
+                        "flags: python -m bench.benchmarks.model_train --distributed --help)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--distributed" in argv:
+        return distributed_main([a for a in argv if a != "--distributed"])
+    if "--variants" in argv:
+        return variants_main([a for a in argv if a != "--variants"])
+    args = build_parser().parse_args(argv)
+    if args.device == "auto":
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda but CUDA is not available", file=sys.stderr)
+        return 2
+    cuda = device.type == "cuda"
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    args.preset = args.preset or ("small" if cuda else "micro")
+    args.context = args.context or (1024 if cuda else 256)
+    args.steps = args.steps or (20 if cuda else 5)
+    args.warmup = args.warmup if args.warmup is not None else (5 if cuda else 2)
+    try:
+        cfg = ModelConfig.from_preset(args.preset, vocab_size=args.vocab, context_length=args.context)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True
+    name = torch.cuda.get_device_name(device) if cuda else f"CPU ({torch.get_num_threads()} threads)"
+    peak = peak_flops(str(device), None)
+    print(f"device: {name}; torch {torch.__version__}; {'bf16 autocast' if cuda else 'fp32'}"
+          f"{f'; peak {peak / 1e12:.0f} TFLOP/s' if peak else ''}")
+    print(f"model: preset {args.preset} (d_model={cfg.d_model}, n_layers={cfg.n_layers}, n_heads={cfg.n_heads}, "
+          f"d_ff={cfg.d_ff}), vocab {cfg.vocab_size}, context {cfg.context_length}, "
+          f"{cfg.param_count() / 1e6:.1f}M params, {cfg.flops_per_token() / 1e6:.1f} MFLOP/training token")
+    results = []
+    if not args.skip_train:
+        results += bench_train(cfg, args, device)
+    if not args.skip_generate:
+        results += bench_generate(cfg, args, device)
+    if results and not args.no_record:
+        command = "python -m bench.benchmarks.model_train" + (" " + " ".join(argv) if argv else "")
+        print(f"rows appended to {record('model_train', results, command, args.results_dir)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Phone masks on real pages: how many numbers ``pipeline.filters.pii`` masks as phones, each with its context, to
+judge.
+
+The pages of ``--web-dir`` (default ../shared/data/web/*.warc.gz) go through the extract stage; every phone mask
+is listed with 30 characters either side. ``--baseline FILE`` counts the masks of another ``pii.py`` (an older
+revision) on the same documents, e.g. ``git show main:pipeline/filters/pii.py > /tmp/pii_main.py``.
+
+    python -m bench.benchmarks.pii [--web-dir ../shared/data/web] [--baseline /tmp/pii_main.py | --baseline-rev 39a6c80]
+                        [--show 40]
+
+The counts go to benchmarks/results/pii.jsonl (``--no-record``: print only), for ``python -m bench.tools.report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from bench.benchmarks.extract import DEFAULT_WEB
+from bench.tools.real_pages import real_documents
+from bench.tools.results import RESULTS_DIR, ROOT, Result, record
+from pipeline.filters.pii import mask_phone_numbers, phone_number_spans
+
+
+def phone_masks(docs: list[dict], context: int = 30) -> list[tuple[str, str, str]]:
+    """(url, masked number, the number in its context) for every phone mask in ``docs``."""
+    out = []
+    for doc in docs:
+        text = doc["text"]
+        for start, end in phone_number_spans(text):
+            around = f"{text[max(0, start - context):start]}[{text[start:end]}]{text[end:end + context]}"
+            out.append((doc["url"], text[start:end], " ".join(around.split())))
+    return out
+
+
+def load_masker(path: Path):
+    """``mask_phone_numbers`` of the ``pii.py`` at ``path``."""
+    spec = importlib.util.spec_from_file_location("pii_baseline", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module.mask_phone_numbers
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.benchmarks.pii", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="folder of real-page WARCs (*.warc.gz)")
+    ap.add_argument("--baseline", type=Path, help="another pii.py whose phone masks to count on the same pages")
+    ap.add_argument("--baseline-rev",
+                    help="the same for pipeline/filters/pii.py at this git revision (git show REV:...)")
+    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
+                    help="where the rows go, as pii.jsonl (default: %(default)s)")
+    ap.add_argument("--no-record", action="store_true", help="print only")
+    ap.add_argument("--show", type=int, default=1000, help="list at most this many masks (default: %(default)s)")
+    ap.add_argument("--cache", type=Path, help="keep the extracted documents here (default: a temporary folder)")
+    ap.add_argument("--workers", type=int, default=2, help="extraction processes (default: %(default)s)")
+    args = ap.parse_args(argv)
+    warcs = sorted(args.web_dir.glob("*.warc.gz"))
+    if not warcs:
+        ap.error(f"no *.warc.gz in {args.web_dir}")
+    if args.baseline and not args.baseline.is_file():
+        ap.error(f"--baseline: no such file {args.baseline}")
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.baseline_rev:
+            shown = subprocess.run(["git", "show", f"{args.baseline_rev}:pipeline/filters/pii.py"], cwd=ROOT,
+                                   capture_output=True, text=True)
+            if shown.returncode:
+                ap.error(f"--baseline-rev {args.baseline_rev}: {shown.stderr.strip()}")
+            args.baseline = Path(tmp) / "pii_baseline.py"
+            args.baseline.write_text(shown.stdout, encoding="utf-8")
+        docs = real_documents(warcs, args.cache or Path(tmp), args.workers)
+        before = load_masker(args.baseline) if args.baseline else None
+    masks = phone_masks(docs)
+    assert len(masks) == sum(mask_phone_numbers(d["text"])[1] for d in docs)
+    pages = Counter(url for url, _, _ in masks)
+    print(f"{len(docs)} pages: {len(masks)} phone masks on {len(pages)} pages")
+    base_name = base_count = None
+    if before is not None:
+        base_name = f"pii.py@{args.baseline_rev}" if args.baseline_rev else f"pii.py from {args.baseline}"
+        base_count = sum(before(d["text"])[1] for d in docs)
+        print(f"baseline {base_name}: {base_count} phone masks")
+    for url, _, around in masks[:args.show]:
+        print(f"  {url[:60]:<60}  {around}")
+    if not args.no_record:
+        command = "python -m bench.benchmarks.pii" + (
+            f" --baseline-rev {args.baseline_rev}" if args.baseline_rev else "")
+        rows = [Result("ours", "phone_masks", len(masks), f"on {len(docs)} pages", base_name, base_count),
+                Result("ours", "pages_with_phone_masks", len(pages), f"of {len(docs)} pages")]
+        print(f"rows appended to {record('pii', rows, command, args.results_dir)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

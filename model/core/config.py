@@ -1,0 +1,204 @@
+"""Model shapes, presets, and exact parameter / FLOP accounting.
+
+Presets follow the CS336 size table (GPT-2 small … 2.7B) plus tiny CPU presets. FLOP counts use
+the PaLM convention (Chowdhery et al. 2022, app. B): a training token costs 6·N_matmul FLOPs for
+the weight matmuls plus 12·n_layers·d_model·T for attention scores and values (T = context),
+with no discount for the causal mask. Embedding lookups cost nothing; the LM head is a matmul.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+ATTENTION_IMPLS = ("naive", "sdpa", "triton")
+NORM_IMPLS = ("torch", "triton")
+FFN_IMPLS = ("torch", "triton")
+LOSS_IMPLS = ("torch", "fused")
+KERNEL_SETS = (None, "auto", "all", "none")  # overrides the four switches when set (model/core/kernel_choice.py)
+
+# name -> (d_model, n_layers, n_heads, d_ff or None for the 8/3 rule)
+PRESETS: dict[str, tuple[int, int, int, int | None]] = {
+    "nano": (64, 2, 2, None),
+    "micro": (128, 4, 4, None),
+    "tiny": (256, 4, 8, None),
+    "tinystories": (512, 4, 16, 1344),  # the CS336 assignment-1 TinyStories model
+    "small": (768, 12, 12, None),
+    "medium": (1024, 24, 16, None),
+    "large": (1280, 36, 20, None),
+    "xl": (1600, 48, 25, None),
+    "2.7B": (2560, 32, 32, None),
+}
+
+
+def check_fields(cls, data: dict, label: str) -> None:
+    """Raise ValueError naming any key of ``data`` that is not a field of dataclass ``cls``."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"{label}: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+
+
+def swiglu_hidden_size(d_model: int, multiple_of: int = 64) -> int:
+    """d_ff ≈ 8/3·d_model rounded to the nearest multiple of 64 (keeps FFN params ≈ 8·d²)."""
+    return max(multiple_of, int(round(8 * d_model / 3 / multiple_of)) * multiple_of)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int
+    context_length: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    d_ff: int | None = None  # None: swiglu_hidden_size(d_model)
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    attention: str = "naive"  # naive | sdpa | triton
+    norm: str = "torch"  # torch | triton
+    ffn: str = "torch"  # SwiGLU activation silu(a)·b: torch | triton (fused kernel)
+    loss: str = "torch"  # LM head + cross-entropy: torch | fused (chunked, never materialises the logits)
+    fused_projections: bool = False  # Q, K, V (and SwiGLU's W1, W3) as one GEMM each: same math, wider GEMMs
+    kernels: str | None = None  # None: the switches above as given; auto | all | none set them (core/kernel_choice.py)
+    tie_embeddings: bool = False
+    qk_norm: bool = False
+    # attention variants
+    n_kv_heads: int | None = None  # grouped-query attention: None = n_heads (MHA), 1 = multi-query
+    sliding_window: int | None = None  # causal attention to at most this many most recent tokens (self included)
+    # mixture of experts (0 experts = dense SwiGLU); each expert is a SwiGLU of width d_ff
+    n_experts: int = 0
+    moe_top_k: int = 2
+    moe_capacity_factor: float | None = 1.25  # None = no capacity limit (no token dropped)
+    moe_aux_loss_coef: float = 0.01  # Switch Transformer load-balancing loss weight
+    moe_z_loss_coef: float = 0.001  # ST-MoE router z-loss weight
+    # activation checkpointing: 0 = off, k = recompute every k-th block in backward (1 = every block)
+    checkpoint_every: int = 0
+
+    def __post_init__(self) -> None:
+        self._check_shape()
+        self._check_implementations()
+        self._check_variants()
+
+    def _check_shape(self) -> None:
+        for name in ("vocab_size", "context_length", "d_model", "n_layers", "n_heads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
+        if self.d_ff is None:
+            object.__setattr__(self, "d_ff", swiglu_hidden_size(self.d_model))
+        if not isinstance(self.d_ff, int) or self.d_ff <= 0:
+            raise ValueError(f"ModelConfig.d_ff must be a positive integer, got {self.d_ff!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"ModelConfig.d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.d_head % 2:
+            raise ValueError(f"ModelConfig: d_head={self.d_head} (d_model/n_heads) must be even for RoPE")
+
+    def _check_implementations(self) -> None:
+        for name, allowed in (("attention", ATTENTION_IMPLS), ("norm", NORM_IMPLS), ("ffn", FFN_IMPLS),
+                              ("loss", LOSS_IMPLS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r}: expected one of {allowed}")
+        if self.kernels not in KERNEL_SETS:
+            raise ValueError(f"ModelConfig.kernels={self.kernels!r}: expected one of {KERNEL_SETS}")
+        if self.rope_theta <= 0:
+            raise ValueError(f"ModelConfig.rope_theta must be > 0, got {self.rope_theta}")
+        if self.norm_eps <= 0:
+            raise ValueError(f"ModelConfig.norm_eps must be > 0, got {self.norm_eps}")
+
+    def _check_variants(self) -> None:
+        """Grouped-query attention, the sliding window, mixture of experts, activation checkpointing."""
+        if self.n_kv_heads is None:
+            object.__setattr__(self, "n_kv_heads", self.n_heads)
+        if not isinstance(self.n_kv_heads, int) or self.n_kv_heads <= 0 or self.n_heads % self.n_kv_heads:
+            raise ValueError(f"ModelConfig.n_kv_heads={self.n_kv_heads!r} must be a positive divisor of "
+                             f"n_heads={self.n_heads}")
+        if self.sliding_window is not None and (not isinstance(self.sliding_window, int) or self.sliding_window <= 0):
+            raise ValueError(f"ModelConfig.sliding_window must be a positive integer or None, "
+                             f"got {self.sliding_window!r}")
+        if self.n_experts < 0 or (self.n_experts and not 1 <= self.moe_top_k <= self.n_experts):
+            raise ValueError(f"ModelConfig: need n_experts >= 0 and 1 <= moe_top_k <= n_experts, got "
+                             f"n_experts={self.n_experts}, moe_top_k={self.moe_top_k}")
+        if self.moe_capacity_factor is not None and self.moe_capacity_factor <= 0:
+            raise ValueError(f"ModelConfig.moe_capacity_factor must be > 0 or None, got {self.moe_capacity_factor}")
+        if self.moe_aux_loss_coef < 0 or self.moe_z_loss_coef < 0:
+            raise ValueError("ModelConfig.moe_aux_loss_coef and moe_z_loss_coef must be >= 0")
+        if self.checkpoint_every < 0:
+            raise ValueError(f"ModelConfig.checkpoint_every must be >= 0, got {self.checkpoint_every}")
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    @classmethod
+    def from_preset(cls, name: str, *, vocab_size: int, context_length: int, **overrides) -> ModelConfig:
+        if name not in PRESETS:
+            raise ValueError(f"unknown model preset {name!r}; choose from {', '.join(PRESETS)}")
+        d_model, n_layers, n_heads, d_ff = PRESETS[name]
+        shape = dict(d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff)
+        shape.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(vocab_size=vocab_size, context_length=context_length, **shape)
+
+    def replace(self, **changes) -> ModelConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ModelConfig:
+        check_fields(cls, data, "ModelConfig")
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> ModelConfig:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return cls.from_dict(data.get("model", data))
+
+    # ---- accounting -------------------------------------------------------------------------
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0
+
+    def attention_params(self) -> int:
+        """Q and output projections d×d; K and V d×(n_kv_heads·d_head) each."""
+        d, kv = self.d_model, self.n_kv_heads * self.d_head
+        return 2 * d * d + 2 * d * kv
+
+    def ffn_params(self, active: bool = False) -> int:
+        """SwiGLU 3·d·d_ff, or per MoE layer: the router d×E plus E experts (top_k when ``active``)."""
+        swiglu = 3 * self.d_model * self.d_ff
+        if not self.is_moe:
+            return swiglu
+        return self.d_model * self.n_experts + swiglu * (self.moe_top_k if active else self.n_experts)
+
+    def block_params(self, active: bool = False) -> int:
+        norms = 2 * self.d_model + (2 * self.d_head if self.qk_norm else 0)
+        return self.attention_params() + self.ffn_params(active) + norms
+
+    def param_count(self, include_embeddings: bool = True, active: bool = False) -> int:
+        """Exact number of trainable scalars. Without embeddings: the token embedding and the LM
+        head are both excluded (Kaplan et al. 2020's non-embedding N). ``active``: an MoE model's
+        parameters one token uses (top_k experts of each layer, the router included)."""
+        body = self.n_layers * self.block_params(active) + self.d_model  # + final norm
+        if not include_embeddings:
+            return body
+        embeddings = self.vocab_size * self.d_model
+        head = 0 if self.tie_embeddings else self.vocab_size * self.d_model
+        return body + embeddings + head
+
+    def matmul_params(self) -> int:
+        """Weights that take part in a matmul for every token (blocks' linears, for MoE the router
+        and the top_k experts a token is sent to, + LM head)."""
+        return self.n_layers * (self.attention_params() + self.ffn_params(active=True)) + self.vocab_size * self.d_model
+
+    def flops_per_token(self, seq_len: int | None = None, training: bool = True) -> float:
+        """FLOPs per token: forward = 2·N_matmul + 4·n_layers·d_model·T (QKᵀ and AV); training
+        (forward + backward) is 3x forward, i.e. 6N + 12·L·d·T as in PaLM app. B. N_matmul counts
+        active parameters only (MoE); with a sliding window a query sees at most ``window`` keys."""
+        seq_len = self.context_length if seq_len is None else seq_len
+        keys = min(seq_len, self.sliding_window) if self.sliding_window else seq_len
+        forward = 2 * self.matmul_params() + 4 * self.n_layers * self.d_model * keys
+        return 3 * forward if training else forward

@@ -1,0 +1,1 @@
+"""Napkin math: memory (ZeRO and activation bytes per GPU), roofline, napkin (one run's report), accounting (CLI)."""

@@ -1,0 +1,128 @@
+"""Checkpoints: one directory per run with ``config.json``, ``ckpt-<step>.pt`` files and ``latest``.
+
+Each checkpoint is written to a temp file, fsynced and renamed, then ``latest`` (JSON: the newest
+file, its SHA-256 and those of the other kept checkpoints) is replaced the same way, so a crash
+at any moment leaves the previous good checkpoint reachable. Loading uses
+``torch.load(weights_only=True)``: plain tensors and Python containers, never arbitrary pickles.
+A checkpoint whose checksum does not match (truncated, corrupt) is skipped with a warning and the
+previous good one is used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+
+import torch
+
+from model.core.config import ModelConfig
+from model.core.transformer import TransformerLM
+from workbench.files import atomic_open, file_sha256, write_json
+
+log = logging.getLogger(__name__)
+
+LATEST = "latest"
+_CKPT_RE = re.compile(r"^ckpt-(\d+)\.pt$")
+
+
+class CheckpointError(RuntimeError):
+    pass
+
+
+def read_latest(run_dir: Path) -> dict:
+    """The ``latest`` pointer, or {} when it is missing or unreadable."""
+    path = Path(run_dir) / LATEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def save_checkpoint(run_dir: str | Path, step: int, state: dict, keep_last: int = 3) -> Path:
+    """Write ``state`` as ckpt-<step>.pt, point ``latest`` at it, keep the newest ``keep_last``."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / f"ckpt-{step:08d}.pt"
+    # through a file handle: a path would name the zip's inner folder after the random temp file
+    with atomic_open(path, "wb") as fh:
+        torch.save(state, fh)
+    entry = {"file": path.name, "step": step, "sha256": file_sha256(path)}
+
+    previous = [c for c in read_latest(run_dir).get("checkpoints", []) if c.get("file") != path.name]
+    kept = sorted([entry, *previous], key=lambda c: c["step"], reverse=True)[:max(1, keep_last)]
+    write_json(run_dir / LATEST, {**entry, "checkpoints": kept}, sort_keys=False)
+
+    keep = {c["file"] for c in kept}
+    for old in run_dir.glob("ckpt-*.pt"):
+        if _CKPT_RE.match(old.name) and old.name not in keep:
+            old.unlink(missing_ok=True)
+    return path
+
+
+def load_file(path: str | Path, map_location="cpu", sha256: str | None = None) -> dict:
+    """Load one checkpoint file, checking its SHA-256 when known."""
+    path = Path(path)
+    if sha256 is not None and file_sha256(path) != sha256:
+        raise CheckpointError(f"{path}: checksum mismatch (truncated or corrupt checkpoint)")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # torch raises several types for truncated zips / bad pickles
+        raise CheckpointError(f"{path}: unreadable checkpoint ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(state, dict) or "model" not in state:
+        raise CheckpointError(f"{path}: not a checkpoint (no 'model' entry)")
+    return state
+
+
+def load_latest(run_dir: str | Path, map_location="cpu") -> tuple[Path, dict] | None:
+    """Newest good checkpoint of a run as (path, state); None when the run has none.
+
+    Tries ``latest`` first, then older kept checkpoints, then any other ckpt-*.pt on disk, newest
+    first; every bad one is reported and skipped."""
+    run_dir = Path(run_dir)
+    known = {c["file"]: c.get("sha256") for c in read_latest(run_dir).get("checkpoints", []) if "file" in c}
+    on_disk = [p.name for p in run_dir.glob("ckpt-*.pt") if _CKPT_RE.match(p.name)]
+    candidates = sorted(set(known) | set(on_disk), key=lambda n: int(_CKPT_RE.match(n).group(1)), reverse=True)
+    for name in candidates:
+        path = run_dir / name
+        if not path.exists():
+            log.warning("%s: listed in %s but missing; trying an older checkpoint", path, LATEST)
+            continue
+        try:
+            return path, load_file(path, map_location, known.get(name))
+        except CheckpointError as exc:
+            log.warning("%s; trying an older checkpoint", exc)
+    return None
+
+
+def branch_from(trunk_dir: str | Path, step: int, run_dir: str | Path) -> Path:
+    """Start ``run_dir`` from the trunk's checkpoint at ``step`` (checksum checked), so that ``--resume`` there goes
+    on from that step: how a cooldown branch leaves a constant-LR trunk (scaling/sweep.py)."""
+    trunk_dir = Path(trunk_dir)
+    name = f"ckpt-{step:08d}.pt"
+    known = {c["file"]: c.get("sha256") for c in read_latest(trunk_dir).get("checkpoints", []) if "file" in c}
+    if not (trunk_dir / name).is_file():
+        raise FileNotFoundError(f"{trunk_dir}: no checkpoint at step {step} to branch from")
+    return save_checkpoint(run_dir, step, load_file(trunk_dir / name, sha256=known.get(name)), keep_last=1)
+
+
+def load_model(path: str | Path, device="cpu", **overrides):
+    """A TransformerLM from a run directory (its newest good checkpoint) or a ckpt-*.pt file.
+
+    ``overrides`` replace ModelConfig fields (e.g. attention='sdpa') before building."""
+    path = Path(path)
+    if path.is_dir():
+        found = load_latest(path, map_location=device)
+        if found is None:
+            raise FileNotFoundError(f"{path}: no usable checkpoint (ckpt-*.pt) in this run directory")
+        state = found[1]
+    elif path.exists():
+        state = load_file(path, map_location=device)
+    else:
+        raise FileNotFoundError(f"{path}: no such checkpoint or run directory")
+    cfg = ModelConfig.from_dict(state["model_config"]).replace(**overrides)
+    model = TransformerLM(cfg, device=device)
+    model.load_state_dict(state["model"])
+    return model.eval()

@@ -1,0 +1,138 @@
+"""``TrainConfig``: every knob of ``python -m model.train``, with help text, defaults and validation.
+
+Defaults come from the dataclass, then the ``train`` section of params.yaml, then CLI flags
+(``workbench.params``; ``model.train.build_parser`` turns every field into a flag).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from model.core.config import check_fields
+from workbench.params import setting
+
+SCHEDULES = ("cosine", "wsd", "constant")
+DECAY_SHAPES = ("linear", "1-sqrt")  # WSD's decay (model/training/optim.py wsd_schedule)
+DTYPES = ("bf16", "fp16", "fp32")
+TRACKERS = ("none", "tensorboard", "wandb")
+PARALLEL_MODES = ("none", "ddp", "zero1", "zero2", "fsdp")
+
+
+_f = setting  # short: every field below is one
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    data: str = _f("data/shards", "folder with train.bin, val.bin and meta.json")
+    out_dir: str = _f("data/runs/default", "run folder: config.json, checkpoints, latest, metrics.csv")
+    metrics: str | None = _f(None, "also write the run summary JSON here (e.g. metrics/train.json)")
+    # model shape
+    preset: str = _f("micro", "model preset from model.core.config.PRESETS (nano, micro, tiny, small, ...)")
+    d_model: int | None = _f(None, "override the preset's d_model")
+    n_layers: int | None = _f(None, "override the preset's n_layers")
+    n_heads: int | None = _f(None, "override the preset's n_heads")
+    d_ff: int | None = _f(None, "override the SwiGLU hidden size (default 8/3·d_model rounded to 64)")
+    vocab_size: int | None = _f(None, "model vocabulary (default: the shards' vocab_size)")
+    context_length: int = _f(128, "tokens per training sequence (also the RoPE table size)")
+    rope_theta: float = _f(10000.0, "RoPE base θ")
+    attention: str = _f("naive", "attention implementation: naive | sdpa | triton")
+    norm: str = _f("torch", "RMSNorm implementation: torch | triton")
+    ffn: str = _f("torch", "SwiGLU activation: torch | triton (fused kernel)")
+    loss: str = _f("torch", "LM head + cross-entropy: torch | fused (chunked; the logits never exist)")
+    fused_projections: bool = _f(False, "Q/K/V and SwiGLU's W1/W3 as one GEMM each (same math, wider GEMMs)")
+    kernels: str | None = _f(None, "set attention/norm/ffn/loss at once: auto (the fastest per op on this GPU, "
+                                   "from kernels/selection.json) | all (every Triton kernel) | none (PyTorch + SDPA)")
+    tie_embeddings: bool = _f(False, "share the token embedding and LM head weights")
+    qk_norm: bool = _f(False, "RMSNorm on queries and keys per head")
+    n_kv_heads: int | None = _f(None, "grouped-query attention: K/V heads (default n_heads; 1 = multi-query)")
+    sliding_window: int | None = _f(None, "attend to at most this many most recent tokens (default: all)")
+    n_experts: int = _f(0, "mixture of experts: experts per FFN layer (0 = dense SwiGLU)")
+    moe_top_k: int = _f(2, "MoE: experts per token")
+    moe_capacity_factor: float = _f(1.25, "MoE: expert capacity = factor · tokens · top_k / experts (0 = no limit)")
+    moe_aux_loss_coef: float = _f(0.01, "MoE: load-balancing loss weight")
+    moe_z_loss_coef: float = _f(0.001, "MoE: router z-loss weight")
+    checkpoint_every: int = _f(0, "activation checkpointing: recompute every k-th block in backward (0 = off)")
+    # optimisation
+    batch_size: int = _f(32, "sequences per micro-batch")
+    grad_accum: int = _f(1, "micro-batches per optimizer step")
+    max_steps: int = _f(1000, "optimizer steps (the schedule's length)")
+    max_tokens: int | None = _f(None, "if set, max_steps = ceil(max_tokens / tokens per step)")
+    time_budget_s: float | None = _f(None, "stop early (with a final eval and checkpoint) after this many seconds")
+    lr: float = _f(1e-3, "peak learning rate")
+    min_lr: float = _f(1e-4, "final learning rate (cosine floor / WSD end)")
+    warmup_steps: int = _f(100, "linear warmup steps")
+    schedule: str = _f("cosine", "learning-rate schedule: cosine | wsd | constant")
+    decay_fraction: float = _f(0.2, "WSD: share of steps spent decaying")
+    decay_shape: str = _f("linear", "WSD: the decay's shape: linear | 1-sqrt (Hägele et al. 2024's cooldown)")
+    weight_decay: float = _f(0.1, "AdamW decoupled weight decay (not applied to norm weights)")
+    beta1: float = _f(0.9, "AdamW β1")
+    beta2: float = _f(0.95, "AdamW β2")
+    eps: float = _f(1e-8, "AdamW ε")
+    grad_clip: float = _f(1.0, "clip the global gradient norm to this (0 = off)")
+    max_bad_steps: int = _f(3, "non-finite loss/gradient steps skipped before the run stops")
+    # bookkeeping
+    eval_interval: int = _f(100, "steps between validation passes (and always at the end)")
+    eval_batches: int = _f(10, "validation batches per pass (windows of val.bin drawn from the seed, the same at "
+                               "every pass); 0 = every non-overlapping window of val.bin, the same for every seed")
+    log_interval: int = _f(10, "steps between metrics.csv rows / log lines")
+    ckpt_interval: int = _f(200, "steps between checkpoints (and always at the end)")
+    keep_last: int = _f(3, "checkpoints kept in the run folder")
+    seed: int = _f(0, "seed of the initial weights and of the batch order")
+    # hardware
+    device: str = _f("auto", "auto | cpu | cuda | cuda:N | mps")
+    dtype: str = _f("bf16", "autocast dtype on CUDA: bf16 | fp16 | fp32 (CPU always runs fp32)")
+    compile: bool = _f(False, "torch.compile the model")
+    deterministic: bool = _f(False, "torch.use_deterministic_algorithms (bit-exact resume on CPU)")
+    threads: int | None = _f(None, "torch CPU threads (default: torch's choice)")
+    peak_flops: float | None = _f(None, "peak FLOP/s for MFU (default: looked up from the GPU name)")
+    tracker: str = _f("none", "also log to: none | tensorboard | wandb (if installed)")
+    profile: bool = _f(False, "torch.profiler trace of a few steps (Chrome trace + top-kernels table)")
+    profile_steps: int = _f(5, "steps recorded by --profile (after 1 wait and 1 warmup step)")
+    # distributed (under torchrun)
+    parallel: str = _f("none", "data parallelism: none | ddp | zero1 | zero2 | fsdp (launch with torchrun)")
+    bucket_size_mb: float = _f(25.0, "DDP gradient bucket size in MiB (0 = one all-reduce per parameter)")
+    dist_timeout_s: float = _f(300.0, "seconds a collective may wait before the job fails")
+
+    def __post_init__(self) -> None:
+        positive = ("context_length", "batch_size", "grad_accum", "max_steps", "eval_interval", "log_interval",
+                    "ckpt_interval", "keep_last")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"TrainConfig.{name} must be > 0, got {getattr(self, name)}")
+        if self.eval_batches < 0:
+            raise ValueError(f"TrainConfig.eval_batches must be >= 0 (0: the whole validation split), got "
+                             f"{self.eval_batches}")
+        for name, allowed in (("schedule", SCHEDULES), ("dtype", DTYPES), ("tracker", TRACKERS),
+                              ("parallel", PARALLEL_MODES), ("decay_shape", DECAY_SHAPES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"TrainConfig.{name}={getattr(self, name)!r}: expected one of {allowed}")
+        if not 0 <= self.min_lr <= self.lr:
+            raise ValueError(f"TrainConfig: need 0 <= min_lr <= lr, got min_lr={self.min_lr}, lr={self.lr}")
+        if self.warmup_steps < 0 or self.max_bad_steps < 0:
+            raise ValueError("TrainConfig.warmup_steps and max_bad_steps must be >= 0")
+        if not 0 < self.decay_fraction <= 1:
+            raise ValueError(f"TrainConfig.decay_fraction must be in (0, 1], got {self.decay_fraction}")
+        if self.bucket_size_mb < 0 or self.dist_timeout_s <= 0:
+            raise ValueError(f"TrainConfig: need bucket_size_mb >= 0 and dist_timeout_s > 0, got "
+                             f"{self.bucket_size_mb} and {self.dist_timeout_s}")
+        if self.max_tokens is not None and self.max_tokens <= 0:
+            raise ValueError(f"TrainConfig.max_tokens must be > 0, got {self.max_tokens}")
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch_size * self.grad_accum * self.context_length
+
+    @property
+    def total_steps(self) -> int:
+        if self.max_tokens is None:
+            return self.max_steps
+        return -(-self.max_tokens // self.tokens_per_step)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TrainConfig:
+        check_fields(cls, data, "TrainConfig")
+        return cls(**data)
