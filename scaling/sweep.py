@@ -54,7 +54,7 @@ from model.training.checkpoint import branch_from, read_latest
 from model.training.data import read_meta
 from model.training.optim import wsd_decay_start
 from model.training.train_config import TrainConfig
-from workbench.files import read_json, write_bytes
+from workbench.files import read_json, write_bytes, write_json
 from workbench.params import add_params_flag, load_section, params_path
 
 FLOPS_MODES = ("6N", "exact")
@@ -99,7 +99,7 @@ class SweepConfig:
     lr_base_width: int = 128
     # extra seeds: every run again with train.seed = each of these (run ids get "_s<seed>"); scaling.fit averages
     # the runs of one N, D, C, so each point's loss is a mean over 1 + len(seeds) seeds (one seed's final loss is a
-    # draw: bench.scaling_seeds measures how far it moves). Costs that many sweeps
+    # draw: bench.experiments.scaling_seeds measures how far it moves). Costs that many sweeps
     seeds: tuple[int, ...] = ()
     # WSD cooldown branches (Hägele et al. 2024): the runs of one shape share one constant-LR trunk, and each run is
     # the trunk's checkpoint at its decay start plus a cooldown over the last train.decay_fraction of its steps
@@ -356,24 +356,40 @@ def result_row(run: Run, summary: dict) -> dict:
 def run_one(run: Run) -> dict:
     """Train (or resume) one run; a finished run whose row was lost is recovered from its summary.json. A
     cooldown branch first brings its trunk to the branch step (constant LR after the same warmup, so the
-    trunk's steps are those of a straight run of the branch's schedule) and starts from that checkpoint."""
+    trunk's steps are those of a straight run of the branch's schedule) and starts from that checkpoint; its
+    ``seconds`` are then the wall time it added, the trunk steps it advanced plus its cooldown (as flops_charged)."""
     out_dir = Path(run.train.out_dir)
     summary_path = out_dir / "summary.json"
     if summary_path.is_file():
         summary = read_json(summary_path)
         if summary.get("steps") == run.steps and summary.get("params") == run.params:
-            return summary
+            return _with_trunk_seconds(summary, out_dir)
     resume = any(out_dir.glob("ckpt-*.pt"))
     if run.trunk and not resume:
         trunk = Path(run.trunk)
+        before = _seconds(trunk)
         if read_latest(trunk).get("step", 0) < run.branch_step:
             train(dataclasses.replace(run.train, schedule="constant", max_tokens=None, max_steps=run.branch_step,
                                       out_dir=str(trunk), metrics=None, eval_interval=run.branch_step,
                                       ckpt_interval=run.branch_step, keep_last=TRUNK_CHECKPOINTS),
                   resume=any(trunk.glob("ckpt-*.pt")))
         branch_from(trunk, run.branch_step, out_dir)
+        write_json(out_dir / TRUNK_SECONDS, {"seconds": max(0.0, _seconds(trunk) - before)})
         resume = True
-    return train(run.train, resume=resume)
+    return _with_trunk_seconds(train(run.train, resume=resume), out_dir)
+
+
+TRUNK_SECONDS = "trunk_seconds.json"  # in a branch's folder: the trunk time this branch paid for
+
+
+def _seconds(run_dir: Path) -> float:
+    path = run_dir / "summary.json"
+    return float(read_json(path).get("seconds", 0.0)) if path.is_file() else 0.0
+
+
+def _with_trunk_seconds(summary: dict, out_dir: Path) -> dict:
+    path = out_dir / TRUNK_SECONDS
+    return summary | {"seconds": summary["seconds"] + read_json(path)["seconds"]} if path.is_file() else summary
 
 
 TRUNK_CHECKPOINTS = 64  # a trunk keeps the checkpoint of every branch step, so any branch can be (re)started

@@ -1,4 +1,4 @@
-"""The default sweep's evidence (issue 19) as results rows: ``python -m bench.scaling`` after ``make repro``.
+"""The default sweep's evidence (issue 19) as results rows: ``python -m bench.benchmarks.scaling`` after ``make repro``.
 
 Reads what the pipeline wrote (params.yaml's sweep results CSV, the fit stage's ``data/sweep/fit/fit.json``,
 ``reports/stage_times.csv``) and records, in benchmarks/results/scaling.jsonl:
@@ -179,7 +179,7 @@ def _print(rows: list[Result]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.scaling", description=__doc__.split("\n\n")[0])
+        prog="python -m bench.benchmarks.scaling", description=__doc__.split("\n\n")[0])
     ap.add_argument("--params", default="params.yaml", help="params file of the sweep and the fit")
     ap.add_argument("--fit-dir", type=Path, default=FIT_DIR, help="folder of the fit stage's fit.json")
     ap.add_argument("--stage-times", type=Path, default=Path("reports/stage_times.csv"),
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = published_fit_rows(run_published_fit(args.published))
         _print(rows)
         if not args.no_record:
-            command = f"python -m bench.scaling --published {args.published}"
+            command = f"python -m bench.benchmarks.scaling --published {args.published}"
             print(f"recorded {len(rows)} rows in {record('scaling_published', rows, command, args.results_dir)}")
         return 0
     params = read_params(args.params)  # a profile merged onto its base
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += seed_rows(fit, run_seed_sweep(params, 1))
     _print(rows)
     if not args.no_record:
-        command = "python -m bench.scaling" + (" --seed-check" if args.seed_check else "")
+        command = "python -m bench.benchmarks.scaling" + (" --seed-check" if args.seed_check else "")
         print(f"recorded {len(rows)} rows in {record('scaling', rows, command, args.results_dir)}")
     return 0
 

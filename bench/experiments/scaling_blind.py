@@ -1,7 +1,7 @@
 """A blind test of the default sweep's laws: predictions for a run nobody has trained, recorded before it trains.
 
-    python -m bench.scaling_blind predict --shape 48,4,2 --flops 1.05e13   # rows, then commit them
-    python -m bench.scaling_blind measure --shape 48,4,2 --flops 1.05e13   # trains it (minutes), scores them
+    python -m bench.experiments.scaling_blind predict --shape 48,4,2 --flops 1.05e13   # rows, then commit them
+    python -m bench.experiments.scaling_blind measure --shape 48,4,2 --flops 1.05e13   # trains it, scores them
 
 ``predict`` fits data/sweep/results.csv as the ``fit`` stage does (params.yaml's scaling_fit section) and records
 every method's predicted loss for the planned run (N, D and C counted as the sweep counts its runs) in
@@ -103,7 +103,7 @@ def measure(args: argparse.Namespace) -> list[Result]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.scaling_blind", description=__doc__.split("\n\n")[0])
+        prog="python -m bench.experiments.scaling_blind", description=__doc__.split("\n\n")[0])
     ap.add_argument("step", choices=("predict", "measure"))
     ap.add_argument("--shape", default="48,4,2", help="D_MODEL,N_LAYERS,N_HEADS of the blind run")
     ap.add_argument("--flops", type=float, default=1.05e13, help="its compute budget C")
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{r.name}  {r.metric:<28} {r.value:.4f}")
     if not args.no_record:
-        command = f"python -m bench.scaling_blind {args.step} --shape {args.shape} --flops {args.flops:g}"
+        command = f"python -m bench.experiments.scaling_blind {args.step} --shape {args.shape} --flops {args.flops:g}"
         print(f"wrote {record(AREA, rows, command, args.results_dir)}")
     return 0
 

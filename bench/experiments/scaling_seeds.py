@@ -1,11 +1,11 @@
-"""How far the default sweep's held-out prediction moves with the seed: ``python -m bench.scaling_seeds``.
+"""How far the default sweep's held-out prediction moves with the seed: ``python -m bench.experiments.scaling_seeds``.
 
 One sweep seed is one draw of every run's initial weights and batch order. At the default's scale (models of
 36k-345k parameters, a few hundred to fifteen hundred steps) a run's final loss moves by several hundredths of a
 nat between seeds, so the laws fitted on one seed's sweep are one draw too. This bench measures the spread, after
 `make repro`:
 - the sweep again with ``train.seed = k`` for every other ``--seeds`` (into ``data/sweep_seed<k>/``, resumable, as
-  ``python -m bench.scaling --seed-check`` does), and the `train` run again with ``--seed k`` (into
+  ``python -m bench.benchmarks.scaling --seed-check`` does), and the `train` run again with ``--seed k`` (into
   ``data/runs/default_seed<k>/``);
 - each seed's sweep fitted alone, and all of them at once (``scaling.fit`` averages the runs of one N, D, C over
   the seeds), with ``--method auto``; every method's prediction of the `train` run of every seed, read only after
@@ -166,7 +166,7 @@ def noise_rows(paths: dict[int, Path], summaries: dict[int, Path], data: str, co
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.scaling_seeds", description=__doc__.split("\n\n")[0])
+        prog="python -m bench.experiments.scaling_seeds", description=__doc__.split("\n\n")[0])
     ap.add_argument("--params", default="params.yaml", help="params file of the sweep, fit and train sections")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="sweep and train seeds (first: the "
                                                                              "pipeline's own)")
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{r.name:<30}{r.metric:<34}{r.value:>10.4g}  {r.unit}")
     if not args.no_record:
-        command = "python -m bench.scaling_seeds --seeds " + " ".join(map(str, args.seeds))
+        command = "python -m bench.experiments.scaling_seeds --seeds " + " ".join(map(str, args.seeds))
         print(f"recorded {len(rows)} rows in {record(AREA, rows, command, args.results_dir)}")
     return 0
 

@@ -99,13 +99,15 @@ def load_latest(run_dir: str | Path, map_location="cpu") -> tuple[Path, dict] | 
 
 def branch_from(trunk_dir: str | Path, step: int, run_dir: str | Path) -> Path:
     """Start ``run_dir`` from the trunk's checkpoint at ``step`` (checksum checked), so that ``--resume`` there goes
-    on from that step: how a cooldown branch leaves a constant-LR trunk (scaling/sweep.py)."""
+    on from that step: how a cooldown branch leaves a constant-LR trunk (scaling/sweep.py). The branch's clock
+    starts at 0: its summary's seconds are its own."""
     trunk_dir = Path(trunk_dir)
     name = f"ckpt-{step:08d}.pt"
     known = {c["file"]: c.get("sha256") for c in read_latest(trunk_dir).get("checkpoints", []) if "file" in c}
     if not (trunk_dir / name).is_file():
         raise FileNotFoundError(f"{trunk_dir}: no checkpoint at step {step} to branch from")
-    return save_checkpoint(run_dir, step, load_file(trunk_dir / name, sha256=known.get(name)), keep_last=1)
+    state = load_file(trunk_dir / name, sha256=known.get(name)) | {"seconds": 0.0}
+    return save_checkpoint(run_dir, step, state, keep_last=1)
 
 
 def load_model(path: str | Path, device="cpu", **overrides):

@@ -17,9 +17,9 @@ import alignment.config
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("alignment", "scaling", "workbench", "tokenizer", "pipeline", "model", "kernels", "leaderboard")
 
-# generic names of unrelated per-component knobs (each component's own seed, output folder, workers, ...)
+# generic names of unrelated per-component knobs (each component's own seed, output folder, workers, engine, ...)
 GENERIC = {"seed", "out_dir", "metrics", "device", "data", "workers", "lr", "loss", "steps", "eval_interval",
-           "grad_clip", "warmup_steps", "weight_decay", "grad_accum"}
+           "grad_clip", "warmup_steps", "weight_decay", "grad_accum", "engine"}
 # still declared twice; remove an entry when its duplicate goes
 MODEL_FIELDS = ("attention", "checkpoint_every", "context_length", "d_ff", "d_model", "ffn", "fused_projections",
                 "kernels", "moe_aux_loss_coef", "moe_capacity_factor", "moe_top_k", "moe_z_loss_coef", "n_experts",
