@@ -3,7 +3,11 @@
 Each document is encoded, followed by the end-of-text id, and appended to the split chosen by a
 seeded hash of its id, so the split does not depend on file order, worker count or chunking.
 Encoding fans out to a process pool over batches of documents; results come back in order, so the
-shards are byte-identical for any ``workers``. Read them with ``np.memmap(path, dtype=meta["dtype"])``
+shards are byte-identical for any ``workers``. On a cluster (``--executor ray|dask``, workbench/executor.py) each
+input file is one task (``encode_file``: its documents' tokens into train/val parts under ``out_dir/_work/``,
+written atomically, then a ``done`` record), and the parts are joined in file order: the same bytes as the local
+run. A killed run redoes only the files without a ``done`` record. Read them with
+``np.memmap(path, dtype=meta["dtype"])``
 (the layout nanoGPT's ``prepare.py`` uses). ``python -m tokenizer.shards`` is the tokenize stage (defaults: the
 ``shards`` section of params.yaml). Bad lines and files are skipped and counted (``workbench.bad_input``).
 """
@@ -14,6 +18,7 @@ import argparse
 import hashlib
 import logging
 import multiprocessing as mp
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +27,10 @@ import numpy as np
 from tqdm import tqdm
 
 from tokenizer.encoder import Tokenizer
-from workbench.bad_input import InputIssues, require_readable, summary_note
+from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
 from workbench.documents import EOT, document_paths, iter_texts
-from workbench.files import atomic_path, write_json, write_metrics
+from workbench.executor import add_executor_flags, make_executor
+from workbench.files import atomic_path, read_json, write_json, write_metrics
 from workbench.stage_cli import need, run_step, step_parser
 
 log = logging.getLogger(__name__)
@@ -78,8 +84,76 @@ def _batches(docs: Iterator[tuple[str, str]], val_fraction: float, seed: int):
         yield texts, flags
 
 
-def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, workers=1) -> dict:
-    """Tokenize every document into ``out_dir/{train,val}.bin`` + ``meta.json``.
+def _dtype(tokenizer: Tokenizer) -> np.dtype:
+    return np.dtype("<u2") if tokenizer.vocab_size <= 2**16 else np.dtype("<u4")
+
+
+def encode_file(task: tuple) -> dict:
+    """A cluster task: one documents file's tokens into ``<work>/<index>.train.bin`` and ``.val.bin`` (each
+    document's ids and the end-of-text id, in file order), then ``<index>.done.json`` with its counts and bad
+    input; a file with that record is not encoded again."""
+    index, path, tokenizer_dir, work, val_fraction, seed = task
+    part = Path(work) / f"{index:06d}"
+    done = part.with_suffix(".done.json")
+    if done.is_file():
+        return read_json(done)
+    tokenizer = load_tokenizer(tokenizer_dir)
+    eot, dtype = tokenizer.special_token_ids[EOT], _dtype(tokenizer)
+    counts = {"train": [0, 0], "val": [0, 0]}
+    issues = InputIssues()
+    with atomic_path(part.with_suffix(".train.bin")) as train_tmp, atomic_path(part.with_suffix(".val.bin")) as \
+            val_tmp, open(train_tmp, "wb") as train_fh, open(val_tmp, "wb") as val_fh:
+        for doc_id, text in iter_texts(path, issues):
+            split = "val" if is_val(doc_id, val_fraction, seed) else "train"
+            arr = np.asarray(tokenizer.encode(text) + [eot], dtype=dtype)
+            (val_fh if split == "val" else train_fh).write(arr.tobytes())
+            counts[split][0] += 1
+            counts[split][1] += len(arr)
+    issues.warn(log)
+    result = {"index": index, "input": str(path), "counts": counts, "skipped": len(issues.skipped),
+              **issues.stats()}
+    write_json(done, result)
+    return result
+
+
+def _work_dir(out_dir: Path, paths: list[Path], tokenizer_dir, val_fraction: float, seed: int) -> Path:
+    """``out_dir/_work/<key>``: the key names the inputs (path, size, mtime) and settings, so parts of another
+    input or setting are never joined."""
+    h = hashlib.sha256(f"{tokenizer_checksum(tokenizer_dir)} {val_fraction!r} {seed}".encode())
+    for p in paths:
+        st = p.stat()
+        h.update(f"\n{p.resolve()} {st.st_size} {st.st_mtime_ns}".encode())
+    return out_dir / "_work" / h.hexdigest()[:16]
+
+
+def _encode_on(executor, input_path, tokenizer_dir, out_dir: Path, val_fraction: float, seed: int) -> tuple:
+    """Every input file as one ``encode_file`` task on ``executor``, the parts joined in file order into
+    train.bin and val.bin: (counts, merged bad-input stats). The work folder goes once the shards are written."""
+    paths = document_paths(input_path)
+    work = _work_dir(out_dir, paths, tokenizer_dir, val_fraction, seed)
+    work.mkdir(parents=True, exist_ok=True)
+    tasks = [(i, str(p), str(tokenizer_dir), str(work), val_fraction, seed) for i, p in enumerate(paths)]
+    results = []
+    with tqdm(total=len(tasks), desc="tokenize", unit="file", dynamic_ncols=True) as bar:
+        for result in executor.map(encode_file, tasks):
+            results.append(result)
+            bar.update()
+    results.sort(key=lambda r: r["index"])
+    counts = {split: [sum(r["counts"][split][k] for r in results) for k in (0, 1)] for split in ("train", "val")}
+    for split in ("train", "val"):
+        with atomic_path(out_dir / f"{split}.bin") as tmp, open(tmp, "wb") as out:
+            for r in results:
+                with open(work / f"{r['index']:06d}.{split}.bin", "rb") as part:
+                    shutil.copyfileobj(part, out)
+    shutil.rmtree(out_dir / "_work", ignore_errors=True)
+    stats = merged_stats(results)
+    skipped = sum(r["skipped"] for r in results)
+    return counts, (stats | {"bad_json": skipped}) if skipped else stats
+
+
+def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, workers=1, executor=None) -> dict:
+    """Tokenize every document into ``out_dir/{train,val}.bin`` + ``meta.json``; with an ``executor``
+    (workbench/executor.py), one task per input file, joined into the same bytes.
 
     Returns the meta plus this run's ``seconds`` and ``tokens_per_s`` (kept out of ``meta.json``,
     which must be byte-identical on a rerun).
@@ -88,10 +162,37 @@ def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, 
         raise ValueError(f"shards.val_fraction must be in [0, 1), got {val_fraction}")
     tokenizer = load_tokenizer(tokenizer_dir)
     eot = tokenizer.special_token_ids[EOT]
-    dtype = np.dtype("<u2") if tokenizer.vocab_size <= 2**16 else np.dtype("<u4")
+    dtype = _dtype(tokenizer)
     out_dir = Path(out_dir)
-    counts = {"train": [0, 0], "val": [0, 0]}  # documents, tokens
     start = time.perf_counter()
+    if executor is not None:
+        counts, stats = _encode_on(executor, input_path, tokenizer_dir, out_dir, val_fraction, seed)
+    else:
+        counts, stats = _encode_here(input_path, tokenizer, eot, dtype, out_dir, val_fraction, seed, workers)
+    seconds = time.perf_counter() - start
+    require_readable(stats, len(document_paths(input_path)))
+    meta = {
+        "dtype": dtype.name,
+        "vocab_size": tokenizer.vocab_size,
+        "eot_id": eot,
+        "train_tokens": counts["train"][1],
+        "val_tokens": counts["val"][1],
+        "train_docs": counts["train"][0],
+        "val_docs": counts["val"][0],
+        "val_fraction": val_fraction,
+        "seed": seed,
+        "tokenizer_sha256": tokenizer_checksum(tokenizer_dir),
+    }
+    write_json(out_dir / "meta.json", meta)
+    tokens = counts["train"][1] + counts["val"][1]
+    return {**meta, "seconds": round(seconds, 3), "tokens_per_s": round(tokens / max(seconds, 1e-9)), **stats}
+
+
+def _encode_here(input_path, tokenizer: Tokenizer, eot: int, dtype: np.dtype, out_dir: Path, val_fraction: float,
+                 seed: int, workers: int) -> tuple:
+    """The documents streamed through this process (or a fork pool of ``workers``, results in order) into
+    train.bin and val.bin: (counts, bad-input stats)."""
+    counts = {"train": [0, 0], "val": [0, 0]}  # documents, tokens
     issues = InputIssues()
     batches = _batches(iter_texts(input_path, issues), val_fraction, seed)
     pool = mp.get_context("fork").Pool(workers, _init, (tokenizer,)) if workers > 1 else None
@@ -113,25 +214,8 @@ def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, 
         if pool:
             pool.close()
             pool.join()
-    seconds = time.perf_counter() - start
     issues.warn(log)
-    require_readable(issues.stats(), len(document_paths(input_path)))
-    meta = {
-        "dtype": dtype.name,
-        "vocab_size": tokenizer.vocab_size,
-        "eot_id": eot,
-        "train_tokens": counts["train"][1],
-        "val_tokens": counts["val"][1],
-        "train_docs": counts["train"][0],
-        "val_docs": counts["val"][0],
-        "val_fraction": val_fraction,
-        "seed": seed,
-        "tokenizer_sha256": tokenizer_checksum(tokenizer_dir),
-    }
-    write_json(out_dir / "meta.json", meta)
-    tokens = counts["train"][1] + counts["val"][1]
-    return {**meta, "seconds": round(seconds, 3), "tokens_per_s": round(tokens / max(seconds, 1e-9)),
-            **issues.stats(with_skipped=True)}
+    return counts, issues.stats(with_skipped=True)
 
 
 def headline(metrics: dict) -> dict:
@@ -153,13 +237,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of documents in val.bin (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="seed of the train/val split (default: %(default)s)")
     p.add_argument("--workers", type=int, default=1, help="encoding processes (default: %(default)s)")
+    add_executor_flags(p)
     return p
 
 
 def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "input", "tokenizer", "out_dir")
-    meta = write_shards(Path(args.input), Path(args.tokenizer), Path(args.out_dir), float(args.val_fraction),
-                        int(args.seed), int(args.workers))
+    shards = (Path(args.input), Path(args.tokenizer), Path(args.out_dir), float(args.val_fraction), int(args.seed),
+              int(args.workers))
+    if args.executor == "local":  # the streaming path: one reader, a pool of encoders
+        if args.address or args.task_timeout_s is not None:
+            raise ValueError("--address and --task-timeout-s are for --executor ray or dask")
+        meta = write_shards(*shards)
+    else:
+        with make_executor(args.executor, int(args.workers), args.address, args.task_timeout_s) as executor:
+            meta = write_shards(*shards, executor=executor)
     if args.metrics:
         stats = {"stage": "shards", **meta}
         write_metrics(Path(args.metrics), stats, headline(stats))

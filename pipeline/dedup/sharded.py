@@ -24,8 +24,8 @@ from tqdm import tqdm
 
 from pipeline.dedup import tasks
 from pipeline.dedup.records import DedupConfig
-from pipeline.runtime.executor import LocalExecutor
 from workbench.bad_input import InputIssues
+from workbench.executor import LocalExecutor
 from workbench.files import read_json, write_json
 
 log = logging.getLogger(__name__)

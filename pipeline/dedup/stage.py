@@ -59,9 +59,9 @@ from pipeline.dedup.records import (
     text_fingerprint as text_fingerprint,  # re-exported: its home before records.py
 )
 from pipeline.dedup.sharded import run_sharded
-from pipeline.runtime.executor import LocalExecutor, add_executor_flags, make_executor
 from workbench.bad_input import InputIssues, require_readable, summary_note
 from workbench.documents import input_files, output_name, parse_document_line
+from workbench.executor import LocalExecutor, add_executor_flags, make_executor
 from workbench.files import atomic_open, atomic_path, read_json, write_json, write_metrics
 from workbench.params import add_config_flags, config_from_args
 from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser

@@ -6,7 +6,7 @@ The chain is a list of steps (pipeline/runtime/steps.py) in a fixed order, each 
 are never masked and classifiers see the original text). A step's setting is ``false`` (off), ``true`` (paper
 defaults) or a mapping of constructor arguments.
 
-Each input file is one task for the executor (pipeline/runtime/executor.py). A task reads its file (bad input by the
+Each input file is one task for the executor (workbench/executor.py). A task reads its file (bad input by the
 policy of workbench/bad_input.py: a malformed JSONL line is counted as ``bad_json`` and named file:line in a warning; a
 file that is unreadable or holds no document is named in the summary; only when no input is readable does the
 stage fail), runs the chain, writes the kept
@@ -33,10 +33,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from pipeline.classifiers.models import ClassifierFilter, provenance_path, trained_on_generated
-from pipeline.runtime.executor import LocalExecutor, add_executor_flags, make_executor
 from pipeline.runtime.steps import Step, StepStats, run_steps
 from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
 from workbench.documents import from_generated_crawl, input_files, output_name, read_documents
+from workbench.executor import LocalExecutor, add_executor_flags, make_executor
 from workbench.files import read_json, write_json, write_jsonl, write_metrics
 from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
 

@@ -27,11 +27,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from pipeline.runtime.executor import LocalExecutor, add_executor_flags, make_executor, thread_time_limit
 from pipeline.runtime.supervised import Lost, SupervisedPool
 from pipeline.web.extract_cascade import fast_text, needs_fallback
 from pipeline.web.warc import Payload, is_generated_crawl, iter_payloads
 from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
+from workbench.executor import LocalExecutor, add_executor_flags, make_executor, thread_time_limit
 from workbench.files import check_unique_outputs, expand_inputs, read_json, write_json, write_jsonl, write_metrics
 from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
 
@@ -254,7 +254,7 @@ def _stats_path(path: Path, out_dir: Path) -> Path:
 
 
 def extract_file_task(task: tuple[Path, Path, ExtractConfig]) -> dict:
-    """A cluster task (pipeline/runtime/executor.py): extract one whole input file in the worker that runs it, record by
+    """A cluster task (workbench/executor.py): extract one whole input file in the worker that runs it, record by
     record in that process (cluster workers may not start processes of their own)."""
     path, out_dir, cfg = task
     _init_worker(cfg)

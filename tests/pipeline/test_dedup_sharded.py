@@ -22,8 +22,8 @@ from pipeline.dedup import tasks
 from pipeline.dedup.minhash import UnionFind, candidate_buckets, jaccard, verified_clusters
 from pipeline.dedup.sharded import work_folder
 from pipeline.dedup.stage import DedupConfig, run_dedup
-from pipeline.runtime.executor import LocalExecutor, make_executor
 from tests.pipeline.test_dedup import edit, prose
+from workbench.executor import LocalExecutor, make_executor
 from workbench.files import read_jsonl, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]

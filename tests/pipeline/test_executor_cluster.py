@@ -20,12 +20,15 @@ import yaml
 import pipeline.web.extract as extract
 from pipeline.filters import stage as filter_step
 from pipeline.filters.stage import FilterConfig, run_filter
-from pipeline.runtime.executor import DaskExecutor, RayExecutor, TaskFailed, make_executor, thread_time_limit
 from pipeline.sample.crawl import generate_sample
 from pipeline.sample.labels import write_labelled_data
 from pipeline.web.extract import ExtractConfig, run_extract
 from pipeline.web.warc import Payload
 from tests.pipeline.warcs import PROSE, page
+from tokenizer.encoder import Tokenizer
+from tokenizer.shards import write_shards
+from workbench.documents import EOT
+from workbench.executor import DaskExecutor, RayExecutor, TaskFailed, make_executor, thread_time_limit
 
 ENGINES = {"dask": "dask.distributed", "ray": "ray"}
 TIMING_KEYS = ("seconds", "docs_per_s")
@@ -115,6 +118,26 @@ def test_filter_on_the_cluster_is_byte_identical_to_local(local_run, cluster, tm
     assert _tree(tmp_path / "filtered") == _tree(local_run.filtered)
     assert _tree(tmp_path / "rejected") == _tree(local_run.rejected)
     assert m["drops"] == reference["drops"] and m["docs_out"] == reference["docs_out"]
+
+
+def test_tokenize_on_the_cluster_is_byte_identical_to_local(local_run, cluster, tmp_path):
+    """Issue 36: token shards (train.bin, val.bin, meta.json) from one task per documents file on Ray or Dask
+    equal the local streaming run's, byte for byte."""
+    tok = _byte_tokenizer(tmp_path)
+    local = write_shards(local_run.documents, tok, tmp_path / "local", val_fraction=0.1)
+    remote = write_shards(local_run.documents, tok, tmp_path / "remote", val_fraction=0.1, executor=cluster.executor)
+    assert local["train_docs"] > 40 and local["val_docs"] > 0
+    assert _tree(tmp_path / "remote") == _tree(tmp_path / "local")
+    assert remote["train_tokens"] == local["train_tokens"] and remote["val_docs"] == local["val_docs"]
+
+
+def _byte_tokenizer(tmp_path: Path) -> Path:
+    """A byte-level tokenizer with the end-of-text token (no merges): enough to compare bytes."""
+    vocab = {i: bytes([i]) for i in range(256)} | {256: EOT.encode()}
+    folder = tmp_path / "tokenizer"
+    folder.mkdir()
+    Tokenizer(vocab, [], [EOT]).save(folder / "vocab.json", folder / "merges.txt")
+    return folder
 
 
 def test_the_commands_run_on_the_cluster_at_address(local_run, cluster, tmp_path, capsys):

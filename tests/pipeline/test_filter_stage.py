@@ -11,8 +11,8 @@ import pytest
 import pipeline.filters.stage as filt
 from pipeline.filters.stage import FilterConfig, run_filter
 from pipeline.report import funnel_rows, write_funnel
-from pipeline.runtime.executor import LocalExecutor, make_executor
 from pipeline.runtime.steps import Step, StepStats, run_steps
+from workbench.executor import LocalExecutor, make_executor
 from workbench.files import read_jsonl, write_json, write_jsonl
 
 

@@ -1,12 +1,17 @@
 """Token shards: layout, end-of-text separators, deterministic split, dtype, meta."""
 
+import gzip
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tokenizer import shards
 from tokenizer.encoder import Tokenizer
-from tokenizer.shards import EOT, is_val, iter_texts, write_shards
+from tokenizer.shards import EOT, _work_dir, encode_file, is_val, iter_texts, write_shards
+from workbench.documents import document_paths
+from workbench.executor import LocalExecutor
 from workbench.files import write_jsonl
 
 TEXTS = [f"Document {i}: the quick brown fox jumps over {i} lazy dogs. Ünïcödé ✓ 漢字" for i in range(200)]
@@ -97,3 +102,55 @@ def test_plain_text_file_with_eot_separators_is_a_document_source(tmp_path):
     (tmp_path / "bad.txt").write_bytes(b"ok\xff")
     with pytest.raises(ValueError, match="bad.txt: not UTF-8"):
         list(iter_texts(tmp_path / "bad.txt"))
+
+
+def _three_files(tmp_path):
+    """TEXTS over three documents files, one with a bad line (skipped and counted the same by both paths)."""
+    folder = tmp_path / "docs3"
+    for k in range(3):
+        write_jsonl(folder / f"part-{k}.jsonl.gz",
+                    [{"id": f"doc-{i}", "text": t} for i, t in enumerate(TEXTS) if i % 3 == k])
+    with gzip.open(folder / "part-1.jsonl.gz", "at", encoding="utf-8") as fh:
+        fh.write("{not json\n")
+    return folder
+
+
+def _shard_bytes(folder):
+    return {name: (folder / name).read_bytes() for name in ("train.bin", "val.bin", "meta.json")}
+
+
+def test_per_file_tasks_give_the_bytes_of_the_streamed_run(tmp_path):
+    """The cluster path (one ``encode_file`` task per input file, parts joined in file order) on the local pool
+    equals the one-reader streaming path, byte for byte, with the same counts and bad-input stats."""
+    tok, docs = _tokenizer_dir(tmp_path), _three_files(tmp_path)
+    streamed = write_shards(docs, tok, tmp_path / "streamed", val_fraction=0.2)
+    with LocalExecutor(2) as executor:
+        tasked = write_shards(docs, tok, tmp_path / "tasked", val_fraction=0.2, executor=executor)
+    assert _shard_bytes(tmp_path / "tasked") == _shard_bytes(tmp_path / "streamed")
+    assert streamed["val_docs"] > 0 and streamed["bad_json"] == 1
+    for key in ("train_tokens", "val_tokens", "train_docs", "val_docs", "bad_json"):
+        assert tasked[key] == streamed[key], key
+    assert not (tmp_path / "tasked" / "_work").exists()  # the parts go once the shards are written
+
+
+def test_a_killed_tokenize_run_redoes_only_unfinished_files(tmp_path, monkeypatch):
+    tok, docs = _tokenizer_dir(tmp_path), _three_files(tmp_path)
+    write_shards(docs, tok, tmp_path / "reference", val_fraction=0.2)
+    out = tmp_path / "out"
+    paths = document_paths(docs)
+    work = _work_dir(out, paths, tok, 0.2, 0)
+    work.mkdir(parents=True)
+    first = encode_file((0, str(paths[0]), str(tok), str(work), 0.2, 0))  # finished before the kill
+    (work / "000001.train.bin").write_bytes(b"partial")  # killed mid-file: a part without its done record
+    encoded = []
+
+    def counting(task):  # in this process (one local worker): which files are encoded again
+        encoded.append((task[0], (Path(task[3]) / f"{task[0]:06d}.done.json").is_file()))
+        return encode_file(task)
+
+    monkeypatch.setattr(shards, "encode_file", counting)
+    with LocalExecutor(1) as executor:
+        write_shards(docs, tok, out, val_fraction=0.2, executor=executor)
+    assert _shard_bytes(out) == _shard_bytes(tmp_path / "reference")
+    assert encoded == [(0, True), (1, False), (2, False)]  # file 0 came back from its done record
+    assert first["counts"]["train"][0] + first["counts"]["val"][0] == len(TEXTS[0::3])
