@@ -48,10 +48,10 @@ DKDV_CONFIGS = _configs([(32, 128, 4, 3), (32, 128, 8, 3), (64, 128, 8, 3), (32,
 CANDIDATES = {"fwd": FWD_CONFIGS, "dq": DQ_CONFIGS, "dkdv": DKDV_CONFIGS}
 
 # The launch config per pass, head-dim block and sequence length: the first row whose longest sequence covers N
-# (None: any). Chosen on an H200 by `python -m bench.benchmarks.kernel_select --attention-sweep` (docs/benchmarks.md)
-# from CANDIDATES; one fixed config per shape class instead of autotuning: nothing to time on the first call, and a
-# launch torch.compile and CUDA graphs take as they are.
-# d64 rows: the H200 sweep of 2026-11-27 (B16 H12 S1024 and B1 H16 S16384, plain launches; docs/benchmarks.md,
+# (None: any). Chosen on an H200 by `python -m bench.benchmarks.kernel_select --attention-sweep`
+# (docs/benchmarks/kernels.md) from CANDIDATES; one fixed config per shape class instead of autotuning: nothing to
+# time on the first call, and a launch torch.compile and CUDA graphs take as they are.
+# d64 rows: the H200 sweep of 2026-11-27 (B16 H12 S1024 and B1 H16 S16384, plain launches; docs/benchmarks/kernels.md,
 # "Kernels at the model's shapes"); d128 rows: not swept yet (the former autotuner's first candidates).
 TUNED: dict[tuple[str, int], list[tuple[int | None, tuple[int, int, int, int]]]] = {
     ("fwd", 64): [(1024, (128, 64, 8, 3)), (None, (64, 64, 4, 3))],

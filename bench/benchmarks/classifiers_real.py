@@ -1,4 +1,4 @@
-"""The classifiers on real data: every number of docs/benchmarks.md "Classifiers on real data", in one run.
+"""The classifiers on real data: every number of docs/benchmarks/classifiers.md, in one run.
 
 ``labels``: toxicity and NSFW trained on Davidson et al.'s tweets, on the Jigsaw comments (``obscene`` for NSFW) and
 on the generated labelled text (the default pipeline's), each scored on a held-out 20% of its own set (in-domain)
@@ -15,7 +15,7 @@ what the generated-text models (refused by the filter on real pages) would drop.
     python -m bench.benchmarks.classifiers_real --only labels
 
 Each run appends its rows to benchmarks/results/classifiers_real.jsonl (bench.tools.results); ``python -m
-bench.tools.report`` puts them into docs/benchmarks.md.
+bench.tools.report`` puts them into docs/benchmarks/classifiers.md.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@
    tweets (hate + offensive vs neither).
 
 Parts 4-6 append results rows (bench.tools.results) that ``python -m bench.tools.report`` turns into
-docs/benchmarks.md's generated sections.
+the generated sections of docs/benchmarks/ (pipeline.md, data-quality.md).
 """
 
 from __future__ import annotations

@@ -95,7 +95,8 @@ EXTRACTORS = {
     "plain trafilatura": _plain_trafilatura,
     "plain resiliparse": _plain_resiliparse,
 }
-# tried on the way to the cascade (docs/benchmarks.md, "Extraction"): on the frontier, not extractors of the stage
+# tried on the way to the cascade (docs/benchmarks/pipeline.md, its decision log): on the frontier, not extractors of
+# the stage
 TRIED = {
     "trafilatura fast=True": _decoded(lambda h: _trafilatura(h, fast=True)),
     "naive pre-pass + fast": _decoded(lambda h: _trafilatura(_naive_prune(h), fast=True)),

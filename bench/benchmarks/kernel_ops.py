@@ -1,6 +1,6 @@
 """Our Triton kernels against the strongest PyTorch baselines, in one run, with ratios.
 
-    PYTHONPATH=. python -m bench.benchmarks.kernel_ops            # the full GPU run (docs/benchmarks.md)
+    PYTHONPATH=. python -m bench.benchmarks.kernel_ops            # the full GPU run (docs/benchmarks/kernels.md)
     PYTHONPATH=. python -m bench.benchmarks.kernel_ops --quick    # a subset, < 5 minutes on an H100
     TRITON_INTERPRET=1 python -m bench.benchmarks.kernel_ops --smoke   # tiny shapes on CPU: checks the code paths only
 

@@ -9,7 +9,7 @@ Reads what the pipeline wrote (params.yaml's sweep results CSV, the fit stage's 
 - with ``--seed-check``: the same sweep again with ``train.seed = 1`` (other initialisations and data order) into
   ``data/sweep_seed1/``, fitted the same way; the second seed's N_opt exponent against the first seed's 95% CI;
 - the ``sweep``, ``fit`` and ``train`` stage seconds of that `make repro`.
-``python -m bench.report`` then regenerates the "The default sweep" tables of docs/benchmarks.md.
+``python -m bench.tools.report`` then regenerates the "The default sweep" tables of docs/benchmarks/scaling.md.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ the chain: DPO, GRPO and RFT all start from that seed's SFT model, RFT at GRPO's
 ``alignment.report`` on the validation and test splits (SFT also gets pass@1 / pass@k), and writes one results row
 per stage, seed and split to benchmarks/results/alignment.jsonl, plus mean and sd over seeds, SFT's pass@k and
 GRPO's gain over SFT in standard errors of the paired per-problem difference (the acceptance: >= 3 in every seed).
-``python -m bench.tools.report`` turns the rows into the "Alignment" tables of docs/benchmarks.md. Re-run it after a
+``python -m bench.tools.report`` turns the rows into the tables of docs/benchmarks/alignment.md. Re-run it after a
 change of the base model (one command re-validates every choice):
 
     python -m bench.experiments.alignment_seeds --seeds 0 1 2 --out-dir /tmp/align/seeds

@@ -1,6 +1,6 @@
 """What was tried on the way to the ``cascade`` extractor (issue 27), re-measured as results rows.
 
-docs/benchmarks.md ("Extraction") explains each step; this prints and records the figures it quotes:
+docs/benchmarks/pipeline.md (its decision log) explains each step; this prints and records the figures it quotes:
 
 * ``sizes``: the evaluation pages (``bench.benchmarks.extract.load_eval_pages``) and the pages of each fixed half.
 * ``profile``: cProfile of ``--extractor trafilatura`` (our decoding, then ``trafilatura.extract`` with our options)

@@ -1,7 +1,10 @@
-"""Hand-typed figures in docs/benchmarks.md: numbers outside the generated sections that cite no source.
+"""Hand-typed figures in the pages of docs/benchmarks/: numbers outside the generated sections that cite no source.
 
-The rule (also stated at the top of docs/benchmarks.md). Outside ``<!-- results ... -->`` sections, a *figure* is
-any number in the prose, the tables and the headings, except:
+``python -m bench.tools.report --check`` applies the rule to every page of docs/benchmarks/ (bench.tools.report.pages),
+one page's text at a time: a block cites only for itself, so a source never carries across pages.
+
+The rule (also stated in docs/benchmarks/README.md, the index of the pages). Outside ``<!-- results ... -->``
+sections, a *figure* is any number in the prose, the tables and the headings, except:
 
 - numbers inside code (`` `...` `` spans, fenced blocks) and HTML comments: commands, flags and config values are
   quoted as code (`--limit 600`, `min_score: 0.65`);

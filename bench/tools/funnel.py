@@ -2,7 +2,7 @@
 
 Reads the stages' detailed metrics through ``pipeline.report.funnel_rows`` (what ``reports/data_funnel.csv`` is made
 of) and records one row per step and measure under benchmarks/results/funnel.jsonl, dated by the metrics files
-(the ``make repro`` run that wrote them), so docs/benchmarks.md's funnel table is generated, not typed.
+(the ``make repro`` run that wrote them), so docs/benchmarks/data-quality.md's funnel table is generated, not typed.
 
     make repro && python -m bench.tools.funnel [--metrics-dir metrics]
 """

@@ -1,6 +1,7 @@
-"""Tables in docs/benchmarks.md generated from benchmarks/results/*.jsonl (bench.tools.results).
+"""Tables in the pages of docs/benchmarks/ generated from benchmarks/results/*.jsonl (bench.tools.results).
 
-A generated section sits between two markers; everything between them is rewritten from the newest rows:
+A generated section sits between two markers, in whichever page holds it (docs/benchmarks/README.md is the index of
+the pages); everything between them is rewritten from the newest rows:
 
     <!-- results area=langid metrics=agreement,docs_per_s -->
     ...table, then one "measured on ... by `command`" line per run...
@@ -10,17 +11,20 @@ A generated section sits between two markers; everything between them is rewritt
 whose names hold spaces: ``names="ours (cascade),plain trafilatura"``); ``commit`` (optional) takes the newest rows of
 the run made at that commit instead of the newest rows overall (an earlier run quoted beside the latest one).
 
-    python -m bench.tools.report            rewrite the sections in place
-    python -m bench.tools.report --check    exit 1 when the doc differs from what the results give, when a number in a
+    python -m bench.tools.report            rewrite the sections in place, in every page
+    python -m bench.tools.report --check    exit 1 when a page differs from what the results give, when a number in a
                                       generated section has no results row, or when a number outside them is a
                                       hand-typed figure citing no source (bench/tools/figures.py has the rule); what CI
                                       runs, via the tests, with --allow-section for sections still being converted
-    python -m bench.tools.report --list     print the hand-typed figures per section, change nothing
+    python -m bench.tools.report --list     print the hand-typed figures per page and section, change nothing
+
+``--doc`` (repeatable) names a page or a folder of pages (its *.md); the default is every page of docs/benchmarks/.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 import sys
@@ -30,7 +34,9 @@ from bench.tools.figures import SECTION, by_section, exempted, offenders
 from bench.tools.results import RESULTS_DIR, latest, read_rows
 from workbench.files import write_text
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "benchmarks"  # one page per area, README.md the index
+INDEX = DOCS / "README.md"
 NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?")
 
 
@@ -71,7 +77,7 @@ def render(spec: dict, rows: list[dict]) -> str:
     mine = [r for (a, _, _), r in rows.items() if a == area]
     if not mine:
         at = f" at commit {commit}" if commit else ""
-        raise ValueError(f"results marker area={area}: no rows{at} in {RESULTS_DIR.relative_to(DOC.parent.parent)}")
+        raise ValueError(f"results marker area={area}: no rows{at} in {RESULTS_DIR.relative_to(ROOT)}")
     metrics = spec.get("metrics") or list(dict.fromkeys(r["metric"] for r in mine))
     names = spec.get("names") or list(dict.fromkeys(r["name"] for r in mine))
     lines = ["| name | metric | value | unit | baseline | baseline value | ratio | repeats (min–max) |",
@@ -96,6 +102,25 @@ def render(spec: dict, rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def pages(paths: list[Path] | None = None) -> list[Path]:
+    """The markdown pages of ``paths`` (a folder stands for its *.md, sorted); default: docs/benchmarks/'s pages."""
+    out = []
+    for path in paths or [DOCS]:
+        out += sorted(path.glob("*.md")) if path.is_dir() else [path]
+    if not out:
+        raise ValueError(f"no markdown pages in {', '.join(map(str, paths or [DOCS]))}")
+    return out
+
+
+def sections(docs: list[Path]) -> dict[str, list[Path]]:
+    """Each results marker's spec -> the pages holding it (once each time it appears)."""
+    out: dict[str, list[Path]] = {}
+    for doc in docs:
+        for m in SECTION.finditer(doc.read_text(encoding="utf-8")):
+            out.setdefault(m.group("spec"), []).append(doc)
+    return out
+
+
 def generate(text: str, rows: list[dict]) -> str:
     return SECTION.sub(lambda m: m.group(1) + render(parse_spec(m.group("spec")), rows) + m.group(4), text)
 
@@ -116,11 +141,13 @@ def unbacked_numbers(text: str, rows: list[dict]) -> list[str]:
     return bad
 
 
-def list_figures(typed: dict) -> int:
-    for section, found in typed.items():
-        print(f"## {section or '(top)'}: {len(found)} hand-typed figures")
-        print("".join(f"  line {o.line}: {o.figure}  | {o.text[:100]}\n" for o in found), end="")
-    print(f"{sum(map(len, typed.values()))} hand-typed figures in {len(typed)} sections")
+def list_figures(typed: dict[Path, dict]) -> int:
+    for doc, by_title in typed.items():
+        for section, found in by_title.items():
+            print(f"## {section or '(top)'}: {len(found)} hand-typed figures ({doc})")
+            print("".join(f"  line {o.line}: {o.figure}  | {o.text[:100]}\n" for o in found), end="")
+    total = sum(len(found) for by_title in typed.values() for found in by_title.values())
+    print(f"{total} hand-typed figures in {sum(map(len, typed.values()))} sections")
     return 0
 
 
@@ -128,44 +155,63 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         prog="python -m bench.tools.report", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--doc", type=Path, default=DOC, help="markdown file with results markers (%(default)s)")
+    ap.add_argument("--doc", type=Path, action="append", metavar="PATH", default=argparse.SUPPRESS,
+                    help="a markdown page with results markers, or a folder of them (its *.md); repeatable "
+                    f"(default: every page of {DOCS.relative_to(ROOT)}/)")
     ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="folder of *.jsonl results")
-    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 when the doc is out of date or "
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 when a page is out of date or "
                     "holds a hand-typed figure")
     ap.add_argument("--list", action="store_true", help="print the hand-typed figures per section; change nothing")
     ap.add_argument("--allow-section", action="append", default=[], metavar="TITLE",
                     help="with --check: ignore hand-typed figures in this section (an h2 title, or 'h2 / h3')")
     args = ap.parse_args(argv)
     try:
-        text = args.doc.read_text(encoding="utf-8")
-        typed = by_section(offenders(text))
+        docs = pages(getattr(args, "doc", None))
+        texts = {doc: doc.read_text(encoding="utf-8") for doc in docs}
+        typed = {doc: by_section(offenders(text)) for doc, text in texts.items()}
         if args.list:
-            return list_figures(typed)
+            return list_figures({doc: found for doc, found in typed.items() if found})
         rows = read_rows(args.results_dir)
-        new = generate(text, rows)
+        new = {}
+        for doc, text in texts.items():
+            try:
+                new[doc] = generate(text, rows)
+            except ValueError as exc:
+                raise ValueError(f"{doc}: {exc}") from None
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    count = sum(len(SECTION.findall(text)) for text in new.values())
     if args.check:
-        bad = unbacked_numbers(text, rows)
-        if new != text or bad:
-            print(f"error: {args.doc}: generated sections are out of date"
-                  f"{'; numbers without a results row: ' + ', '.join(bad) if bad else ''}; "
-                  "run python -m bench.tools.report", file=sys.stderr)
+        failed = False
+        for doc, text in texts.items():
+            bad = unbacked_numbers(text, rows)
+            if new[doc] != text or bad:
+                print(f"error: {doc}: generated sections are out of date"
+                      f"{'; numbers without a results row: ' + ', '.join(bad) if bad else ''}; "
+                      "run python -m bench.tools.report", file=sys.stderr)
+                failed = True
+        for doc, by_title in typed.items():
+            by_title = {k: v for k, v in by_title.items() if not exempted(k, args.allow_section)}
+            if by_title:
+                first = next(iter(by_title.values()))[0]
+                print(f"error: {doc}:{first.line}: hand-typed figure {first.figure} in section "
+                      f"'{first.section}' cites no source ({sum(map(len, by_title.values()))} in {len(by_title)} "
+                      "sections; python -m bench.tools.report --list shows them)", file=sys.stderr)
+                failed = True
+        if failed:
             return 1
-        typed = {k: v for k, v in typed.items() if not exempted(k, args.allow_section)}
-        if typed:
-            first = next(iter(typed.values()))[0]
-            print(f"error: {args.doc}:{first.line}: hand-typed figure {first.figure} in section "
-                  f"'{first.section}' cites no source ({sum(map(len, typed.values()))} in {len(typed)} sections; "
-                  "python -m bench.tools.report --list shows them)", file=sys.stderr)
-            return 1
-        print(f"{args.doc}: {len(SECTION.findall(text))} generated sections match the results")
+        print(f"{_where(docs)}: {count} generated sections match the results")
         return 0
-    if new != text:
-        write_text(args.doc, new)
-    print(f"{args.doc}: {len(SECTION.findall(new))} generated sections written")
+    for doc, text in new.items():
+        if text != texts[doc]:
+            write_text(doc, text)
+    print(f"{_where(docs)}: {count} generated sections written")
     return 0
+
+
+def _where(docs: list[Path]) -> str:
+    return str(docs[0]) if len(docs) == 1 else f"{len(docs)} pages under {os.path.commonpath(docs)}"
 
 
 if __name__ == "__main__":

@@ -7,9 +7,9 @@ A row says what was measured and against what, how often and where:
      "max": ..., "machine": "...", "date": "2026-11-26", "command": "python -m bench.langid", "commit": "06e08b3"}
 
 Files are append-only logs: a rerun appends, and ``latest`` keeps the newest row per (area, name, metric), which is
-what ``python -m bench.tools.report`` puts into docs/benchmarks.md. ``interleaved`` times ours and the baseline in turns
-(ours, baseline, ours, ...) so drift on a shared machine hits both, and reports min/median/max and the ratio of
-medians within the one run.
+what ``python -m bench.tools.report`` puts into the pages of docs/benchmarks/. ``interleaved`` times ours and the
+baseline in turns (ours, baseline, ours, ...) so drift on a shared machine hits both, and reports min/median/max and
+the ratio of medians within the one run.
 """
 
 from __future__ import annotations

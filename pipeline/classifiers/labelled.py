@@ -10,7 +10,8 @@
   from WARC/WET files (main text extracted as the extract stage does), documents JSONL or plain ``.txt`` files.
 
 Both CSV sets are short comments: neither says much about adult web pages, and the nsfw sets are obscene-language
-proxies, not adult-content labels (docs/benchmarks.md has what they measure on real pages).
+proxies, not adult-content labels (docs/benchmarks/classifiers.md has what they measure on real
+pages).
 """
 
 from __future__ import annotations

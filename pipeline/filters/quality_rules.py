@@ -23,9 +23,9 @@ character") counts its words one of two ways, ``alpha_words``:
   periods of ordinary prose count against it before any number does.
 
 Measured on the 208 pages of ../shared/data/web that the default langid step keeps as English (``python -m
-bench.benchmarks.gopher_words``; docs/benchmarks.md): the rule drops 4 with ``paper`` and 35 with ``datatrove`` (a
-Wikipedia article at 0.70, a Springer review at 0.68). Both definitions assume space-separated words; in Chinese or
-Japanese a whitespace "word" is a whole clause.
+bench.benchmarks.gopher_words``; docs/benchmarks/data-quality.md): the rule drops 4 with ``paper`` and 35 with
+``datatrove`` (a Wikipedia article at 0.70, a Springer review at 0.68). Both definitions assume space-separated words;
+in Chinese or Japanese a whitespace "word" is a whole clause.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@
    trafilatura``'s text.
 
 The thresholds were chosen on the validation half of trafilatura's evaluation pages (``bench.benchmarks.extract``); the
-measured speed and quality, and what else was tried, are in docs/benchmarks.md ("Extraction").
+measured speed and quality, and what else was tried, are in docs/benchmarks/pipeline.md ("Extraction" and its
+decision log).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """bench.benchmarks.gopher_words and bench.benchmarks.pii on hand-made documents: what they count and list (the real
-pages are in tests/pipeline/test_quality_rules.py and docs/benchmarks.md)."""
+pages are in tests/pipeline/test_quality_rules.py and docs/benchmarks/data-quality.md)."""
 
 from bench.benchmarks.gopher_words import BAD_PAGES, measure, report
 from bench.benchmarks.pii import phone_masks
