@@ -24,10 +24,12 @@ not run again, a run folder with checkpoints but no row is resumed (or recovered
 had finished), and each new row is written by rewriting the CSV to a temporary file and renaming it into place.
 Changing ``train`` settings does not change run ids: point ``results``/``out_dir`` elsewhere for a new sweep.
 
-CLI: ``python -m scaling.sweep [--dry-run]``; defaults come from the built-in sweep below, then the ``sweep:``
-section of --params (params.yaml; an unknown key is an error; its ``train`` mapping is merged over the built-in
-one and checked against TrainConfig), then flags. Exit 2 with one ``error:`` line on bad input. Then:
-``python -m scaling.fit <results>``.
+CLI: ``python -m scaling.sweep [--dry-run]``; the design (budgets, shapes, ...) comes from the ``sweep:`` section of
+--params (params.yaml; an unknown key is an error), then flags. Its runs inherit the ``train:`` section (the
+held-out run's settings: schedule, context, batch, evaluation, ...) less the fields the sweep sets per run, with the
+sweep's own ``train`` mapping (checked against TrainConfig) over it; ``lr_rule: inverse_width`` anchors the learning
+rate at the train run's (lr x its width / d_model), so no rate is typed twice (``sweep_section``). Exit 2 with one
+``error:`` line on bad input. Then: ``python -m scaling.fit <results>``.
 """
 
 from __future__ import annotations
@@ -68,17 +70,16 @@ SET_BY_SWEEP = ("data", "out_dir", "metrics", "preset", "d_model", "n_layers", "
 COLUMNS = ("run_id", "params", "params_non_embedding", "tokens", "flops", "flops_actual", "train_loss", "val_loss",
            "loss", "d_model", "n_layers", "n_heads", "context_length", "batch_size", "lr", "steps", "seconds",
            "flops_charged")
-DEFAULT_TRAIN = {"context_length": 64, "batch_size": 16, "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 20,
-                 "eval_batches": 8, "attention": "sdpa", "device": "cpu", "threads": 2, "seed": 0}
 
 
 @dataclass(frozen=True)
 class SweepConfig:
+    # the design has no default: a sweep is the project's choice (params.yaml's sweep section)
+    budgets: tuple[float, ...]  # compute budgets C in FLOPs
+    shapes: tuple[tuple[int, int, int], ...]  # [d_model, n_layers, n_heads]
     data: str = "data/shards"  # train.bin, val.bin, meta.json
     out_dir: str = "data/sweep/runs"  # one folder per run: <out_dir>/<run_id>
     results: str = "data/sweep/results.csv"
-    budgets: tuple[float, ...] = (1e11, 2e11, 4e11)  # compute budgets C in FLOPs
-    shapes: tuple[tuple[int, int, int], ...] = ((32, 1, 2), (64, 2, 2), (96, 3, 3), (128, 4, 4))  # d, L, heads
     flops_per_token: str = "6N"  # 6N | exact
     total_flops: float = 3e12  # hard cap on everything the results CSV records plus what is planned
     # only for the printed time estimate: micro trains ~4k tokens/s (6.8e10 FLOP/s) on 2 CPU cores, but the tiny
@@ -94,7 +95,8 @@ class SweepConfig:
     min_run_steps: int = 1
     max_run_steps: int = 0
     # peak (and final) learning rate per shape: train.lr for every run, or train.lr * lr_base_width / d_model
-    # ("inverse_width", as muP scales hidden-layer Adam rates: narrow models take larger steps)
+    # ("inverse_width", as muP scales hidden-layer Adam rates: narrow models take larger steps); sweep_section sets
+    # lr_base_width to the train run's width, so its rate is the rule's at that width
     lr_rule: str = "constant"
     lr_base_width: int = 128
     # extra seeds: every run again with train.seed = each of these (run ids get "_s<seed>"); scaling.fit averages
@@ -105,7 +107,7 @@ class SweepConfig:
     # the trunk's checkpoint at its decay start plus a cooldown over the last train.decay_fraction of its steps
     # (train.schedule must be wsd), equal to a straight run of that schedule; the FLOPs ledger charges the trunk once
     branches: bool = False
-    train: dict = field(default_factory=lambda: dict(DEFAULT_TRAIN))  # TrainConfig overrides for every run
+    train: dict = field(default_factory=dict)  # TrainConfig fields of every run (sweep_section: the train section's)
 
     def __post_init__(self) -> None:
         for name in ("data", "out_dir", "results"):
@@ -156,10 +158,30 @@ class SweepConfig:
     @classmethod
     def from_dict(cls, data: dict) -> SweepConfig:
         check_fields(cls, data, "SweepConfig")
+        missing = [name for name in ("budgets", "shapes") if name not in data]
+        if missing:
+            raise ValueError(f"SweepConfig: no {' or '.join(missing)}: a sweep's design is the project's choice "
+                             "(params.yaml's sweep section)")
         train = data.get("train") or {}
         if not isinstance(train, dict):
             raise ValueError(f"SweepConfig.train must be a mapping of TrainConfig fields, got {train!r}")
-        return cls(**{**data, "train": {**DEFAULT_TRAIN, **train}})
+        return cls(**{**data, "train": train})
+
+
+def sweep_section(params: str | Path) -> dict:
+    """The ``sweep`` section of ``params`` with its runs' ``train`` settings: the ``train`` section (the held-out
+    run's) less the fields the sweep sets per run, the sweep's own ``train`` over it; ``lr_base_width`` is the train
+    run's width unless the section sets it, so ``inverse_width`` gives that width the train run's own rate."""
+    section = load_section("sweep", params, known=SweepConfig)
+    held_out = load_section("train", params, known=TrainConfig)
+    inherited = {k: v for k, v in held_out.items() if k not in SET_BY_SWEEP}
+    overrides = section.get("train") or {}
+    if not isinstance(overrides, dict):
+        raise ValueError(f"SweepConfig.train must be a mapping of TrainConfig fields, got {overrides!r}")
+    out = section | {"train": inherited | overrides}
+    if held_out and "lr_base_width" not in section:
+        out["lr_base_width"] = model_config(TrainConfig(**held_out), 2).d_model
+    return out
 
 
 def _check_train(train) -> None:
@@ -461,10 +483,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_config(argv: list[str] | None) -> tuple[SweepConfig, argparse.Namespace]:
-    """The built-in sweep < the ``sweep:`` section of --params (strict; its ``train`` merged over DEFAULT_TRAIN) <
-    flags; the section's values are the flags' defaults, so ``--help`` shows what a run would use."""
+    """The ``sweep:`` section of --params (strict; its runs' settings from ``sweep_section``) < flags; the section's
+    values are the flags' defaults, so ``--help`` shows what a run would use."""
     parser = build_parser()
-    section = load_section("sweep", params_path(argv), known=SweepConfig)
+    section = sweep_section(params_path(argv))
     parser.set_defaults(**{k: v for k, v in section.items() if k in FLAGS})
     args = parser.parse_args(argv)
     return SweepConfig.from_dict(section | {k: getattr(args, k) for k in FLAGS}), args

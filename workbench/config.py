@@ -11,7 +11,7 @@ command line (flags are the command's own: this shows what a run with no flags w
       over the built-in default of python -m model.train: 0.001
 
 `python -m workbench.config show train` lists every key of a section that way. Nested keys (filter.steps.langid,
-sweep.train.lr) are looked up in the files; their built-in defaults live in the stage's code.
+sweep.train.device) are looked up in the files; their built-in defaults live in the stage's code.
 """
 
 from __future__ import annotations

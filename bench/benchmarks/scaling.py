@@ -154,9 +154,10 @@ def seed_sweep_results(params: dict, seed: int, python: str = sys.executable) ->
     folder = Path(f"data/sweep_seed{seed}")
     folder.mkdir(parents=True, exist_ok=True)
     section = params["sweep"] | {"out_dir": str(folder / "runs"), "results": str(folder / "results.csv"),
-                                 "train": params["sweep"]["train"] | {"seed": seed}}
+                                 "train": (params["sweep"].get("train") or {}) | {"seed": seed}}
     profile = folder / "params.yaml"
-    profile.write_text(yaml.safe_dump({"sweep": section, "scaling_fit": params["scaling_fit"]}))
+    profile.write_text(yaml.safe_dump({"sweep": section, "train": params["train"],  # the runs inherit train
+                                       "scaling_fit": params["scaling_fit"]}))
     subprocess.run([python, "-m", "scaling.sweep", "--params", str(profile)], check=True)
     return folder / "results.csv"
 

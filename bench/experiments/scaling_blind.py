@@ -24,7 +24,7 @@ import numpy as np
 from bench.tools.results import RESULTS_DIR, Result, read_rows, record
 from scaling.data import load_many, sweep_counting
 from scaling.fit import FitConfig, run_fits
-from scaling.sweep import Run, SweepConfig, plan_runs, read_results, result_row, run_one, write_results
+from scaling.sweep import Run, SweepConfig, plan_runs, read_results, result_row, run_one, sweep_section, write_results
 from scaling.validate import all_run_predictions
 from workbench.params import load_section
 
@@ -42,7 +42,7 @@ def shape_of(text: str) -> tuple[int, int, int]:
 
 def planned_run(params: str, shape: tuple[int, int, int], flops: float) -> tuple[Run, SweepConfig]:
     """The sweep's Run for one shape at one budget, outside the step window (the blind run is larger on purpose)."""
-    section = load_section("sweep", params, known=SweepConfig)
+    section = sweep_section(params)
     section |= {"budgets": [flops], "shapes": [list(shape)], "min_run_steps": 1, "max_run_steps": 0,
                 "out_dir": str(FOLDER / "runs"), "results": str(FOLDER / "results.csv"), "total_flops": flops * 1.01}
     cfg = SweepConfig.from_dict(section)

@@ -38,6 +38,7 @@ from model.training.data import load_tokens
 from model.training.train_config import TrainConfig
 from scaling.data import load_many, load_results, load_summary_holdout, sweep_counting
 from scaling.fit import FitConfig, run_fits
+from scaling.sweep import sweep_section
 from scaling.validate import all_run_predictions
 from workbench.params import read_params
 
@@ -175,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-record", action="store_true", help="print only")
     args = ap.parse_args(argv)
     params = read_params(args.params)  # a profile merged onto its base
-    own = params["sweep"]["train"].get("seed", 0)
+    own = sweep_section(args.params)["train"].get("seed", 0)
     if params["train"].get("seed", 0) != own:
         print("error: the train and sweep sections must share one seed (the pipeline's own)", file=sys.stderr)
         return 2

@@ -10,7 +10,7 @@ import yaml
 
 from alignment.report import DEFAULTS
 from model.training.train_config import TrainConfig
-from scaling.sweep import SweepConfig
+from scaling.sweep import SweepConfig, sweep_section
 from workbench.params import read_params
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,8 @@ def test_train_and_sweep_sections_are_valid_train_configs():
 
 
 def test_scaling_sections_are_valid():
-    SweepConfig(**GPU["sweep"])
+    sweep = SweepConfig.from_dict(sweep_section(ROOT / "params-gpu.yaml"))  # its runs inherit the GPU train section
+    assert sweep.train["device"] == "cuda" and sweep.train["schedule"] == "wsd" and sweep.train["context_length"] == 512
     assert set(GPU["scaling_fit"]) == set(CPU["scaling_fit"])
 
 

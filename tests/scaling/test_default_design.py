@@ -10,7 +10,7 @@ import yaml
 
 from model.train import model_config
 from model.training.train_config import TrainConfig
-from scaling.sweep import SweepConfig, plan_runs, shape_lr
+from scaling.sweep import SweepConfig, plan_runs, shape_lr, sweep_section
 
 PARAMS = Path(__file__).resolve().parents[2] / "params.yaml"
 
@@ -30,7 +30,7 @@ def test_train_run_is_at_least_8x_the_largest_sweep_budget(params):
 
 
 def test_train_run_is_trained_like_the_sweep(params):
-    sweep = SweepConfig.from_dict(params["sweep"])
+    sweep = SweepConfig.from_dict(sweep_section(PARAMS))
     train = TrainConfig(**params["train"])
     for field in ("context_length", "batch_size", "warmup_steps", "schedule", "decay_fraction", "decay_shape",
                   "weight_decay", "attention", "eval_batches"):
@@ -48,7 +48,7 @@ def test_cooldown_branches_span_8x_per_width_and_bracket_the_train_run(tmp_path,
     d64: 249 and 152 steps at the largest budget) are there to bracket the largest budgets' optimum."""
     meta = tmp_path / "meta.json"
     meta.write_text(f'{{"vocab_size": {params["tokenizer"]["vocab_size"]}, "dtype": "uint16"}}')
-    sweep = SweepConfig.from_dict(params["sweep"] | {"data": str(tmp_path)})
+    sweep = SweepConfig.from_dict(sweep_section(PARAMS) | {"data": str(tmp_path)})
     assert sweep.branches
     runs, _ = plan_runs(sweep)
     ratios: dict[int, list[float]] = {}

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from scaling.sweep import COLUMNS, SweepConfig, budget_label, main
+from scaling.sweep import COLUMNS, SweepConfig, budget_label, main, plan_runs, sweep_section
 
 VOCAB = 64
 TRAIN = {"context_length": 16, "batch_size": 4, "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 5, "eval_batches": 2,
@@ -161,8 +161,34 @@ def test_config_reads_yaml_style_numbers_and_exact_flops():
     cfg = SweepConfig.from_dict({"budgets": ["1e12", 3e12], "shapes": [[64, 2, 2]], "total_flops": "1e13",
                                  "flops_per_token": "exact", "train": {"lr": 1e-3}})
     assert cfg.budgets == (1e12, 3e12) and cfg.total_flops == 1e13 and cfg.shapes == ((64, 2, 2),)
-    assert cfg.train["lr"] == 1e-3 and cfg.train["context_length"] == 64  # merged over the built-in train settings
+    assert cfg.train == {"lr": 1e-3}  # no built-in second set of train settings: the runs' come from params
     assert [budget_label(c) for c in (1e12, 2.5e11, 1e5, 3e-4)] == ["1e12", "2.5e11", "1e5", "3e-4"]
+
+
+def test_sweep_runs_inherit_the_train_section_and_its_learning_rate(tmp_path, shards):
+    """Issue 37: the sweep's runs take the `train` section's settings (less what the sweep sets per run), its own
+    `train` mapping over them, and `inverse_width` anchors the rate at the train run's width: nothing typed twice."""
+    held_out = TRAIN | {"d_model": 32, "n_layers": 1, "n_heads": 2, "lr": 4e-3, "min_lr": 4e-4, "max_steps": 999,
+                        "out_dir": "data/runs/x", "eval_interval": 7, "schedule": "wsd"}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({"train": held_out, "sweep": {
+        "data": str(shards), "budgets": BUDGETS, "shapes": SHAPES, "lr_rule": "inverse_width",
+        "train": {"threads": 2}}}))
+    section = sweep_section(path)
+    assert section["lr_base_width"] == 32
+    train = section["train"]
+    assert train["schedule"] == "wsd" and train["context_length"] == TRAIN["context_length"] and train["threads"] == 2
+    assert not {"d_model", "n_layers", "n_heads", "max_steps", "out_dir", "eval_interval"} & set(train)
+    runs, _ = plan_runs(SweepConfig.from_dict(section))
+    for run in runs:  # the rule at the train run's width gives its own rate: 4e-3 x 32 / d_model
+        assert run.train.lr == pytest.approx(4e-3 * 32 / run.train.d_model)
+        assert run.train.min_lr == pytest.approx(4e-4 * 32 / run.train.d_model)
+    assert {r.train.d_model: r.train.lr for r in runs}[32] == pytest.approx(held_out["lr"])
+
+
+def test_a_sweep_without_a_design_is_a_one_line_error(tmp_path, capsys):
+    assert main(["--params", "none", "--dry-run"]) == 2
+    assert "no budgets or shapes" in capsys.readouterr().err
 
 
 def test_unknown_sweep_key_names_key_section_and_file(tmp_path, shards, capsys):
