@@ -174,6 +174,9 @@ def near_duplicate_clusters(docs: Sequence[dict], cfg: DedupConfig = DEFAULT_CON
 
 
 # -- the stage ----------------------------------------------------------------------------------------------
+TIMINGS = ("seconds", "docs_per_s")
+
+
 def _marker(out_dir: Path) -> Path:
     return out_dir / "_stats" / "dedup.json"
 
@@ -346,10 +349,11 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     if not force and marker.exists() and all(p.exists() for p in outputs):
         done = read_json(marker)
         if {k: done.get(k) for k in wanted} == wanted:
+            metrics = {**done["metrics"], "seconds": 0.0, "docs_per_s": None}  # nothing ran
             if metrics_path is not None:
-                write_metrics(metrics_path, done["metrics"], headline(done["metrics"]))
-            require_readable(done["metrics"], len(files))
-            return done["metrics"]
+                write_metrics(metrics_path, metrics, headline(metrics))
+            require_readable(metrics, len(files))
+            return metrics
     marker.unlink(missing_ok=True)
     if cfg.engine == "sharded":
         metrics = run_sharded(files, out_dir, rejected_dir, names, cfg, executor, force)
@@ -359,7 +363,9 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
         metrics = _run_single(files, out_dir, rejected_dir, names, cfg)
     if metrics_path is not None:  # a CLI run outside the project writes no metrics file unless asked
         write_metrics(metrics_path, metrics, headline(metrics))
-    write_json(marker, {**wanted, "metrics": metrics})  # written last: the stage is complete
+    # written last: the stage is complete. No timings in it: the marker sits in out_dir, a DVC output whose bytes
+    # must not change between runs of the same inputs
+    write_json(marker, {**wanted, "metrics": {k: v for k, v in metrics.items() if k not in TIMINGS}})
     require_readable(metrics, len(files))
     return metrics
 

@@ -29,6 +29,7 @@ from pipeline.dedup.minhash import (
     verified_clusters,
 )
 from pipeline.dedup.stage import (
+    TIMINGS,
     DedupConfig,
     exact_line_deduplication,
     minhash_deduplication,
@@ -326,7 +327,9 @@ def test_run_dedup_is_idempotent_and_reruns_on_force_or_new_settings(tmp_path):
     m1 = run_dedup(*args)
     out = tmp_path / "out" / "p1.jsonl.gz"
     stamp, data = out.stat().st_mtime_ns, out.read_bytes()
-    assert run_dedup(*args) == m1 and out.stat().st_mtime_ns == stamp  # skipped
+    skipped = run_dedup(*args)
+    assert out.stat().st_mtime_ns == stamp and skipped["seconds"] == 0.0  # skipped: nothing ran
+    assert {k: v for k, v in skipped.items() if k not in TIMINGS} == {k: v for k, v in m1.items() if k not in TIMINGS}
     run_dedup(*args, force=True)
     assert out.stat().st_mtime_ns != stamp and out.read_bytes() == data  # redone, byte for byte
     stamp = out.stat().st_mtime_ns
@@ -415,3 +418,17 @@ def test_line_dedup_first_drops_lines_seen_in_earlier_kept_documents(tmp_path):
     assert m["lines_removed"] == 2 + 2 and m["drops"] == {"line_dedup_empty": 1}
     with pytest.raises(ValueError, match="dedup.line_dedup"):
         DedupConfig(line_dedup="all")
+
+
+def test_two_runs_write_the_same_bytes_including_the_marker(tmp_path):
+    """The stage's outputs are a DVC output: the kept file and the completion marker must not change between
+    runs of the same input (timings stay in the metrics, out of out_dir)."""
+    src = tmp_path / "in.jsonl"
+    write_jsonl(src, [{"id": f"d{i}", "text": f"document number {i % 7} " * 30} for i in range(40)])
+    trees, out = [], tmp_path / "out"
+    for force in (False, True):  # the second run redoes everything in the same place
+        metrics = run_dedup(src, out / "kept", out / "m.json", rejected_dir=out / "rejected", force=force)
+        assert metrics["seconds"] > 0
+        trees.append({str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+                      if p.is_file() and p.name != "m.json" and p.parent.name != "details"})
+    assert trees[0] == trees[1] and any("_stats" in k for k in trees[0])
