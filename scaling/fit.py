@@ -10,9 +10,9 @@ The math lives in its own modules, re-exported here (``from scaling.fit import f
 - scaling/gadre.py — the over-training-aware law of Gadre et al. 2024, L(C, M) = E + (a·M^η + b·M^(−η))·C^(−η)
   with M = D/N: least squares in loss.
 - scaling/validate.py — what each method predicts for a run, the validity checks (a fit is invalid with fewer than
-  3 budgets, a vertex outside its budget's sampled N, a CI at the optimizer's bounds, or a leave-the-largest-budget-
-  out miss beyond its CI), and ``--method auto``: the valid method with the smallest leave-the-largest-budget-out
-  error.
+  3 budgets or a vertex outside its budget's sampled N; a parameter at the optimizer's bounds is flagged; a
+  leave-the-largest-budget-out miss beyond its prediction interval voids it under --strict); scaling/rolling.py —
+  ``--method auto``: the valid method with the smallest rolling-origin error at >= 4x the compute fitted.
 CIs: bootstrap percentiles 2.5/97.5 (runs resampled within each budget for IsoFLOP, rows for the laws in N, D).
 
 CLI: ``python -m scaling.fit results.csv --target-flops 1e23 1e24`` writes fit.json, predictions.csv (every
@@ -237,7 +237,7 @@ class FitConfig:
     target_flops: tuple[float, ...] = field(default=(1e23, 1e24), metadata={"help": "compute budgets to predict at"})
     method: str = field(default="both", metadata={
         "help": "which fits to run: isoflop, parametric, gadre, both (isoflop + parametric) or auto (all three, "
-                "the valid one with the smallest leave-the-largest-budget-out error selected)"})
+                "the valid one that extrapolates best from several origins at >= 4x the compute fitted selected)"})
     bootstrap: int = field(default=200, metadata={"help": "bootstrap resamples for CIs; 0 = none"})
     seed: int = field(default=0, metadata={"help": "bootstrap seed"})
     columns: tuple[str, ...] = field(default=(), metadata={
