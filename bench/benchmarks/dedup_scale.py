@@ -58,6 +58,33 @@ def replicate(source: Path, scale: int, out: Path, files: int = 8, seed: int = 0
     return len(rows)
 
 
+def plot(results: list[Result], path: Path) -> None:
+    """Seconds, and the driver's and largest worker's peak RSS, against documents (log-log), one line per engine."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_time, ax_rss) = plt.subplots(1, 2, figsize=(10, 4))
+    for engine in ("single", "sharded"):
+        mine = [r for r in results if r.name.startswith(engine)]
+        for ax, metric, style in ((ax_time, "seconds", "-"), (ax_rss, "driver_peak_rss_mb", "-"),
+                                  (ax_rss, "worker_peak_rss_mb", "--")):
+            points = sorted((r.extra["docs"], r.value) for r in mine if r.metric == metric)
+            label = engine if ax is ax_time else f"{engine}: {metric.split('_')[0]}"
+            ax.plot(*zip(*points, strict=True), style, marker="o", label=label)
+    ax_time.set(xscale="log", yscale="log", xlabel="documents", ylabel="seconds", title="dedup wall time")
+    ax_rss.set(xscale="log", xlabel="documents", ylabel="peak RSS (MB)", title="peak RSS per process")
+    for ax in (ax_time, ax_rss):
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.legend()
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def _tree(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.glob("*.jsonl*"))}
 
@@ -69,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scales", type=int, nargs="+", default=[1, 10], help="replication factors (default: %(default)s)")
     p.add_argument("--workers", type=int, default=2, help="sharded: local pool processes (default: %(default)s)")
     p.add_argument("--results-dir", type=Path, help="where rows go (default: benchmarks/results)")
+    p.add_argument("--plot", type=Path, default=ROOT / "docs" / "benchmarks" / "dedup_scale.png",
+                   help="time and peak RSS against documents, per engine (default: %(default)s)")
     args = p.parse_args(argv)
     if not args.source.is_dir():
         raise SystemExit(f"error: no documents at {args.source}: run make repro or give --source")
@@ -94,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                             Result(name, "driver_peak_rss_mb", round(m["driver_mb"], 1), "MB", extra=extra),
                             Result(name, "worker_peak_rss_mb", round(m["worker_mb"], 1), "MB", extra=extra)]
             shutil.rmtree(d)
+    plot(results, args.plot)
+    print(f"plot: {args.plot}")
     command = "python -m bench.benchmarks.dedup_scale " + " ".join(argv if argv is not None else sys.argv[1:])
     print(f"rows appended to {record('dedup_scale', results, command.strip(), args.results_dir)}")
     return 0
