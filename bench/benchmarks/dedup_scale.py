@@ -37,7 +37,10 @@ print(json.dumps({"seconds": m["seconds"], "docs_in": m["docs_in"], "docs_out": 
 """
 
 
-def replicate(source: Path, scale: int, out: Path, files: int = 8, seed: int = 0) -> int:
+def replicate(source: Path, scale: int, out: Path, files: int = 8, seed: int = 0, docs_per_file: int = 2000) -> int:
+    """The source's documents ``scale`` times (replica 0 as is, later ones exact or with 1-3 words edited), shuffled
+    into at least ``files`` files of at most about ``docs_per_file`` documents: a crawl grows in files, not in file
+    size, so a per-file task's memory stays the same at every scale."""
     docs = [d for f in sorted(source.glob("*.jsonl*")) for d in read_jsonl(f)]
     rng = random.Random(seed)
     rows = []
@@ -51,6 +54,7 @@ def replicate(source: Path, scale: int, out: Path, files: int = 8, seed: int = 0
                 text = " ".join(words)
             rows.append({**d, "id": f"{d['id']}~{r}", "text": text})
     rng.shuffle(rows)
+    files = max(files, -(-len(rows) // docs_per_file))
     out.mkdir(parents=True, exist_ok=True)
     for f in range(files):
         with gzip.open(out / f"part-{f:02d}.jsonl.gz", "wt", encoding="utf-8", compresslevel=1) as fh:

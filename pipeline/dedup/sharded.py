@@ -31,6 +31,9 @@ from workbench.files import read_json, write_json
 log = logging.getLogger(__name__)
 
 
+SHARD_DOCS = 4096  # documents per hash-range shard, at most (about): more documents, more shards
+
+
 def work_folder(out_dir: Path) -> Path:
     return Path(out_dir) / "_work"
 
@@ -81,7 +84,11 @@ def run_sharded(files: list[Path], out_dir: Path, rejected_dir: Path | None, nam
     offsets = [0]
     for r in sig:
         offsets.append(offsets[-1] + r["docs"])
-    layout = replace(layout, offsets=tuple(offsets))
+    # a shard holds at most about SHARD_DOCS documents, so a bucket or pairs task's memory does not grow with the
+    # corpus (the count follows from the inputs alone: a resumed run gets the same shards)
+    cfg = replace(cfg, shards=max(cfg.shards, -(-offsets[-1] // SHARD_DOCS)))
+    shards = list(range(cfg.shards))
+    layout = replace(layout, offsets=tuple(offsets), cfg=cfg)
     if cfg.exact:
         _stage(executor, "exact", tasks.exact, layout, shards, counts)
     _stage(executor, "buckets", tasks.buckets, layout, layout.bucket_parts(), counts)

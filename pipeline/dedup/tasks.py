@@ -250,7 +250,8 @@ def _shingle_sets(layout: Layout, needed: np.ndarray) -> dict[int, np.ndarray]:
             continue
         docs = _load(layout.file_of("shingles", f, "docs.npy"))
         offsets = _load(layout.file_of("shingles", f, "offsets.npy"))
-        values = _load(layout.file_of("shingles", f, "values.npy"))
+        # memory-mapped: a pairs task reads the few sets it needs from each file, not the file's every set
+        values = np.load(layout.file_of("shingles", f, "values.npy"), mmap_mode="r", allow_pickle=False)
         at = np.searchsorted(docs, mine)
         for g, i in zip(mine.tolist(), at.tolist(), strict=True):
             out[g] = values[offsets[i]:offsets[i + 1]].copy()

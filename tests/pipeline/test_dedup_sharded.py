@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.dedup import tasks
+from pipeline.dedup import sharded, tasks
 from pipeline.dedup.minhash import UnionFind, candidate_buckets, jaccard, verified_clusters
 from pipeline.dedup.sharded import work_folder
 from pipeline.dedup.stage import DedupConfig, run_dedup
@@ -138,7 +138,7 @@ def test_sharded_on_ray_and_dask_is_byte_identical(kind, tmp_path):
 _KILL = """
 import os, signal, sys
 from pathlib import Path
-from pipeline.dedup import tasks
+from pipeline.dedup import sharded, tasks
 from pipeline.dedup.stage import DedupConfig, run_dedup
 victim, kind = sys.argv[1], sys.argv[2]
 body, calls = getattr(tasks, victim).body, []
@@ -233,3 +233,12 @@ def test_tasks_have_module_level_names_for_the_cluster_engines():
                tasks.filter_file):
         assert pickle.loads(pickle.dumps(fn)) is fn
     assert isinstance(LocalExecutor(1), LocalExecutor)
+
+
+def test_more_documents_get_more_shards_and_the_same_bytes(tmp_path, monkeypatch):
+    """A shard holds at most about SHARD_DOCS documents (a bucket or pairs task's memory does not grow with the
+    corpus); the shard count is a partition of the work only: the outputs stay the single stage's, byte for byte."""
+    inputs = _corpus(tmp_path / "in")
+    monkeypatch.setattr(sharded, "SHARD_DOCS", 7)  # ~64 documents -> 10 shards instead of the configured 4
+    _, got = _both(inputs, tmp_path, DedupConfig(line_dedup="first"))
+    assert got["shards"] == -(-got["docs_in"] // 7) > 4
