@@ -15,7 +15,15 @@ from __future__ import annotations
 import numpy as np
 
 from scaling.data import budget_labels
-from scaling.validate import FAMILY_METHODS, MIN_BUDGETS, MIN_LAW_RUNS, budget_groups, fit_family, run_predictions
+from scaling.validate import (
+    FAMILY_METHODS,
+    MIN_BUDGETS,
+    MIN_LAW_RUNS,
+    best_runs,
+    budget_groups,
+    fit_family,
+    run_predictions,
+)
 
 DISTANCE = 4.0  # targets sit at >= 4x the largest budget fitted (the default `train` run is 8x the sweep's largest)
 
@@ -46,7 +54,7 @@ def rolling_origin(families: tuple[str, ...], n: np.ndarray, d: np.ndarray, c: n
     per_method: dict[str, list[float]] = {m: [] for m in methods}
     for origin, targets in origins(n, c, distance):
         fitted = labels <= origin
-        best = [int(np.flatnonzero(labels == t)[np.argmin(loss[labels == t])]) for t in targets]
+        best = best_runs(labels, loss, targets)
         runs = (n[best], d[best], c[best])
         errors: dict[str, list[float] | None] = {}
         for family in families:

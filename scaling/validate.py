@@ -147,9 +147,10 @@ def _side(value: float, lo: float, hi: float, log: bool) -> float | None:
     return None
 
 
-def bound_reasons(fit: FamilyFit, n_budgets: int) -> dict[str, list[str]]:
-    """Per method: each parameter whose bootstrap 95% CI (the point estimate without bootstrap) reaches a bound."""
-    out: dict[str, list[str]] = {m: [] for m in FAMILY_METHODS[fit.family]}
+def bound_reasons(fit: FamilyFit, n_budgets: int) -> dict[str, dict[str, str]]:
+    """Per method: {parameter: why} for each parameter whose bootstrap 95% CI (the point estimate without bootstrap)
+    reaches a bound."""
+    out: dict[str, dict[str, str]] = {m: {} for m in FAMILY_METHODS[fit.family]}
     for key, (lo, hi, log) in BOUNDS[fit.family].items():
         if key.endswith("loss.E") and n_budgets < 4:
             continue  # E is held at 0 below 4 budgets (scaling/isoflop.py fit_loss_law), not fitted
@@ -162,13 +163,13 @@ def bound_reasons(fit: FamilyFit, n_budgets: int) -> dict[str, list[str]]:
             hit = lo if below is not None and np.isclose(below, lo) else \
                 hi if above is not None and np.isclose(above, hi) else None
             if hit is not None:
-                out[method].append(f"{name}'s bootstrap 95% CI [{ci_lo:.4g}, {ci_hi:.4g}] reaches the optimizer's "
-                                   f"bound {hit:.4g}")
+                out[method][name] = (f"{name}'s bootstrap 95% CI [{ci_lo:.4g}, {ci_hi:.4g}] reaches the "
+                                      f"optimizer's bound {hit:.4g}")
         else:
             value = float(fit.point[key])
             hit = _side(value, lo, hi, log)
             if hit is not None:
-                out[method].append(f"{name} = {value:.4g} sits at the optimizer's bound {hit:.4g} (no bootstrap)")
+                out[method][name] = f"{name} = {value:.4g} sits at the optimizer's bound {hit:.4g} (no bootstrap)"
     return out
 
 
@@ -186,6 +187,11 @@ def vertex_reasons(fit: FamilyFit, n: np.ndarray, c: np.ndarray) -> list[str]:
             reasons.append(f"budget C={budget:.3g}: {what} N={n_opt:.3g} lies outside the sampled N "
                            f"[{lo:.3g}, {hi:.3g}]")
     return reasons
+
+
+def best_runs(labels: np.ndarray, loss: np.ndarray, budgets) -> list[int]:
+    """The row of the lowest-loss run of each of ``budgets`` (``budget_labels`` values)."""
+    return [int(np.flatnonzero(labels == b)[np.argmin(loss[labels == b])]) for b in budgets]
 
 
 def leave_largest_out(family: str, n: np.ndarray, d: np.ndarray, c: np.ndarray, loss: np.ndarray, n_boot: int,
@@ -207,7 +213,7 @@ def leave_largest_out(family: str, n: np.ndarray, d: np.ndarray, c: np.ndarray, 
     keep[idx] = False
     # the target run, then the best run of every budget fitted: their misses are the fit's residual scatter
     labels = budget_labels(c)
-    fitted_best = [int(np.flatnonzero(labels == b)[np.argmin(loss[labels == b])]) for b in np.unique(labels[keep])]
+    fitted_best = best_runs(labels, loss, np.unique(labels[keep]))
     rows = [best, *fitted_best]
     runs = (n[rows], d[rows], c[rows])
     try:
@@ -262,7 +268,7 @@ def validity(family: str, fit: FamilyFit | None, error: str | None, n: np.ndarra
     for method in methods:
         # a parameter at the optimizer's bound (E -> 0: the runs do not pin the irreducible loss) is flagged beside
         # the law's predictions, not a reason to drop them: the law still describes the runs it was fitted on
-        reasons, notes = list(shared), list(bounds[method])
+        reasons, notes = list(shared), list(bounds[method].values())
         check = lobo.get(method)
         if check is None:
             notes.append("leave-the-largest-budget-out check needs >= 3 budgets: not run")
@@ -279,7 +285,7 @@ def validity(family: str, fit: FamilyFit | None, error: str | None, n: np.ndarra
             # evidence to weigh, a reason to drop the law only under --strict
             (reasons if strict else notes).append(message + ("" if strict else " (--strict: voids the law)"))
         out[method] = {"valid": not reasons, "reasons": reasons, "notes": notes,
-                       "at_bound": [r.split("'", 1)[0].split(" = ", 1)[0] for r in bounds[method]]}
+                       "at_bound": list(bounds[method])}
     return out
 
 
