@@ -88,6 +88,15 @@ def _dtype(tokenizer: Tokenizer) -> np.dtype:
     return np.dtype("<u2") if tokenizer.vocab_size <= 2**16 else np.dtype("<u4")
 
 
+def _write_doc(ids: list[int], val: bool, eot: int, dtype: np.dtype, files: tuple, counts: dict) -> None:
+    """One document's ids and the end-of-text id appended to its split's file (``files``: train, val), counted."""
+    arr = np.asarray(ids + [eot], dtype=dtype)
+    files[val].write(arr.tobytes())
+    split = counts["val" if val else "train"]
+    split[0] += 1
+    split[1] += len(arr)
+
+
 def encode_file(task: tuple) -> dict:
     """A cluster task: one documents file's tokens into ``<work>/<index>.train.bin`` and ``.val.bin`` (each
     document's ids and the end-of-text id, in file order), then ``<index>.done.json`` with its counts and bad
@@ -104,11 +113,8 @@ def encode_file(task: tuple) -> dict:
     with atomic_path(part.with_suffix(".train.bin")) as train_tmp, atomic_path(part.with_suffix(".val.bin")) as \
             val_tmp, open(train_tmp, "wb") as train_fh, open(val_tmp, "wb") as val_fh:
         for doc_id, text in iter_texts(path, issues):
-            split = "val" if is_val(doc_id, val_fraction, seed) else "train"
-            arr = np.asarray(tokenizer.encode(text) + [eot], dtype=dtype)
-            (val_fh if split == "val" else train_fh).write(arr.tobytes())
-            counts[split][0] += 1
-            counts[split][1] += len(arr)
+            _write_doc(tokenizer.encode(text), is_val(doc_id, val_fraction, seed), eot, dtype, (train_fh, val_fh),
+                       counts)
     issues.warn(log)
     result = {"index": index, "input": str(path), "counts": counts, "skipped": len(issues.skipped),
               **issues.stats()}
@@ -204,11 +210,7 @@ def _encode_here(input_path, tokenizer: Tokenizer, eot: int, dtype: np.dtype, ou
             encoded = pool.imap(_encode_batch, batches) if pool else map(_encode_batch, batches)
             for ids_batch, flags in encoded:
                 for ids, val in zip(ids_batch, flags, strict=False):
-                    split = "val" if val else "train"
-                    arr = np.asarray(ids + [eot], dtype=dtype)
-                    (val_fh if val else train_fh).write(arr.tobytes())
-                    counts[split][0] += 1
-                    counts[split][1] += len(arr)
+                    _write_doc(ids, val, eot, dtype, (train_fh, val_fh), counts)
                 bar.update(len(ids_batch))
     finally:
         if pool:
