@@ -162,10 +162,7 @@ class SweepConfig:
         if missing:
             raise ValueError(f"SweepConfig: no {' or '.join(missing)}: a sweep's design is the project's choice "
                              "(params.yaml's sweep section)")
-        train = data.get("train") or {}
-        if not isinstance(train, dict):
-            raise ValueError(f"SweepConfig.train must be a mapping of TrainConfig fields, got {train!r}")
-        return cls(**{**data, "train": train})
+        return cls(**{**data, "train": data.get("train") or {}})  # __post_init__ checks it (_check_train)
 
 
 def sweep_section(params: str | Path) -> dict:

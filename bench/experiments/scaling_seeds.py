@@ -85,14 +85,19 @@ def fit_rows(name: str, fit: dict, first_train_seed: int) -> list[Result]:
     return rows
 
 
+def train_losses(summaries: dict[int, Path]) -> list[float]:
+    """Each `train` seed's measured loss, as the fit reads a held-out run."""
+    return [float(load_summary_holdout(p, {"params": "params", "flops": "6N"})["loss"].iloc[0])
+            for p in summaries.values()]
+
+
 def spread_rows(fits: dict[int, dict], summaries: dict[int, Path], own: int) -> list[Result]:
     """Each sweep seed's selected prediction of the default `train` run (train seed ``own``), their spread, and a
     95% prediction interval for a held-out run that holds both noises: the law's across sweep seeds and the run's
     own across train seeds (sd of the `train` run's loss), added in quadrature around the seeds' mean prediction."""
     predicted = np.array([fit["predicted"][fit["selected"]] for fit in fits.values()])
     errors = np.array([fit["rel_error"][fit["selected"]][own] for fit in fits.values()])
-    losses = [float(load_summary_holdout(p, {"params": "params", "flops": "6N"})["loss"].iloc[0])
-              for p in summaries.values()]
+    losses = train_losses(summaries)
     mean, law_sd, run_sd = float(predicted.mean()), float(predicted.std(ddof=1)), float(np.std(losses, ddof=1))
     half = 1.96 * float(np.hypot(law_sd, run_sd))
     measured = losses[list(summaries).index(own)]
@@ -146,8 +151,7 @@ def noise_rows(paths: dict[int, Path], summaries: dict[int, Path], data: str, co
     sd = both.groupby(["params", "tokens", "flops"])["loss"].std().dropna()
     best = [f.groupby("flops")["loss"].min() for f in frames]
     best_sd = pd.concat(best, axis=1).std(axis=1)
-    losses = [float(load_summary_holdout(p, {"params": "params", "flops": "6N"})["loss"].iloc[0])
-              for p in summaries.values()]
+    losses = train_losses(summaries)
     seeds = f"{len(paths)} seeds"
     whole = [whole_split_loss(p.parent, data, context_length) for p in summaries.values()]
     return [Result("sweep runs", "loss_sd_median", float(sd.median()), f"nats, over {len(sd)} points, {seeds}",
