@@ -1,9 +1,10 @@
 """Post-training, in sub-packages by role: tasks (the task definitions, their data and verifiers), core (the building
 blocks: the policy adapter and log-probs, rollouts, the loss math, DPO's log-probs) and evaluation (the refusal judge
 and the statistics over problems). At the top: the commands ``python -m alignment.sft``, ``.dpo``, ``.grpo``, ``.rft``,
-``.evaluate`` (greedy evaluation on a task; its functions are what loops and reports score with) and ``.report``, and
-what the trainers share (``config``: the settings; ``loop``: loading, metrics, checkpoints, the CLI; ``trl_engine``:
-TRL as the other engine). They join evaluate with the sub-packages, so they sit above them.
+``.evaluate`` (greedy evaluation on a task; its functions are what the loops and the report score with) and
+``.report``, and what the trainers share: ``config`` (the settings), ``loop`` (loading, metrics, checkpoints, the CLI)
+and ``trl_engine`` (TRL as the other engine). loop and trl_engine import evaluate, which imports the sub-packages, so
+they sit at the top with it.
 
 The CS336 assignment 5 names, importable from here: ``tokenize_prompt_and_output``, ``compute_entropy``,
 ``get_response_log_probs``, ``masked_mean``, ``masked_normalize``, ``sft_microbatch_train_step``,
