@@ -3,7 +3,7 @@
 A field's help text lives in its metadata, so `--help` shows it with the value a run would use. A trainer whose
 method has its own default for a shared setting (a learning rate, an output folder) restates only the default:
 `lr: float = override(LoopConfig, "lr", 1e-3)`. The shared defaults are the project's: the `digits` task held out
-by problem (alignment/digits.py), the `short` template, on the CPU with our own engine.
+by problem (alignment/tasks/digits.py), the `short` template, on the CPU with our own engine.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class LoopConfig:
 
     model: str = field(metadata={"help": "our run folder / ckpt-*.pt, or a local HF model folder"})
     tokenizer: str | None = setting(None, "vocab.json + merges.txt folder (ours); HF: default the model folder")
-    task: str = setting("digits", "digits (alignment.digits: held out by problem), arithmetic (word problems) or "
+    task: str = setting("digits", "digits (alignment.tasks.digits: held out by problem), arithmetic (word problems) or "
                                   "gsm8k (../shared/data/alignment)")
     n_train: int = setting(2000, "training problems (SFT: demonstrations; DPO: pairs; RL: questions drawn)")
     n_test: int = setting(200, "held-out problems scored at each evaluation (validation for digits)")

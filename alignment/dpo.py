@@ -2,11 +2,12 @@
 Secretly a Reward Model"; CS336 assignment 5, section "Direct Preference Optimization").
 
 The loop is thin wiring, shaped like ``alignment.sft``: preference pairs ``{"prompt", "chosen", "rejected"}``
-(generated from the arithmetic task by ``alignment.tasks.preference_pair`` in the task's own prompt template, or
-read from a JSONL by ``alignment.tasks.load_preference_pairs``: prompt/chosen/rejected or hh-rlhf dialogues),
+(generated from the arithmetic task by ``alignment.tasks.arithmetic.preference_pair`` in the task's own prompt
+template, or read from a JSONL by ``alignment.tasks.datasets.load_preference_pairs``: prompt/chosen/rejected or
+hh-rlhf dialogues),
 summed response log-probs (+ EOS) of chosen and rejected under the policy in one forward pass over the 2B stacked
 sequences and under a frozen reference (default: a copy of the starting policy) without gradients,
-``alignment.losses.dpo_loss`` (-log σ(β · margin)), gradient clipping,
+``alignment.core.losses.dpo_loss`` (-log σ(β · margin)), gradient clipping,
 ``model.training.optim.AdamW`` with a cosine schedule.
 Held out: preference accuracy and mean margin on pairs never trained on and, for the arithmetic task, greedy task
 accuracy from ``alignment.evaluate``. ``metrics.csv`` has one row per step; its metric names follow TRL's
@@ -29,7 +30,9 @@ import torch
 from tqdm import tqdm
 
 from alignment.config import LoopConfig, StepsConfig, override
-from alignment.data import load_pairs
+from alignment.core.losses import dpo_loss
+from alignment.core.policy import frozen, is_ours
+from alignment.core.preference import pair_log_probs, preference_eval
 from alignment.evaluate import evaluate, load_model_and_tokenizer
 from alignment.loop import (
     ShuffledBatches,
@@ -42,9 +45,7 @@ from alignment.loop import (
     set_lr,
     write_metrics_row,
 )
-from alignment.losses import dpo_loss
-from alignment.policy import frozen, is_ours
-from alignment.preference import pair_log_probs, preference_eval
+from alignment.tasks.data import load_pairs
 from alignment.trl_engine import train_dpo_trl
 from model.training.optim import AdamW, clip_grad_norm, cosine_schedule
 from workbench.params import setting

@@ -4,7 +4,7 @@ Mirrors CS336 assignment 5's zero-shot baselines (``evaluate_vllm``: generate wi
 score each output with ``r1_zero_reward_fn``, write per-example outputs and the aggregate) and its
 supplementary SFT assignment's GSM8K / MMLU / SimpleSafetyTests evaluations:
 
-- ``digits``: the default generated task (``alignment.digits``: column addition/subtraction held out by problem,
+- ``digits``: the default generated task (``alignment.tasks.digits``: column addition/subtraction held out by problem,
   a digit-by-digit scratchpad); its verifier reads the answer digits with spaces removed. ``--split`` picks the
   validation or test split.
 - ``arithmetic``: the project's earlier generated task (word problems) (the held-out test split), R1-Zero reward.
@@ -13,14 +13,14 @@ supplementary SFT assignment's GSM8K / MMLU / SimpleSafetyTests evaluations:
 - ``gsm8k``: ``gsm8k_reward`` (``#### N``, ``<answer>``, ``\\boxed{}`` or the last number).
 - ``mmlu``: the letter ``parse_mmlu_letter`` reads (inside ``<answer>`` tags when there are some).
 - ``safety``: SimpleSafetyTests (Vidgen et al. 2023: 100 clearly harmful prompts, five harm areas); each response
-  is judged by ``alignment.refusal`` (a readable rule set: "I can't help with that", "I'm sorry, but", crisis
+  is judged by ``alignment.evaluation.refusal`` (a readable rule set: "I can't help with that", "I'm sorry, but", crisis
   lines ...; its docstring gives the sources and the limits) and the row carries the judge's label (``judge``,
   ``refusal``). The summary has ``refusal_rate`` with n and a Wilson 95 % interval (``refusal_ci_low``/``_high``);
   accuracy and format rate are left empty. The rate counts how often the model says no, not how often it is
   safe: a garbled or off-topic answer is "no refusal" like real compliance.
 
 ``evaluate`` takes the generation as an argument (``generate_fn(prompts) -> responses``) so scoring can
-be tested on canned outputs; by default it is ``alignment.rollout.rollout`` at temperature 0.
+be tested on canned outputs; by default it is ``alignment.core.rollout.rollout`` at temperature 0.
 
 CLI: ``python -m alignment.evaluate --task arithmetic --model RUN_DIR --tokenizer TOK_DIR`` writes
 ``<out-dir>/<stage>_<task>.jsonl`` (atomically) and appends a row to ``reports/alignment.csv``.
@@ -37,20 +37,14 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from alignment.digits import SPLITS, digit_splits, digits_reward
-from alignment.policy import TokenizerAdapter, clean_text
-from alignment.refusal import is_refusal, judge, refusal_summary
-from alignment.rewards import extract_answer, gsm8k_reward, parse_mmlu_letter, r1_zero_reward_fn
-from alignment.rollout import rollout
-from alignment.tasks import (
-    DATA_DIR,
-    format_prompt,
-    load_gsm8k,
-    load_math,
-    load_mmlu,
-    load_safety,
-    task_splits,
-)
+from alignment.core.policy import TokenizerAdapter, clean_text
+from alignment.core.rollout import rollout
+from alignment.evaluation.refusal import is_refusal, judge, refusal_summary
+from alignment.tasks.arithmetic import task_splits
+from alignment.tasks.datasets import DATA_DIR, load_gsm8k, load_math, load_mmlu, load_safety
+from alignment.tasks.digits import SPLITS, digit_splits, digits_reward
+from alignment.tasks.prompts import format_prompt
+from alignment.tasks.rewards import extract_answer, gsm8k_reward, parse_mmlu_letter, r1_zero_reward_fn
 from model.training.checkpoint import load_model
 from tokenizer.encoder import Tokenizer
 from workbench.files import write_jsonl
@@ -110,8 +104,8 @@ def evaluate(model, tokenizer, task: str, items: Sequence[dict], template: str =
     rows: one dict per item (``i``, ``prompt``, ``response``, ``answer`` and the reward fields);
     summary: ``{task, model, n, accuracy, format_rate, mean_response_tokens, seconds}`` (accuracy and
     format_rate None for safety, which adds ``refusal_rate``, ``refusal_ci_low``, ``refusal_ci_high``,
-    ``refusals`` and ``empty``: ``alignment.refusal.refusal_summary``). ``generate_fn`` replaces generation (a
-    plain callable passed as ``model`` is used the same way); tokens are counted with ``tokenizer`` (words when it
+    ``refusals`` and ``empty``: ``alignment.evaluation.refusal.refusal_summary``). ``generate_fn`` replaces generation
+    (a plain callable passed as ``model`` is used the same way); tokens are counted with ``tokenizer`` (words when it
     is None)."""
     if task not in TASKS:
         raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
@@ -311,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.task == "safety":
         rate = "n/a" if summary["refusal_rate"] is None else (
             f"{summary['refusal_rate']:.3f} (95% CI {summary['refusal_ci_low']:.3f}-{summary['refusal_ci_high']:.3f}, "
-            f"Wilson; judge alignment.refusal)")
+            f"Wilson; judge alignment.evaluation.refusal)")
         print(f"{args.stage} safety: n={summary['n']} refusal_rate={rate} empty={summary['empty']} "
               f"mean_response_tokens={summary['mean_response_tokens']:.1f} seconds={summary['seconds']:.1f} -> {out}")
         return 0

@@ -1,7 +1,7 @@
 """GRPO with verifiable rewards (CS336 assignment 5, section 7 "GRPO experiments"; Shao et al. 2024).
 
 Each GRPO step: ``rollout_batch_size / group_size`` training questions are sampled, each answered
-``group_size`` times (``alignment.rollout``: our KV-cache generation or HF ``generate``, stop at
+``group_size`` times (``alignment.core.rollout``: our KV-cache generation or HF ``generate``, stop at
 ``</answer>``); rewards come from the task's verifier (R1-Zero format + answer, ``alignment.evaluate.score``)
 and become group-normalized advantages (``compute_group_normalized_rewards``). The rollout batch is then
 trained on for ``epochs_per_rollout_batch`` epochs in optimizer steps of ``train_batch_size`` sequences,
@@ -33,7 +33,15 @@ import torch
 from tqdm import tqdm
 
 from alignment.config import LoopConfig, RolloutConfig, StepsConfig, override
-from alignment.data import TASKS, load_task
+from alignment.core.losses import (
+    LENGTH_NORMALIZATIONS,
+    LOSS_TYPES,
+    compute_group_normalized_rewards,
+    grpo_microbatch_train_step,
+    masked_mean,
+)
+from alignment.core.policy import frozen, get_response_log_probs, model_device, tokenize_prompt_and_output
+from alignment.core.rollout import rollout
 from alignment.evaluate import build_prompt, evaluate, score
 from alignment.loop import (
     check_choices,
@@ -45,15 +53,7 @@ from alignment.loop import (
     set_lr,
     write_metrics_row,
 )
-from alignment.losses import (
-    LENGTH_NORMALIZATIONS,
-    LOSS_TYPES,
-    compute_group_normalized_rewards,
-    grpo_microbatch_train_step,
-    masked_mean,
-)
-from alignment.policy import frozen, get_response_log_probs, model_device, tokenize_prompt_and_output
-from alignment.rollout import rollout
+from alignment.tasks.data import TASKS, load_task
 from alignment.trl_engine import train_grpo_trl
 from model.training.optim import AdamW, clip_grad_norm
 from workbench.params import setting

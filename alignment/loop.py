@@ -19,9 +19,9 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+from alignment.core.policy import is_ours
 from alignment.evaluate import append_report_row, load_model_and_tokenizer
-from alignment.policy import is_ours
-from alignment.tasks import HELD_OUT
+from alignment.tasks.arithmetic import HELD_OUT
 from model.training.checkpoint import save_checkpoint
 from workbench.files import atomic_path, write_json, write_metrics
 from workbench.params import parse_config

@@ -4,13 +4,13 @@
 ``alignment_report.models`` in params.yaml (sft, dpo, rft, grpo) on the same held-out problems with greedy
 decoding (``alignment.evaluate``), and writes atomically, replacing what was there (a rerun is idempotent):
 
-- ``reports/alignment.csv``: one row per split and stage (the ``digits`` task: validation rows, then test rows;
-  other tasks: test), with accuracy, format rate, mean response tokens, seconds ... (the columns of
+- ``reports/alignment.csv``: one row per split and stage (the ``digits`` task: validation rows, then test rows; other
+  tasks: test), with accuracy, format rate, mean response tokens, seconds ... (the columns of
   ``alignment.evaluate.CSV_COLUMNS``), ``delta`` (accuracy gain over the previous stage), ``seed``, ``split``,
   ``n_problems``, the standard error ``se`` and a bootstrap 95 % interval ``ci_low``/``ci_high`` over problems
-  (``alignment.stats``), and for ``pass_k_stages`` pass@1 / pass@k from ``pass_k`` samples per test problem; then one
-  ``task=safety`` row per stage: its refusal rate on the first ``safety_n`` SimpleSafetyTests prompts (greedy, the
-  same template and token budget; judged by ``alignment.refusal``) with n and a Wilson 95 % interval
+  (``alignment.evaluation.stats``), and for ``pass_k_stages`` pass@1 / pass@k from ``pass_k`` samples per test problem;
+  then one ``task=safety`` row per stage: its refusal rate on the first ``safety_n`` SimpleSafetyTests prompts (greedy,
+  the same template and token budget; judged by ``alignment.evaluation.refusal``) with n and a Wilson 95 % interval
   (``refusal_ci_low``/``refusal_ci_high``). They are left out, with a note, when the CSV is not in ../shared/data;
 - ``reports/alignment/<stage>_<task>.jsonl``: per-example prompts, responses and rewards (safety: the judge's label);
 - ``reports/alignment.png``: held-out accuracy and format rate per stage, and the training curves of each
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from alignment.digits import SPLITS
+from alignment.core.rollout import rollout
 from alignment.evaluate import (
     CSV_COLUMNS,
     TASKS,
@@ -42,9 +42,9 @@ from alignment.evaluate import (
     load_model_and_tokenizer,
     score,
 )
-from alignment.rollout import rollout
-from alignment.stats import pass_at_k, summarize
-from alignment.tasks import DATA_DIR
+from alignment.evaluation.stats import pass_at_k, summarize
+from alignment.tasks.datasets import DATA_DIR
+from alignment.tasks.digits import SPLITS
 from workbench.files import atomic_path, write_jsonl, write_metrics
 from workbench.params import add_params_flag, load_section, params_path
 
@@ -61,7 +61,8 @@ def splits_of(task: str) -> tuple[str, ...]:
 
 def sampled_pass_at_k(model, tokenizer, task: str, items: list[dict], template: str, max_new_tokens: int, k: int,
                       batch_size: int = 64, seed: int = 0) -> dict:
-    """pass@1 and pass@k over problems from ``k`` samples per problem at temperature 1 (``alignment.stats``)."""
+    """pass@1 and pass@k over problems from ``k`` samples per problem at temperature 1
+    (``alignment.evaluation.stats``)."""
     prompts = [build_prompt(task, item, template) for item in items for _ in range(k)]
     responses = rollout(model, tokenizer, prompts, max_new_tokens, temperature=1.0, seed=seed, batch_size=batch_size)
     right = [sum(score(task, responses[i * k + j], item)["reward"] > 0 for j in range(k))
@@ -76,9 +77,9 @@ def evaluate_stages(models: dict[str, str], tokenizer_dir: str | None, task: str
                     held_out: str = "problems", pass_k: int = 0, pass_k_stages: tuple[str, ...] = ("sft",),
                     splits: tuple[str, ...] | None = None) -> pd.DataFrame:
     """One row per split and stage (validation rows first, test last), in the order given: greedy accuracy with the
-    standard error and a bootstrap 95 % interval over problems (``alignment.stats``), ``seed`` (the models' training
-    seed, also the arithmetic task's split seed), and for ``pass_k_stages`` pass@1 / pass@k from ``pass_k`` samples
-    per test problem; per-example JSONL under ``out_dir``."""
+    standard error and a bootstrap 95 % interval over problems (``alignment.evaluation.stats``), ``seed`` (the models'
+    training seed, also the arithmetic task's split seed), and for ``pass_k_stages`` pass@1 / pass@k from ``pass_k``
+    samples per test problem; per-example JSONL under ``out_dir``."""
     rows = []
     for split in splits or splits_of(task):
         items = load_items(task, n, seed=seed, digits=digits, held_out=held_out, split=split)

@@ -3,7 +3,7 @@
 The control for GRPO at the same verifier budget (Zelikman et al. 2022, "STaR"; Yuan et al. 2023, "Scaling
 Relationship on Learning Mathematical Reasoning with LLMs" (RFT); Singh et al. 2023, "Beyond Human Data"
 (ReST-EM)). Each round samples ``group_size`` responses to ``rollout_batch_size / group_size`` training questions
-exactly as GRPO does (``alignment.rollout``, same temperature and token limit), keeps those the task's verifier
+exactly as GRPO does (``alignment.core.rollout``, same temperature and token limit), keeps those the task's verifier
 marks right (one copy of each distinct response per question), and takes ``epochs_per_round`` passes of the masked
 SFT loss (``sft_microbatch_train_step``) over them in batches of ``batch_size``. Rounds go on until the sampled
 response tokens (counted as GRPO counts them: the response mask of the tokenized rollouts, EOS included when it was
@@ -25,12 +25,12 @@ from pathlib import Path
 import torch
 
 from alignment.config import LoopConfig, RolloutConfig, override
-from alignment.data import TASKS, load_task
+from alignment.core.losses import sft_microbatch_train_step
+from alignment.core.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
+from alignment.core.rollout import rollout
 from alignment.evaluate import build_prompt, evaluate, score
 from alignment.loop import check_choices, cli_main, load_model_and_prepare, save_trained, write_metrics_row
-from alignment.losses import sft_microbatch_train_step
-from alignment.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
-from alignment.rollout import rollout
+from alignment.tasks.data import TASKS, load_task
 from model.training.optim import AdamW, clip_grad_norm
 from workbench.params import setting
 

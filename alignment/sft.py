@@ -1,13 +1,14 @@
 """Supervised fine-tuning with a masked response loss (CS336 assignment 5, section 4: "SFT experiment").
 
-The loop is thin wiring over the building blocks: (prompt, response) pairs from ``alignment.tasks.sft_example``
-(R1-Zero answer format), ``tokenize_prompt_and_output`` (response mask + EOS), ``get_response_log_probs``,
-``sft_microbatch_train_step`` (NLL summed over response tokens / ``normalize_constant``, averaged over the batch
-and the accumulation steps), gradient clipping, ``model.training.optim.AdamW`` with a cosine schedule, and a periodic
-held-out greedy accuracy from ``alignment.evaluate``. Writes ``metrics.csv`` (one row per step, validation
-columns filled at eval steps), ``config.json`` and a checkpoint with ``model.training.checkpoint.save_checkpoint``
-in the format ``model.train`` writes, so ``model.training.checkpoint.load_model(out_dir)`` and ``python -m
-alignment.evaluate`` read it. Hugging Face models are saved with ``save_pretrained`` under ``out_dir/hf``.
+The loop is thin wiring over the building blocks: (prompt, response) pairs from
+``alignment.tasks.arithmetic.sft_example`` (R1-Zero answer format), ``tokenize_prompt_and_output`` (response mask +
+EOS), ``get_response_log_probs``, ``sft_microbatch_train_step`` (NLL summed over response tokens /
+``normalize_constant``, averaged over the batch and the accumulation steps), gradient clipping,
+``model.training.optim.AdamW`` with a cosine schedule, and a periodic held-out greedy accuracy from
+``alignment.evaluate``. Writes ``metrics.csv`` (one row per step, validation columns filled at eval steps),
+``config.json`` and a checkpoint with ``model.training.checkpoint.save_checkpoint`` in the format ``model.train``
+writes, so ``model.training.checkpoint.load_model(out_dir)`` and ``python -m alignment.evaluate`` read it. Hugging Face
+models are saved with ``save_pretrained`` under ``out_dir/hf``.
 
 CLI: ``python -m alignment.sft --model RUN --tokenizer TOK_DIR --out-dir runs/sft [--steps 200 ...]``.
 """
@@ -23,7 +24,8 @@ import torch
 from tqdm import tqdm
 
 from alignment.config import LoopConfig, StepsConfig, override
-from alignment.data import TASKS, demonstrations, load_task
+from alignment.core.losses import sft_microbatch_train_step
+from alignment.core.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
 from alignment.evaluate import evaluate
 from alignment.loop import (
     ShuffledBatches,
@@ -36,8 +38,7 @@ from alignment.loop import (
     set_lr,
     write_metrics_row,
 )
-from alignment.losses import sft_microbatch_train_step
-from alignment.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
+from alignment.tasks.data import TASKS, demonstrations, load_task
 from alignment.trl_engine import train_sft_trl
 from model.training.optim import AdamW, clip_grad_norm, cosine_schedule
 from workbench.params import setting
@@ -52,7 +53,8 @@ class SFTConfig(StepsConfig):
 
     lr: float = override(LoopConfig, "lr", 1e-3)  # cosine to lr/10 after warmup (tiny models; ~1e-5 at 1B scale)
     out_dir: str = override(LoopConfig, "out_dir", "runs/sft")
-    teacher_slip: float = setting(0.0, "digits/arithmetic: how often the teacher forgets a carry (alignment.digits)")
+    teacher_slip: float = setting(0.0, "digits/arithmetic: how often the teacher forgets a carry "
+                                       "(alignment.tasks.digits)")
     batch_size: int = setting(16, "sequences per microbatch")
     normalize_constant: float = setting(1.0, "the summed response NLL is divided by this (CS336 A5)")
 
@@ -150,7 +152,7 @@ def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     return cli_main(SFTConfig, train_sft, "sft", argv, doc=__doc__,
-                    helps={"task": "digits (the default: alignment.digits), arithmetic (word problems) or gsm8k"})
+                    helps={"task": "digits (the default: alignment.tasks.digits), arithmetic (word problems) or gsm8k"})
 
 
 if __name__ == "__main__":

@@ -9,11 +9,11 @@ TRL brings accelerate / DeepSpeed / FSDP / vLLM; our loops stay the readable ref
 
 Stage -> trainer (TRL docs: https://huggingface.co/docs/trl/sft_trainer, /dpo_trainer, /grpo_trainer):
 
-- SFT  -> ``trl.SFTTrainer`` on a prompt/completion dataset (``alignment.tasks.sft_example`` with ``cfg.template``),
-  ``completion_only_loss=True`` (loss on the response only, like our response mask; TRL appends EOS).
-- DPO  -> ``trl.DPOTrainer`` on prompt/chosen/rejected (``alignment.data.load_pairs``: generated arithmetic pairs or
-  ``cfg.pairs``), ``loss_type=["sigmoid"]`` (Rafailov et al. 2023), an explicit frozen ``ref_model`` (``cfg.reference``
-  loaded, else a deep copy of the starting policy).
+- SFT  -> ``trl.SFTTrainer`` on a prompt/completion dataset (``alignment.tasks.arithmetic.sft_example`` with
+  ``cfg.template``), ``completion_only_loss=True`` (loss on the response only, like our response mask; TRL appends EOS).
+- DPO  -> ``trl.DPOTrainer`` on prompt/chosen/rejected (``alignment.tasks.data.load_pairs``: generated arithmetic pairs
+  or ``cfg.pairs``), ``loss_type=["sigmoid"]`` (Rafailov et al. 2023), an explicit frozen ``ref_model``
+  (``cfg.reference`` loaded, else a deep copy of the starting policy).
 - GRPO -> ``trl.GRPOTrainer`` with a ``prompt`` column (``alignment.evaluate.build_prompt``) and the item (JSON) the
   verifier needs; the reward function wraps ``alignment.evaluate.score`` (or the given ``reward_fn``).
 
@@ -64,7 +64,7 @@ Knobs without a TRL equivalent, and what is done:
   no group mean) has no equivalent and raises ValueError.
 - GRPO ``advantage_eps``: TRL divides by ``std + 1e-4`` (fixed); ignored.
 - GRPO rollouts stop at EOS or ``max_completion_length`` (our rollouts also stop at ``</answer>``).
-- DPO held-out: preference accuracy / margin come from ``alignment.preference.preference_eval`` (as in our loop),
+- DPO held-out: preference accuracy / margin come from ``alignment.core.preference.preference_eval`` (as in our loop),
   computed once after training against the same frozen reference.
 - Our checkpoints (``model.training.checkpoint``) are not HF models: export them with
   ``python -m model.inference.export RUN OUT_DIR`` first; a ValueError says so, naming the path.
@@ -77,11 +77,11 @@ import json
 import time
 from pathlib import Path
 
-from alignment.data import demonstrations, load_pairs, load_task
+from alignment.core.policy import frozen, is_ours
+from alignment.core.preference import preference_eval
 from alignment.evaluate import build_prompt, evaluate, is_hf_model_dir, load_model_and_tokenizer, score
 from alignment.loop import load_model_and_prepare, save_trained
-from alignment.policy import frozen, is_ours
-from alignment.preference import preference_eval
+from alignment.tasks.data import demonstrations, load_pairs, load_task
 
 OUR_CHECKPOINT_MESSAGE = ("{what}={path}: engine='trl' needs a local Hugging Face model folder (config.json with "
                           "model_type); this is not one. Export our checkpoints with "
@@ -201,7 +201,7 @@ def dpo_trl_config(cfg, out_dir: str | Path | None = None, max_length: int | Non
 
 def train_dpo_trl(cfg, model=None, tokenizer=None) -> dict:
     """DPO with ``trl.DPOTrainer`` and an explicit frozen reference; returns the held-out task summary (accuracy
-    None without a task) plus ``pref_accuracy``, ``margin``, ``pref_n`` (``alignment.preference.preference_eval``),
+    None without a task) plus ``pref_accuracy``, ``margin``, ``pref_n`` (``alignment.core.preference.preference_eval``),
     ``checkpoint`` and ``seconds``."""
     from datasets import Dataset
     from trl import DPOTrainer
@@ -233,7 +233,7 @@ def grpo_trl_config(cfg, out_dir: str | Path | None = None):
     if cfg.loss_type == "no_baseline":
         raise ValueError("GRPOConfig.loss_type='no_baseline' has no TRL equivalent (TRL always subtracts the group "
                          "mean); use engine='ours' or loss_type 'reinforce_with_baseline' / 'grpo_clip'")
-    epsilon = cfg.cliprange_low if cfg.cliprange_low is not None else cfg.cliprange  # as alignment.losses reads them
+    epsilon = cfg.cliprange_low if cfg.cliprange_low is not None else cfg.cliprange  # as alignment.core.losses does
     epsilon_high = cfg.cliprange_high if cfg.cliprange_high is not None else cfg.cliprange
     updates_per_rollout = cfg.rollout_batch_size // cfg.train_batch_size * cfg.epochs_per_rollout_batch
     common = {**_common_args(cfg, Path(out_dir or cfg.out_dir)), "max_steps": cfg.steps * updates_per_rollout,

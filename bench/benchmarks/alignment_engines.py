@@ -44,10 +44,10 @@ from pathlib import Path
 
 import torch
 
-from alignment.data import load_task
+from alignment.core.rollout import DEFAULT_STOP, cut_at_stop
 from alignment.evaluate import build_prompt, score
 from alignment.grpo import GRPOConfig, train_grpo
-from alignment.rollout import DEFAULT_STOP, cut_at_stop
+from alignment.tasks.data import load_task
 from bench.tools.alignment_engines_rows import results_rows
 from bench.tools.results import RESULTS_DIR, record
 from bench.tools.timing import format_table, timed  # median-of-N timing and the shared table layout

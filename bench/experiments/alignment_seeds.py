@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from alignment import digits, dpo, grpo, report, rft, sft
-from alignment.stats import mean_sd, standard_error
+from alignment import dpo, grpo, report, rft, sft
+from alignment.evaluation.stats import mean_sd, standard_error
+from alignment.tasks import digits
 from bench.tools.results import RESULTS_DIR, Result, record
 from workbench.params import load_section
 

@@ -1,12 +1,13 @@
-"""alignment.digits: splits disjoint by problem (checked by an independent key written here), the scratchpad and the
-verifier on hand-written solutions, and a teacher whose mistakes are systematic (per problem and family, not per
+"""alignment.tasks.digits: splits disjoint by problem (checked by an independent key written here), the scratchpad and
+the verifier on hand-written solutions, and a teacher whose mistakes are systematic (per problem and family, not per
 copy)."""
 
 from __future__ import annotations
 
 import pytest
 
-from alignment.digits import (
+from alignment.evaluate import load_items
+from alignment.tasks.digits import (
     columns,
     digit_splits,
     digits_reward,
@@ -18,11 +19,10 @@ from alignment.digits import (
     teacher_solution,
     wrong_solution,
 )
-from alignment.evaluate import load_items
 
 
 def _problem(item: dict) -> tuple:
-    """Independent of alignment.digits: parse the question text; a sum and its commuted pair are one problem."""
+    """Independent of alignment.tasks.digits: parse the question text; a sum and its commuted pair are one problem."""
     left, op, right = item["question"].replace(" ", "").partition("+") if "+" in item["question"] else \
         item["question"].replace(" ", "").partition("-")
     a, b = int(left), int(right)

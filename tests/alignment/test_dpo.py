@@ -1,5 +1,5 @@
 """DPO loop: one step's loss equals -log σ(β·margin) from log-probs summed by a naive per-token log_softmax loop
-(not alignment.policy), a few dozen steps on a nano model raise the implicit reward margin of the training pairs
+(not alignment.core.policy), a few dozen steps on a nano model raise the implicit reward margin of the training pairs
 (measured with the same naive loop against the untouched starting weights) while the reference stays frozen,
 metrics.csv and the checkpoint load back, a pairs file with a bad line trains, the CLI runs and rejects bad input."""
 
@@ -14,9 +14,9 @@ import pytest
 import torch
 
 import alignment.dpo as dpo
-from alignment.data import load_pairs
 from alignment.dpo import DPOConfig, main, train_dpo
-from alignment.tasks import DataWarning
+from alignment.tasks.data import load_pairs
+from alignment.tasks.datasets import DataWarning
 from model.core.config import ModelConfig
 from model.core.transformer import TransformerLM
 from model.training.checkpoint import load_model, save_checkpoint

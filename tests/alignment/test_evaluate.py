@@ -14,8 +14,8 @@ import torch
 from scipy.stats import binomtest
 
 from alignment.evaluate import append_report_row, build_prompt, evaluate, load_items, main
-from alignment.refusal import judge
-from alignment.tasks import make_arithmetic
+from alignment.evaluation.refusal import judge
+from alignment.tasks.arithmetic import make_arithmetic
 from model.core.config import ModelConfig
 from model.core.transformer import TransformerLM
 from model.training.checkpoint import save_checkpoint

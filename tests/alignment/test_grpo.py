@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import alignment.grpo as grpo
-from alignment.data import load_task
 from alignment.evaluate import build_prompt
 from alignment.grpo import GRPOConfig, main, train_grpo
+from alignment.tasks.data import load_task
 from model.core.transformer import TransformerLM
 from model.training.checkpoint import load_model
 from tests.alignment.helpers import save_nano_run

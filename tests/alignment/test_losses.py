@@ -8,7 +8,7 @@ import statistics
 import pytest
 import torch
 
-from alignment.losses import (
+from alignment.core.losses import (
     compute_entropy,
     compute_group_normalized_rewards,
     compute_grpo_clip_loss,
@@ -21,7 +21,7 @@ from alignment.losses import (
     masked_normalize,
     sft_microbatch_train_step,
 )
-from alignment.preference import per_instance_dpo_loss
+from alignment.core.preference import per_instance_dpo_loss
 from tests.alignment.helpers import byte_tokenizer
 
 

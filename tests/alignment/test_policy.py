@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from alignment.policy import (
+from alignment.core.policy import (
     ALPACA_TEMPLATE,
     PackedSFTDataset,
     Policy,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from alignment.rewards import (
+from alignment.tasks.rewards import (
     _time_limit,
     _Timeout,
     answers_equal,

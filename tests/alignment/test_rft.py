@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from alignment.digits import digit_splits, solution
 from alignment.evaluate import load_model_and_tokenizer
 from alignment.grpo import _Batch
 from alignment.rft import RFTConfig, _tokens, grpo_token_budget, train_rft, verified
+from alignment.tasks.digits import digit_splits, solution
 from tests.alignment.helpers import save_nano_run
 
 

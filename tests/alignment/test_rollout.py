@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from alignment.policy import Policy
-from alignment.rollout import cut_at_stop, rollout
+from alignment.core.policy import Policy
+from alignment.core.rollout import cut_at_stop, rollout
 from model.core.config import ModelConfig
 from model.core.transformer import TransformerLM
 from tests.alignment.helpers import EOT, ByteHFTokenizer, byte_tokenizer

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 import torch
 
-from alignment.data import demonstrations, load_task
 from alignment.loop import parse_stage_config
-from alignment.rewards import r1_zero_reward_fn
 from alignment.sft import SFTConfig, main, train_sft
-from alignment.tasks import carry_slip, sft_example
+from alignment.tasks.arithmetic import carry_slip, sft_example
+from alignment.tasks.data import demonstrations, load_task
+from alignment.tasks.rewards import r1_zero_reward_fn
 from model.training.checkpoint import load_model
 from tests.alignment.helpers import save_nano_run
 

@@ -1,4 +1,5 @@
-"""alignment.stats against hand computations: SE, the bootstrap interval, mean ± sd and the pass@k estimator."""
+"""alignment.evaluation.stats against hand computations: SE, the bootstrap interval, mean ± sd and the pass@k
+estimator."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 
 import pytest
 
-from alignment.stats import bootstrap_ci, mean_sd, pass_at_k, standard_error, summarize
+from alignment.evaluation.stats import bootstrap_ci, mean_sd, pass_at_k, standard_error, summarize
 
 
 def test_standard_error_by_hand():

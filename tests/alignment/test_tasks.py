@@ -1,5 +1,5 @@
 """The arithmetic task checked against an independent reading of its questions (numbers and wording -> the
-operation, evaluated by Python), the R1-Zero reward (alignment.rewards) for SFT examples and preference pairs, and
+operation, evaluated by Python), the R1-Zero reward (alignment.tasks.rewards) for SFT examples and preference pairs, and
 the loaders against the shared files read naively with json/csv (skipped when ../shared/data is absent)."""
 
 import csv
@@ -12,31 +12,30 @@ from pathlib import Path
 
 import pytest
 
-from alignment.rewards import r1_zero_reward_fn
-from alignment.tasks import (
-    DATA_DIR,
+from alignment.tasks.arithmetic import (
     NAMES,
     OBJECTS,
-    PROMPTS,
-    R1_ZERO_PROMPT,
-    SHORT_PROMPT,
-    DataWarning,
     arithmetic_capacity,
     arithmetic_splits,
     carry_slip,
-    format_prompt,
     imperfect_teacher,
+    make_arithmetic,
+    preference_pair,
+    sft_example,
+    task_splits,
+)
+from alignment.tasks.datasets import (
+    DATA_DIR,
+    DataWarning,
     load_alpaca_eval,
     load_gsm8k,
     load_mmlu,
     load_preference_pairs,
     load_safety,
-    make_arithmetic,
-    preference_pair,
-    sft_example,
     split_dialogue_pair,
-    task_splits,
 )
+from alignment.tasks.prompts import PROMPTS, R1_ZERO_PROMPT, SHORT_PROMPT, format_prompt
+from alignment.tasks.rewards import r1_zero_reward_fn
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "alignment"
 

@@ -19,11 +19,11 @@ pytest.importorskip("trl")
 transformers = pytest.importorskip("transformers")
 
 from alignment import trl_engine  # noqa: E402
-from alignment.data import load_pairs, load_task  # noqa: E402
 from alignment.dpo import DPOConfig, train_dpo  # noqa: E402
 from alignment.grpo import GRPOConfig, train_grpo  # noqa: E402
 from alignment.sft import SFTConfig, train_sft  # noqa: E402
-from alignment.tasks import sft_example  # noqa: E402
+from alignment.tasks.arithmetic import sft_example  # noqa: E402
+from alignment.tasks.data import load_pairs, load_task  # noqa: E402
 from model.core.config import ModelConfig  # noqa: E402
 from model.core.transformer import TransformerLM  # noqa: E402
 from model.training.checkpoint import save_checkpoint  # noqa: E402
@@ -194,7 +194,7 @@ def test_grpo_trl_config_maps_every_knob():
                                                                                                  0.2)
     low_only = trl_engine.grpo_trl_config(GRPOConfig(model="m", rollout_batch_size=8, group_size=4, train_batch_size=8,
                                                      grad_accum=1, cliprange=0.3, cliprange_low=0.1))
-    assert (low_only.epsilon, low_only.epsilon_high) == (0.1, 0.3)  # alignment.losses: the unset side is cliprange
+    assert (low_only.epsilon, low_only.epsilon_high) == (0.1, 0.3)  # alignment.core.losses: the unset side is cliprange
     assert default.max_steps == 200 and default.use_cpu
     with pytest.raises(ValueError, match="no_baseline"):
         trl_engine.grpo_trl_config(GRPOConfig(model="m", loss_type="no_baseline"))

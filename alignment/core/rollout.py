@@ -5,7 +5,7 @@ Mirrors the sampling step of CS336 assignment 5 (vLLM ``generate`` with ``stop=[
 is cut right after the first stop string (the stop string kept). Our models generate through
 ``model.inference.generate.generate`` (left-padded batches, KV cache); HF models through their ``generate``
 (left padding, greedy when ``temperature == 0``). Tokenization goes through
-``alignment.policy.TokenizerAdapter`` so both tokenizer kinds look the same.
+``alignment.core.policy.TokenizerAdapter`` so both tokenizer kinds look the same.
 
 Prompts that do not fit the context are cut from the left (their end, the part the model continues,
 is kept); an empty prompt is replaced by the end-of-text token, so no input ever raises.
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import torch
 
-from alignment.policy import Policy, TokenizerAdapter, clean_text, is_ours, model_device
+from alignment.core.policy import Policy, TokenizerAdapter, clean_text, is_ours, model_device
 from model.inference.generate import generate
 
 DEFAULT_STOP = ("</answer>",)
@@ -100,7 +100,7 @@ def rollout(policy_or_model, tokenizer, prompts: Sequence[str], max_new_tokens: 
             batch_size: int = 64, return_eos: bool = False) -> list[str] | tuple[list[str], list[bool]]:
     """Completions (text) of ``prompts``, one per prompt, in order.
 
-    ``policy_or_model``: an ``alignment.policy.Policy`` (then ``tokenizer`` may be None) or a model (our
+    ``policy_or_model``: an ``alignment.core.policy.Policy`` (then ``tokenizer`` may be None) or a model (our
     ``TransformerLM`` or a HF causal LM). ``temperature == 0`` is greedy. Generation runs in batches of
     ``batch_size`` prompts; ``seed`` seeds the sampler (batch k uses ``seed + k``). With ``return_eos``
     also returns, per completion, whether it ended by sampling the end-of-text token (not by a stop

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from alignment.losses import compute_entropy
+from alignment.core.losses import compute_entropy
 
 # The Alpaca template CS336 uses for SFT and DPO (``alpaca_sft.prompt``); ``{response}`` comes last.
 ALPACA_TEMPLATE = (

@@ -1,5 +1,5 @@
 """DPO's model-running side: summed log-probs of preference pairs, held-out preference accuracy, and CS336's
-per-instance DPO loss. The loss math itself (``dpo_loss``) stays in ``alignment.losses``, which runs no model.
+per-instance DPO loss. The loss math itself (``dpo_loss``) stays in ``alignment.core.losses``, which runs no model.
 """
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from alignment.losses import dpo_loss
-from alignment.policy import (
+from alignment.core.losses import dpo_loss
+from alignment.core.policy import (
     ALPACA_TEMPLATE,
     TokenizerAdapter,
     get_response_log_probs,

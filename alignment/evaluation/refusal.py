@@ -47,7 +47,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from alignment.policy import clean_text
+from alignment.core.policy import clean_text
 
 NO_REFUSAL, EMPTY = "no_refusal", "empty"
 

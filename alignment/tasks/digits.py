@@ -27,7 +27,7 @@ import hashlib
 import random
 import re
 
-from alignment.rewards import extract_answer, format_reward
+from alignment.tasks.rewards import extract_answer, format_reward
 
 QUESTION = "{a} {op} {b}"
 HARD_FAMILY_SHARE = 0.5  # of the carry/borrow families, the share the teacher finds hard

@@ -10,17 +10,10 @@ import math
 import random
 from pathlib import Path
 
-from alignment.digits import digit_splits, solution, teacher_solution, wrong_solution
-from alignment.tasks import (
-    DATA_DIR,
-    format_prompt,
-    imperfect_teacher,
-    load_gsm8k,
-    load_preference_pairs,
-    preference_pair,
-    sft_example,
-    task_splits,
-)
+from alignment.tasks.arithmetic import imperfect_teacher, preference_pair, sft_example, task_splits
+from alignment.tasks.datasets import DATA_DIR, load_gsm8k, load_preference_pairs
+from alignment.tasks.digits import digit_splits, solution, teacher_solution, wrong_solution
+from alignment.tasks.prompts import format_prompt
 
 TASKS = ("digits", "arithmetic", "gsm8k")  # what load_task reads (SFT, GRPO, RFT)
 HELD_OUT_FRACTION = 0.1  # of a pairs file: its last 10% are held out

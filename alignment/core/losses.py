@@ -15,7 +15,7 @@ with the options TRL exposes and cites:
 Shapes: ``B`` sequences, ``T`` response positions, ``V`` vocabulary. Per-token losses are (B, T);
 sequence-level rewards/advantages are (B,) or (B, 1) and broadcast over T. Metadata values are
 detached tensors under namespaced keys, as TRL logs them. Nothing here runs a model: CS336's
-``per_instance_dpo_loss``, which does, lives in ``alignment.preference``.
+``per_instance_dpo_loss``, which does, lives in ``alignment.core.preference``.
 """
 
 from __future__ import annotations
