@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _args(shards: Path, out: Path, *extra: str) -> list[str]:
     return ["--params", str(out.parent / "absent.yaml"), "--data", str(shards), "--out-dir", str(out),
-            "--preset", "nano", "--context-length", "16", "--batch-size", "4", "--warmup-steps", "3",
+            "--preset", "nano", "--model.context-length", "16", "--batch-size", "4", "--warmup-steps", "3",
             "--eval-interval", "10", "--eval-batches", "2", "--log-interval", "5", "--device", "cpu", *extra]
 
 
@@ -124,11 +124,11 @@ def test_skip_budget_tolerates_a_few_bad_steps(shards, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("extra, field", [
-    (["--n-heads", "3"], "n_heads"),
+    (["--model.n-heads", "3"], "n_heads"),
     (["--batch-size", "0"], "batch_size"),
     (["--schedule", "linear"], "schedule"),
     (["--preset", "huge"], "huge"),
-    (["--context-length", "30000"], "context_length"),
+    (["--model.context-length", "30000"], "context_length"),
     (["--eval-batches", "-1"], "eval_batches"),
 ])
 def test_bad_config_is_one_line_error_naming_the_field(shards, tmp_path, capsys, extra, field):
@@ -189,7 +189,7 @@ def test_eval_batches_0_scores_every_window_of_the_validation_split():
             y = torch.tensor(val[w * 16 + 1:(w + 1) * 16 + 1], dtype=torch.long)
             expected.append(F.cross_entropy(model(x[None])[0], y).item())
     for seed in (0, 1):
-        cfg = TrainConfig(context_length=16, batch_size=3, eval_batches=0, seed=seed)
+        cfg = TrainConfig(model={"context_length": 16}, batch_size=3, eval_batches=0, seed=seed)
         got = evaluate(model, val, cfg, "cpu", contextlib.nullcontext)
         assert got == pytest.approx(float(np.mean(expected)), rel=1e-5)
     assert model.training  # evaluate restores the mode it found
