@@ -26,8 +26,9 @@ Changing ``train`` settings does not change run ids: point ``results``/``out_dir
 
 CLI: ``python -m scaling.sweep [--dry-run]``; the design (budgets, shapes, ...) comes from the ``sweep:`` section of
 --params (params.yaml; an unknown key is an error), then flags. Its runs inherit the ``train:`` section (the
-held-out run's settings: schedule, context, batch, evaluation, ...) less the fields the sweep sets per run, with the
-sweep's own ``train`` mapping (checked against TrainConfig) over it; ``lr_rule: inverse_width`` anchors the learning
+held-out run's settings: schedule, context, batch, evaluation, ...) less the fields the sweep sets per run (the
+preset, and the model's shape: SET_BY_SWEEP), with the sweep's own ``train`` mapping (checked against TrainConfig; its
+``model:`` merged key by key) over it; ``lr_rule: inverse_width`` anchors the learning
 rate at the train run's (lr x its width / d_model), so no rate is typed twice (``sweep_section``). Exit 2 with one
 ``error:`` line on bad input. Then: ``python -m scaling.fit <results>``.
 """
