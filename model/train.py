@@ -77,14 +77,10 @@ def hardware_name(device: str, world: int = 1) -> str:
 
 
 def model_config(cfg: TrainConfig, vocab_size: int) -> ModelConfig:
-    return ModelConfig.from_preset(
-        cfg.preset, vocab_size=cfg.vocab_size or vocab_size, context_length=cfg.context_length,
-        d_model=cfg.d_model, n_layers=cfg.n_layers, n_heads=cfg.n_heads, d_ff=cfg.d_ff, rope_theta=cfg.rope_theta,
-        attention=cfg.attention, norm=cfg.norm, ffn=cfg.ffn, loss=cfg.loss, tie_embeddings=cfg.tie_embeddings,
-        qk_norm=cfg.qk_norm, n_kv_heads=cfg.n_kv_heads, sliding_window=cfg.sliding_window, n_experts=cfg.n_experts,
-        moe_top_k=cfg.moe_top_k, moe_aux_loss_coef=cfg.moe_aux_loss_coef, moe_z_loss_coef=cfg.moe_z_loss_coef,
-        checkpoint_every=cfg.checkpoint_every, fused_projections=cfg.fused_projections, kernels=cfg.kernels).replace(
-            moe_capacity_factor=cfg.moe_capacity_factor or None)
+    """The run's model, the one place a TrainConfig's is completed: ``cfg.model`` with the preset's d_model,
+    n_layers, n_heads and d_ff where it gives none, and ``vocab_size`` (the shards') unless it gives one."""
+    given = cfg.model.to_dict()
+    return ModelConfig.from_preset(cfg.preset, **given | {"vocab_size": given["vocab_size"] or vocab_size})
 
 
 def learning_rate(cfg: TrainConfig, step: int) -> float:
@@ -133,11 +129,11 @@ def set_rng_state(state: dict) -> None:
 def validation_batches(val: np.ndarray, cfg: TrainConfig, device: str):
     """(x, y) batches to evaluate on: ``eval_batches`` batches of windows drawn from the run's seed, or with
     ``eval_batches: 0`` every non-overlapping window of val.bin in order (the same for every seed and run)."""
+    length = cfg.model.context_length
     if cfg.eval_batches:
         for i in range(cfg.eval_batches):
-            yield get_batch(val, cfg.batch_size, cfg.context_length, device, batch_rng(cfg.seed, 0, i, split="val"))
+            yield get_batch(val, cfg.batch_size, length, device, batch_rng(cfg.seed, 0, i, split="val"))
         return
-    length = cfg.context_length
     windows = (len(val) - 1) // length
     if windows == 0:
         raise ValueError(f"val.bin has {len(val)} tokens, fewer than context_length + 1 = {length + 1}")
@@ -218,7 +214,7 @@ class Run:
 
     @property
     def flops_per_token(self) -> float:
-        return self.mcfg.flops_per_token(self.cfg.context_length)
+        return self.mcfg.flops_per_token(self.cfg.model.context_length)
 
     @property
     def params(self) -> list[torch.nn.Parameter]:
@@ -230,12 +226,12 @@ class Run:
 
 def _check_shards(cfg: TrainConfig, mcfg: ModelConfig, meta: dict, train_tokens, val_tokens) -> None:
     if mcfg.vocab_size < int(meta["vocab_size"]):
-        raise ValueError(f"TrainConfig.vocab_size={mcfg.vocab_size} is smaller than the shards' "
+        raise ValueError(f"TrainConfig.model.vocab_size={mcfg.vocab_size} is smaller than the shards' "
                          f"vocab_size={meta['vocab_size']} ({cfg.data}/meta.json)")
     for name, tokens in (("train", train_tokens), ("val", val_tokens)):
-        if len(tokens) <= cfg.context_length:
-            raise ValueError(f"{cfg.data}/{name}.bin has {len(tokens)} tokens; TrainConfig.context_length="
-                             f"{cfg.context_length} needs more")
+        if len(tokens) <= cfg.model.context_length:
+            raise ValueError(f"{cfg.data}/{name}.bin has {len(tokens)} tokens; TrainConfig.model.context_length="
+                             f"{cfg.model.context_length} needs more")
 
 
 def _amp_dtype(cfg: TrainConfig, device: str) -> torch.dtype | None:
@@ -329,7 +325,7 @@ def forward_backward(run: Run, profiler) -> tuple[float, float, torch.Tensor]:
     loss_sum = torch.zeros((), device=run.device)
     aux_sum = torch.zeros((), device=run.device)
     for micro in range(cfg.grad_accum):
-        x, y = get_batch(run.train_tokens, cfg.batch_size, cfg.context_length, run.device,
+        x, y = get_batch(run.train_tokens, cfg.batch_size, cfg.model.context_length, run.device,
                          batch_rng(cfg.seed, run.step, parallel.batch_index(micro)))
         with parallel.micro_step(last=micro == cfg.grad_accum - 1):
             with profiler.region("forward"), run.autocast():

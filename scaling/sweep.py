@@ -26,8 +26,9 @@ Changing ``train`` settings does not change run ids: point ``results``/``out_dir
 
 CLI: ``python -m scaling.sweep [--dry-run]``; the design (budgets, shapes, ...) comes from the ``sweep:`` section of
 --params (params.yaml; an unknown key is an error), then flags. Its runs inherit the ``train:`` section (the
-held-out run's settings: schedule, context, batch, evaluation, ...) less the fields the sweep sets per run, with the
-sweep's own ``train`` mapping (checked against TrainConfig) over it; ``lr_rule: inverse_width`` anchors the learning
+held-out run's settings: schedule, context, batch, evaluation, ...) less the fields the sweep sets per run (the
+preset, and the model's shape: SET_BY_SWEEP), with the sweep's own ``train`` mapping (checked against TrainConfig; its
+``model:`` merged key by key) over it; ``lr_rule: inverse_width`` anchors the learning
 rate at the train run's (lr x its width / d_model), so no rate is typed twice (``sweep_section``). Exit 2 with one
 ``error:`` line on bad input. Then: ``python -m scaling.fit <results>``.
 """
@@ -57,13 +58,14 @@ from model.training.data import read_meta
 from model.training.optim import wsd_decay_start
 from model.training.train_config import TrainConfig
 from workbench.files import read_json, write_bytes, write_json
-from workbench.params import add_params_flag, load_section, params_path
+from workbench.params import add_params_flag, field_names, flatten, load_section, nest, params_path
 
 FLOPS_MODES = ("6N", "exact")
 LR_RULES = ("constant", "inverse_width")
-# TrainConfig fields the sweep sets per run; `train:` may set any other TrainConfig field
-SET_BY_SWEEP = ("data", "out_dir", "metrics", "preset", "d_model", "n_layers", "n_heads", "d_ff", "max_steps",
-                "max_tokens", "time_budget_s", "eval_interval", "ckpt_interval")
+# TrainConfig settings the sweep sets per run (the model's as model.FIELD); `train:` may set any other
+SET_BY_SWEEP = ("data", "out_dir", "metrics", "preset", "model.d_model", "model.n_layers", "model.n_heads",
+                "model.d_ff", "max_steps", "max_tokens", "time_budget_s", "eval_interval", "ckpt_interval")
+TRAIN_SETTINGS = tuple(field_names(TrainConfig))  # lr, ..., model.d_model, ...
 # flops is the nominal budget C, the IsoFLOP label scaling.fit groups runs by (scaling.data.budget_labels, 1%);
 # flops_actual = steps · tokens/step · FLOPs/token is the compute that trained the model (a few % over C when a run
 # has few steps); flops_charged what the run added to the ledger (less, for a cooldown branch: the trunk is shared)
@@ -171,11 +173,11 @@ def sweep_section(params: str | Path) -> dict:
     run's width unless the section sets it, so ``inverse_width`` gives that width the train run's own rate."""
     section = load_section("sweep", params, known=SweepConfig)
     held_out = load_section("train", params, known=TrainConfig)
-    inherited = {k: v for k, v in held_out.items() if k not in SET_BY_SWEEP}
+    inherited = {k: v for k, v in flatten(held_out, TRAIN_SETTINGS).items() if k not in SET_BY_SWEEP}
     overrides = section.get("train") or {}
     if not isinstance(overrides, dict):
         raise ValueError(f"SweepConfig.train must be a mapping of TrainConfig fields, got {overrides!r}")
-    out = section | {"train": inherited | overrides}
+    out = section | {"train": nest(inherited | flatten(overrides, TRAIN_SETTINGS))}  # model: merged key by key
     if held_out and "lr_base_width" not in section:
         out["lr_base_width"] = model_config(TrainConfig(**held_out), 2).d_model
     return out
@@ -185,8 +187,8 @@ def _check_train(train) -> None:
     """``train`` must be TrainConfig overrides that leave the per-run fields (SET_BY_SWEEP) to the sweep."""
     if not isinstance(train, dict):
         raise ValueError(f"SweepConfig.train must be a mapping of TrainConfig fields, got {train!r}")
-    known = {f.name for f in dataclasses.fields(TrainConfig)}
-    unknown, fixed = sorted(set(train) - known), sorted(set(train) & set(SET_BY_SWEEP))
+    given = set(flatten(train, TRAIN_SETTINGS))
+    unknown, fixed = sorted(given - set(TRAIN_SETTINGS)), sorted(given & set(SET_BY_SWEEP))
     if unknown or fixed:
         raise ValueError(f"SweepConfig.train: {'unknown TrainConfig field(s) ' + str(unknown) if unknown else ''}"
                          f"{'; ' if unknown and fixed else ''}{'set by the sweep: ' + str(fixed) if fixed else ''}")
@@ -261,12 +263,12 @@ def plan_runs(cfg: SweepConfig) -> tuple[list[Run], list[str]]:
                                                                         cfg.shapes):
         run_id = f"C{budget_label(budget)}_d{d_model}_L{n_layers}_H{n_heads}" + \
             ("" if seed == first_seed else f"_s{seed}")
-        base = TrainConfig(**(cfg.train | shape_lr(cfg, d_model) | {"seed": seed}), data=cfg.data,
-                           out_dir=str(Path(cfg.out_dir) / run_id), d_model=d_model, n_layers=n_layers,
-                           n_heads=n_heads)
+        model = (cfg.train.get("model") or {}) | {"d_model": d_model, "n_layers": n_layers, "n_heads": n_heads}
+        base = TrainConfig(**cfg.train | shape_lr(cfg, d_model) | {"seed": seed, "model": model, "data": cfg.data,
+                                                                   "out_dir": str(Path(cfg.out_dir) / run_id)})
         mcfg = model_config(base, vocab_size)  # the same ModelConfig model/train.py will build
         per_token = 6.0 * mcfg.param_count() if cfg.flops_per_token == "6N" else \
-            float(mcfg.flops_per_token(base.context_length))
+            float(mcfg.flops_per_token(base.model.context_length))
         tokens = budget / per_token
         if tokens < base.tokens_per_step:
             skipped.append(f"{run_id}: D = C/{cfg.flops_per_token} = {tokens:,.0f} tokens is under one step "
@@ -288,8 +290,8 @@ def plan_runs(cfg: SweepConfig) -> tuple[list[Run], list[str]]:
 
 def trunk_id(run: Run) -> str:
     """The folder name of the trunk a run branches from: one per shape and seed."""
-    t = run.train
-    return f"trunk_d{t.d_model}_L{t.n_layers}_H{t.n_heads}_seed{t.seed}"
+    m = run.train.model
+    return f"trunk_d{m.d_model}_L{m.n_layers}_H{m.n_heads}_seed{run.train.seed}"
 
 
 def branch_runs(runs: list[Run], cfg: SweepConfig) -> list[Run]:
@@ -362,11 +364,11 @@ def charged(row: dict) -> float:
 
 
 def result_row(run: Run, summary: dict) -> dict:
-    t = run.train
+    t, m = run.train, run.train.model
     return {"run_id": run.run_id, "params": summary["params"], "params_non_embedding": summary["params_non_embedding"],
             "tokens": summary["tokens"], "flops": run.budget, "flops_actual": summary["tokens"] * run.flops_per_token,
             "train_loss": summary["train_loss"], "val_loss": summary["val_loss"], "loss": summary["val_loss"],
-            "d_model": t.d_model, "n_layers": t.n_layers, "n_heads": t.n_heads, "context_length": t.context_length,
+            "d_model": m.d_model, "n_layers": m.n_layers, "n_heads": m.n_heads, "context_length": m.context_length,
             "batch_size": t.batch_size, "lr": t.lr, "steps": summary["steps"], "seconds": summary["seconds"],
             "flops_charged": run.charged} | (
         {"trunk": Path(run.trunk).name, "branch_step": run.branch_step} if run.trunk else {})

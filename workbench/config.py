@@ -10,8 +10,9 @@ command line (flags are the command's own: this shows what a run with no flags w
       over params.yaml: 0.006
       over the built-in default of python -m model.train: 0.001
 
-`python -m workbench.config show train` lists every key of a section that way. Nested keys (filter.steps.langid,
-sweep.train.device) are looked up in the files; their built-in defaults live in the stage's code.
+`python -m workbench.config show train` lists every key of a section that way. A nested config's keys
+(train.model.d_model) have flags and so built-in defaults; other nested keys (filter.steps.langid, sweep.train.device)
+are looked up in the files, and their built-in defaults live in the stage's code.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def provenance(dotted: str, params: str | Path = DEFAULT_PARAMS) -> tuple[Any, s
     sources = [(str(path), value) for path, data in reversed(layers)
                if (value := _lookup(data.get(section) or {}, keys)) is not _UNSET]
     default_source = f"the built-in default of python -m {SECTION_CLIS[section]}"
-    default = built_in_defaults(section).get(keys[0], _UNSET) if len(keys) == 1 else _UNSET
+    default = built_in_defaults(section).get(".".join(keys), _UNSET)  # a nested config's flag: model.d_model
     if default is not _UNSET:
         sources.append((default_source, default))
     if not sources:
@@ -96,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     show = sub.add_parser("show", help="a setting's value and the layer it comes from",
                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    show.add_argument("key", help="SECTION.KEY (e.g. train.lr, filter.steps.langid.min_score) or a SECTION")
+    show.add_argument("key", help="SECTION.KEY (e.g. train.lr, train.model.d_model, filter.steps.langid.min_score) "
+                                      "or a SECTION")
     show.add_argument("--params", default=str(DEFAULT_PARAMS), help="params file or profile")
     args = ap.parse_args(argv)
     try:

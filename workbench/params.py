@@ -12,7 +12,9 @@ the layer it came from.
 
 Two ways in:
 - ``parse_config(ConfigClass, "sft", argv)``: one flag per dataclass field (``--grad-accum``; ``X | None``
-  fields accept ``none``; bools take ``true``/``false``), parsed into a validated config.
+  fields accept ``none``; bools take ``true``/``false``), parsed into a validated config. A field that holds a
+  dataclass (``TrainConfig.model``) is a nested mapping in the section (``train: {model: {d_model: 64}}``) and one
+  flag per field of it (``--model.d-model 64``).
 - ``apply_section(parser, "dedup", params_path)``: a hand-written parser whose flag destinations are the
   section's keys (plus ``extra_keys`` that have no flag, such as ``filter.steps``).
 """
@@ -114,18 +116,46 @@ def read_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
 
 def load_section(section: str, path: str | Path = DEFAULT_PARAMS, known: Iterable[str] | type | None = None
                  ) -> dict[str, Any]:
-    """The ``section`` mapping of the params file ({} when absent). With ``known`` (key names or a dataclass),
-    a key outside it is a ParamsError naming the key, the section and the file."""
+    """The ``section`` mapping of the params file ({} when absent). With ``known`` (key names, dotted for a nested
+    dataclass's fields, or a dataclass), a key outside it is a ParamsError naming the key, the section and the file."""
     values = read_params(path).get(section) or {}
     if not isinstance(values, dict):
         raise ParamsError(f"{path}: section {section!r} must be a mapping, got {type(values).__name__}")
     if known is not None:
-        names = {f.name for f in dataclasses.fields(known)} if isinstance(known, type) else set(known)
-        unknown = sorted(set(values) - names)
+        names = set(field_names(known)) if isinstance(known, type) else set(known)
+        unknown = sorted(set(flatten(values, names)) - names)
         if unknown:
             raise ParamsError(f"{path}: section {section!r} has unknown key(s) {', '.join(unknown)} "
                               f"(known: {', '.join(sorted(names))})", unknown)
     return dict(values)
+
+
+def nested_config(annotation) -> type | None:
+    """The dataclass a field holds (TrainConfig.model: ModelConfig), else None."""
+    return annotation if isinstance(annotation, type) and dataclasses.is_dataclass(annotation) else None
+
+
+def field_names(config_cls: type, prefix: str = "") -> list[str]:
+    """Every setting of ``config_cls``: its fields, a nested dataclass's as ``field.subfield`` (model.d_model)."""
+    hints = typing.get_type_hints(config_cls)
+    names = []
+    for f in dataclasses.fields(config_cls):
+        inner = nested_config(hints[f.name])
+        names += field_names(inner, f"{prefix}{f.name}.") if inner else [prefix + f.name]
+    return names
+
+
+def flatten(values: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """``values`` with each mapping under a nested config's key spelled out as dotted keys, as ``names`` has them:
+    {"model": {"d_model": 64}} -> {"model.d_model": 64}. Other mappings (filter.steps) stay values."""
+    names = set(names)
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict) and any(name.startswith(key + ".") for name in names):
+            out.update(flatten({f"{key}.{k}": v for k, v in value.items()}, names))
+        else:
+            out[key] = value
+    return out
 
 
 def parse_bool(text: str) -> bool:
@@ -161,28 +191,49 @@ def _flag_type(annotation) -> tuple[Any, str | None]:
     return str, None
 
 
+def nest(values: dict[str, Any]) -> dict[str, Any]:
+    """``flatten``'s inverse: {"model.d_model": 64, "lr": 0.1} -> {"model": {"d_model": 64}, "lr": 0.1}."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        *parents, name = key.split(".")
+        inner = out
+        for parent in parents:
+            inner = inner.setdefault(parent, {})
+        inner[name] = value
+    return out
+
+
 def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, helps: dict[str, str] | None = None,
-                     bool_switches: bool = False) -> None:
+                     bool_switches: bool = False, prefix: str = "", defaults: Any = None) -> None:
     """One ``--field-name`` flag per dataclass field, defaulting to the field's default; the help line shows the
     default a run will use (after ``apply_section``). ``bool_switches``: a ``bool`` field is a value-less
-    ``--field / --no-field`` pair instead of ``--field true|false``."""
+    ``--field / --no-field`` pair instead of ``--field true|false``. A field holding a dataclass gets one flag per
+    field of it, ``--field.sub-field`` (dest ``field.sub_field``, the key ``apply_section`` reads from a nested
+    mapping of the section); ``prefix`` and ``defaults`` (the nested default instance) are for that recursion."""
     helps = helps or {}
     hints = typing.get_type_hints(config_cls)
     for f in dataclasses.fields(config_cls):
-        kind, nargs = _flag_type(hints[f.name])
-        if f.default is not dataclasses.MISSING:
+        if defaults is not None:
+            default = getattr(defaults, f.name)
+        elif f.default is not dataclasses.MISSING:
             default = f.default
         elif f.default_factory is not dataclasses.MISSING:
             default = f.default_factory()
         else:
             default = _REQUIRED
-        text = helps.get(f.name) or f.metadata.get("help") or f.name.replace("_", " ")
-        flag, help_text = "--" + f.name.replace("_", "-"), f"{text} (default: %(default)s)"
+        dest = prefix + f.name
+        if inner := nested_config(hints[f.name]):
+            add_config_flags(parser, inner, helps, bool_switches, dest + ".",
+                             None if default is _REQUIRED else default)
+            continue
+        kind, nargs = _flag_type(hints[f.name])
+        text = helps.get(dest) or f.metadata.get("help") or f.name.replace("_", " ")
+        flag, help_text = "--" + prefix + f.name.replace("_", "-"), f"{text} (default: %(default)s)"
         if bool_switches and hints[f.name] is bool:
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=default,
+            parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=default,
                                 help=help_text)
         else:
-            parser.add_argument(flag, dest=f.name, type=kind, nargs=nargs, default=default,
+            parser.add_argument(flag, dest=dest, type=kind, nargs=nargs, default=default,
                                 metavar=f.name.upper(), help=help_text)
 
 
@@ -205,7 +256,7 @@ def apply_section(parser: argparse.ArgumentParser, section: str, path: str | Pat
     a flag destination nor in ``extra_keys`` is a ParamsError. Returns the section."""
     dests = {a.dest for a in parser._actions if a.dest not in ("help", "params", argparse.SUPPRESS)}
     values = load_section(section, path, known=dests | set(extra_keys))
-    parser.set_defaults(**{k: v for k, v in values.items() if k in dests})
+    parser.set_defaults(**{k: v for k, v in flatten(values, dests).items() if k in dests})
     return values
 
 
@@ -217,13 +268,20 @@ def build_config_parser(config_cls: type, section: str, prog: str | None = None,
     return parser
 
 
-def config_from_args(config_cls: type, args: argparse.Namespace, section: str = ""):
-    """The dataclass built from the parsed flags; a field left without a value is a ParamsError naming its flag."""
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(config_cls)}
+def config_from_args(config_cls: type, args: argparse.Namespace, section: str = "", prefix: str = ""):
+    """The dataclass built from the parsed flags (a nested dataclass from its ``--field.sub-field`` flags); a
+    field left without a value is a ParamsError naming its flag."""
+    hints = typing.get_type_hints(config_cls)
+    values = {}
+    for f in dataclasses.fields(config_cls):
+        inner = nested_config(hints[f.name])
+        values[f.name] = config_from_args(inner, args, section, f"{prefix}{f.name}.") if inner else \
+            getattr(args, prefix + f.name)
     missing = [name for name, value in values.items() if value is _REQUIRED]
     if missing:
-        where = f" or {section}.{missing[0]} in {getattr(args, 'params', DEFAULT_PARAMS)}" if section else ""
-        raise ParamsError(f"--{missing[0].replace('_', '-')} is required (a flag{where})")
+        flag = prefix + missing[0]
+        where = f" or {section}.{flag} in {getattr(args, 'params', DEFAULT_PARAMS)}" if section else ""
+        raise ParamsError(f"--{prefix}{missing[0].replace('_', '-')} is required (a flag{where})")
     return config_cls(**values)
 
 

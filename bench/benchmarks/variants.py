@@ -64,25 +64,26 @@ def spread(name: str, metric: str, values: list[float], unit: str, baseline: str
                   max=max(values))
 
 
-def _train_run(data: str, out: Path, steps: int, **overrides) -> dict:
+def _train_run(data: str, out: Path, steps: int, model: dict, **overrides) -> dict:
+    """A short run of TrainConfig ``overrides`` whose ``model`` holds the ModelConfig fields."""
     cfg = TrainConfig(data=data, out_dir=str(out), max_steps=steps, warmup_steps=max(1, steps // 10),
                       eval_interval=steps, eval_batches=8, log_interval=max(1, steps // 5), ckpt_interval=steps,
-                      device="cpu" if not torch.cuda.is_available() else "cuda", **overrides)
+                      device="cpu" if not torch.cuda.is_available() else "cuda", model=model, **overrides)
     return train(cfg)
 
 
 def bench_moe(args) -> None:
     """Dense SwiGLU of width F vs 4 experts of width F/2 with top-2 routing: equal active FFN params."""
     base = ModelConfig.from_preset(args.preset, vocab_size=8192, context_length=args.context)
-    shared = dict(preset=args.preset, context_length=args.context, batch_size=args.batch, lr=3e-3, min_lr=3e-4,
-                  attention="sdpa", seed=0)
+    shared = dict(preset=args.preset, batch_size=args.batch, lr=3e-3, min_lr=3e-4, seed=0)
     variants = [("dense", dict(d_ff=base.d_ff)),
                 (f"MoE 4 experts top-2, d_ff {base.d_ff // 2}", dict(d_ff=base.d_ff // 2, n_experts=4, moe_top_k=2)),
                 (f"MoE 8 experts top-2, d_ff {base.d_ff // 2}", dict(d_ff=base.d_ff // 2, n_experts=8, moe_top_k=2))]
     rows, ref = [], None
     with tempfile.TemporaryDirectory() as tmp:
         for i, (name, extra) in enumerate(variants):
-            summary = _train_run(args.data, Path(tmp) / f"run{i}", args.train_steps, **shared, **extra)
+            summary = _train_run(args.data, Path(tmp) / f"run{i}", args.train_steps,
+                                 {"context_length": args.context, "attention": "sdpa", **extra}, **shared)
             cfg = ModelConfig.from_json(Path(tmp) / f"run{i}" / "config.json")
             ref = ref or summary
             rows.append([name, f"{cfg.param_count():,}", f"{cfg.param_count(active=True):,}",
@@ -187,8 +188,8 @@ def bench_checkpointing(args, device: torch.device) -> list[Result]:
 def bench_speculative(args, device: torch.device) -> None:
     target = load_model(args.target, device=str(device)).eval()
     with tempfile.TemporaryDirectory() as tmp:
-        _train_run(args.data, Path(tmp) / "draft", args.draft_steps, preset="nano", context_length=128,
-                   batch_size=32, lr=3e-3, min_lr=3e-4, attention="sdpa", seed=0)
+        _train_run(args.data, Path(tmp) / "draft", args.draft_steps, {"context_length": 128, "attention": "sdpa"},
+                   preset="nano", batch_size=32, lr=3e-3, min_lr=3e-4, seed=0)
         draft = load_model(Path(tmp) / "draft", device=str(device)).eval()
     val = load_tokens(args.data, "val")
     prompts = get_batch(val, args.spec_prompts, 32, "cpu", batch_rng(1, 0, 0, split="val"))[0].tolist()

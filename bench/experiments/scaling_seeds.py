@@ -139,7 +139,7 @@ def left_out_budget_rows(name: str, path: Path, cfg: FitConfig) -> list[Result]:
 def whole_split_loss(run_dir: Path, data: str, context_length: int) -> float:
     """``run_dir``'s final checkpoint scored on every non-overlapping window of the validation split (model.train's
     ``eval_batches: 0``; the run's own ``val_loss`` averages ``eval_batches`` windows drawn from its seed)."""
-    cfg = TrainConfig(context_length=context_length, batch_size=32, eval_batches=0)
+    cfg = TrainConfig(model={"context_length": context_length}, batch_size=32, eval_batches=0)
     return evaluate(load_model(run_dir, attention="sdpa"), load_tokens(data, "val"), cfg, "cpu", contextlib.nullcontext)
 
 
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     rows += spread_rows(fits, summaries, own)
     label = "sweep mean of seeds " + ",".join(map(str, args.seeds))
     rows += fit_rows(label, fit_sweep(list(paths.values()), summaries, cfg), own)
-    rows += noise_rows(paths, summaries, params["train"]["data"], params["train"]["context_length"])
+    rows += noise_rows(paths, summaries, params["train"]["data"], params["train"]["model"]["context_length"])
     for s, path in paths.items():
         rows += left_out_budget_rows(f"sweep seed {s}", path, cfg)
     for r in rows:

@@ -49,7 +49,7 @@ import numpy as np
 import torch
 import triton
 
-try:  # optional: the GPU image may lack PyYAML; params-gpu.yaml's train section is flat and parsed by hand then
+try:  # optional: the GPU image may lack PyYAML; params-gpu.yaml's train section is parsed by hand then
     import yaml
 except ImportError:  # pragma: no cover - depends on the machine
     yaml = None
@@ -60,7 +60,7 @@ SHARD_VOCAB = 8192
 # the shortened params-gpu.yaml stage: everything else (preset, context, batch, dtype, compile, kernels) as written
 TRAIN_OVERRIDES = {"max_steps": 40, "warmup_steps": 10, "eval_interval": 20, "eval_batches": 4, "log_interval": 10,
                    "ckpt_interval": 40, "time_budget_s": 100.0}
-SMOKE_FLAGS = ["--preset", "micro", "--context-length", "256", "--batch-size", "8", "--max-steps", "20",
+SMOKE_FLAGS = ["--preset", "micro", "--model.context-length", "256", "--batch-size", "8", "--max-steps", "20",
                "--warmup-steps", "2", "--eval-interval", "10", "--eval-batches", "2", "--log-interval", "5",
                "--ckpt-interval", "20", "--device", "cuda", "--dtype", "bf16"]
 
@@ -138,20 +138,32 @@ def parse_train(text: str, part: Part, out: Path) -> dict:
 
 def read_train_section(path: Path) -> dict:
     """The `train:` mapping of a params file, a profile merged onto its `base:` (workbench.params.read_params);
-    without PyYAML each file's flat section of scalars is parsed by hand and merged the same way."""
+    without PyYAML each file's section of scalars (and its one nested `model:` mapping) is parsed by hand and
+    merged the same way."""
     if yaml is not None:
         from workbench.params import read_params
         return read_params(path).get("train") or {}
-    base, section = _flat_train_section(path.read_text(encoding="utf-8"))
+    base, section = _train_section_by_hand(path.read_text(encoding="utf-8"))
     if base is None:
         return section
-    merged = read_train_section(path.parent / base)
-    merged.update(section)
-    return {k: v for k, v in merged.items() if v is not None}  # a profile's null drops the key
+    return _overlay(read_train_section(path.parent / base), section)
 
 
-def _flat_train_section(text: str) -> tuple[str | None, dict]:
-    base, section, inside = None, {}, False
+def _overlay(base: dict, changes: dict) -> dict:
+    """workbench.params.overlay, which needs no PyYAML either but is kept apart so this file runs on its own."""
+    merged = dict(base)
+    for key, value in changes.items():
+        if value is None:
+            merged.pop(key, None)  # a profile's null drops the key
+        elif isinstance(value, dict):
+            merged[key] = _overlay(merged.get(key) or {}, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _train_section_by_hand(text: str) -> tuple[str | None, dict]:
+    base, section, inside, indent, nested = None, {}, False, None, None
     for line in text.splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -161,8 +173,16 @@ def _flat_train_section(text: str) -> tuple[str | None, dict]:
             inside = line.split("#")[0].strip() == "train:"
             continue
         if inside:
+            depth = len(line) - len(line.lstrip())
+            indent = depth if indent is None else indent
             key, _, value = line.strip().partition(":")
-            section[key.strip()] = _scalar(value.split(" #")[0].strip())
+            value = value.split(" #")[0].strip()
+            if depth > indent and nested is not None:
+                nested[key.strip()] = _scalar(value)
+            elif value:
+                section[key.strip()], nested = _scalar(value), None
+            else:  # `model:` alone: its mapping follows, indented
+                section[key.strip()] = nested = {}
     return base, section
 
 
@@ -180,15 +200,18 @@ def _scalar(value: str):
     return value.strip("'\"")
 
 
-def config_flags(section: dict) -> list[str]:
-    """model.train flags for a train section: --key-name value, booleans as --key / --no-key, None left out."""
+def config_flags(section: dict, prefix: str = "") -> list[str]:
+    """model.train flags for a train section: --key-name value (a nested mapping's --model.key-name value),
+    booleans as --key / --no-key, None left out."""
     flags = []
     for key, value in section.items():
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            flags.append(flag if value else "--no-" + key.replace("_", "-"))
+        name = prefix + key.replace("_", "-")
+        if isinstance(value, dict):
+            flags += config_flags(value, name + ".")
+        elif isinstance(value, bool):
+            flags.append(f"--{name}" if value else f"--no-{name}")
         elif value is not None:
-            flags += [flag, str(value)]
+            flags += [f"--{name}", str(value)]
     return flags
 
 

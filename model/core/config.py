@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.params import setting
+
 ATTENTION_IMPLS = ("naive", "sdpa", "triton")
 NORM_IMPLS = ("torch", "triton")
 FFN_IMPLS = ("torch", "triton")
@@ -46,54 +48,74 @@ def swiglu_hidden_size(d_model: int, multiple_of: int = 64) -> int:
     return max(multiple_of, int(round(8 * d_model / 3 / multiple_of)) * multiple_of)
 
 
+# the fields a model cannot be built without; a ModelConfig that leaves one as None is a partial one (the `model:`
+# mapping of a TrainConfig: model.train.model_config completes it from the preset and the shards)
+SHAPE_FIELDS = ("vocab_size", "context_length", "d_model", "n_layers", "n_heads")
+PRESET_FIELDS = ("d_model", "n_layers", "n_heads", "d_ff")  # what a preset sets (PRESETS)
+
+_f = setting  # short: every field below is one
+
+
 @dataclass(frozen=True)
 class ModelConfig:
-    vocab_size: int
-    context_length: int
-    d_model: int
-    n_layers: int
-    n_heads: int
-    d_ff: int | None = None  # None: swiglu_hidden_size(d_model)
-    rope_theta: float = 10000.0
-    norm_eps: float = 1e-5
-    attention: str = "naive"  # naive | sdpa | triton
-    norm: str = "torch"  # torch | triton
-    ffn: str = "torch"  # SwiGLU activation silu(a)·b: torch | triton (fused kernel)
-    loss: str = "torch"  # LM head + cross-entropy: torch | fused (chunked, never materialises the logits)
-    fused_projections: bool = False  # Q, K, V (and SwiGLU's W1, W3) as one GEMM each: same math, wider GEMMs
-    kernels: str | None = None  # None: the switches above as given; auto | all | none set them (core/kernel_choice.py)
-    tie_embeddings: bool = False
-    qk_norm: bool = False
+    """A TransformerLM's shape, implementations and variants. A complete one (``from_preset``, a checkpoint's
+    ``model_config``) derives ``d_ff`` and ``n_kv_heads`` when they are None; a partial one (a SHAPE_FIELDS value
+    None: a TrainConfig's ``model``) checks each value it has and derives nothing."""
+
+    vocab_size: int | None = _f(None, "vocabulary size (none: the shards' vocab_size)")
+    context_length: int = _f(128, "tokens per training sequence (also the RoPE table size)")
+    d_model: int | None = _f(None, "residual stream width (none: the preset's)")
+    n_layers: int | None = _f(None, "transformer blocks (none: the preset's)")
+    n_heads: int | None = _f(None, "attention heads (none: the preset's)")
+    d_ff: int | None = _f(None, "SwiGLU hidden size (none: the preset's, else 8/3·d_model rounded to 64)")
+    rope_theta: float = _f(10000.0, "RoPE base θ")
+    norm_eps: float = _f(1e-5, "RMSNorm ε")
+    attention: str = _f("naive", "attention implementation: naive | sdpa | triton")
+    norm: str = _f("torch", "RMSNorm implementation: torch | triton")
+    ffn: str = _f("torch", "SwiGLU activation silu(a)·b: torch | triton (fused kernel)")
+    loss: str = _f("torch", "LM head + cross-entropy: torch | fused (chunked; the logits never exist)")
+    fused_projections: bool = _f(False, "Q/K/V and SwiGLU's W1/W3 as one GEMM each (same math, wider GEMMs)")
+    kernels: str | None = _f(None, "set attention/norm/ffn/loss at once: auto (the fastest per op on this GPU, "
+                                   "from kernels/selection.json) | all (every Triton kernel) | none (PyTorch + SDPA)")
+    tie_embeddings: bool = _f(False, "share the token embedding and LM head weights")
+    qk_norm: bool = _f(False, "RMSNorm on queries and keys per head")
     # attention variants
-    n_kv_heads: int | None = None  # grouped-query attention: None = n_heads (MHA), 1 = multi-query
-    sliding_window: int | None = None  # causal attention to at most this many most recent tokens (self included)
+    n_kv_heads: int | None = _f(None, "grouped-query attention: K/V heads (none: n_heads; 1 = multi-query)")
+    sliding_window: int | None = _f(None, "attend to at most this many most recent tokens (none: all)")
     # mixture of experts (0 experts = dense SwiGLU); each expert is a SwiGLU of width d_ff
-    n_experts: int = 0
-    moe_top_k: int = 2
-    moe_capacity_factor: float | None = 1.25  # None = no capacity limit (no token dropped)
-    moe_aux_loss_coef: float = 0.01  # Switch Transformer load-balancing loss weight
-    moe_z_loss_coef: float = 0.001  # ST-MoE router z-loss weight
-    # activation checkpointing: 0 = off, k = recompute every k-th block in backward (1 = every block)
-    checkpoint_every: int = 0
+    n_experts: int = _f(0, "mixture of experts: experts per FFN layer (0 = dense SwiGLU)")
+    moe_top_k: int = _f(2, "MoE: experts per token")
+    moe_capacity_factor: float | None = _f(1.25, "MoE: expert capacity = factor · tokens · top_k / experts "
+                                                 "(none or 0: no limit)")
+    moe_aux_loss_coef: float = _f(0.01, "MoE: load-balancing loss weight (Switch Transformer)")
+    moe_z_loss_coef: float = _f(0.001, "MoE: router z-loss weight (ST-MoE)")
+    checkpoint_every: int = _f(0, "activation checkpointing: recompute every k-th block in backward (0 = off)")
 
     def __post_init__(self) -> None:
+        if self.moe_capacity_factor == 0:  # "no limit" in a profile, where `null` drops the key instead
+            object.__setattr__(self, "moe_capacity_factor", None)
         self._check_shape()
         self._check_implementations()
         self._check_variants()
 
+    @property
+    def is_complete(self) -> bool:
+        """Every SHAPE_FIELDS value is given: a model can be built."""
+        return all(getattr(self, name) is not None for name in SHAPE_FIELDS)
+
     def _check_shape(self) -> None:
-        for name in ("vocab_size", "context_length", "d_model", "n_layers", "n_heads"):
+        for name in (*SHAPE_FIELDS, "d_ff"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
+            if value is not None and (not isinstance(value, int) or value <= 0):
                 raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
-        if self.d_ff is None:
-            object.__setattr__(self, "d_ff", swiglu_hidden_size(self.d_model))
-        if not isinstance(self.d_ff, int) or self.d_ff <= 0:
-            raise ValueError(f"ModelConfig.d_ff must be a positive integer, got {self.d_ff!r}")
+        if self.d_model is None or self.n_heads is None:
+            return
         if self.d_model % self.n_heads:
             raise ValueError(f"ModelConfig.d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.d_head % 2:
             raise ValueError(f"ModelConfig: d_head={self.d_head} (d_model/n_heads) must be even for RoPE")
+        if self.d_ff is None and self.is_complete:
+            object.__setattr__(self, "d_ff", swiglu_hidden_size(self.d_model))
 
     def _check_implementations(self) -> None:
         for name, allowed in (("attention", ATTENTION_IMPLS), ("norm", NORM_IMPLS), ("ffn", FFN_IMPLS),
@@ -109,9 +131,10 @@ class ModelConfig:
 
     def _check_variants(self) -> None:
         """Grouped-query attention, the sliding window, mixture of experts, activation checkpointing."""
-        if self.n_kv_heads is None:
+        if self.n_kv_heads is None and self.is_complete:
             object.__setattr__(self, "n_kv_heads", self.n_heads)
-        if not isinstance(self.n_kv_heads, int) or self.n_kv_heads <= 0 or self.n_heads % self.n_kv_heads:
+        if self.n_kv_heads is not None and (not isinstance(self.n_kv_heads, int) or self.n_kv_heads <= 0
+                                            or self.n_heads is not None and self.n_heads % self.n_kv_heads):
             raise ValueError(f"ModelConfig.n_kv_heads={self.n_kv_heads!r} must be a positive divisor of "
                              f"n_heads={self.n_heads}")
         if self.sliding_window is not None and (not isinstance(self.sliding_window, int) or self.sliding_window <= 0):
@@ -133,11 +156,12 @@ class ModelConfig:
 
     @classmethod
     def from_preset(cls, name: str, *, vocab_size: int, context_length: int, **overrides) -> ModelConfig:
+        """The preset's d_model, n_layers, n_heads and d_ff, each unless ``overrides`` gives it (not None); every
+        other override as given, None included (``moe_capacity_factor=None``: no capacity limit)."""
         if name not in PRESETS:
             raise ValueError(f"unknown model preset {name!r}; choose from {', '.join(PRESETS)}")
-        d_model, n_layers, n_heads, d_ff = PRESETS[name]
-        shape = dict(d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff)
-        shape.update({k: v for k, v in overrides.items() if v is not None})
+        shape = dict(zip(PRESET_FIELDS, PRESETS[name], strict=True))
+        shape.update({k: v for k, v in overrides.items() if v is not None or k not in PRESET_FIELDS})
         return cls(vocab_size=vocab_size, context_length=context_length, **shape)
 
     def replace(self, **changes) -> ModelConfig:

@@ -95,6 +95,9 @@ class KVCache:
 class TransformerLM(nn.Module):
     def __init__(self, cfg: ModelConfig, device=None, dtype=None):
         super().__init__()
+        if not cfg.is_complete:
+            raise ValueError(f"TransformerLM needs a complete ModelConfig (vocab_size, context_length, d_model, "
+                             f"n_layers, n_heads), got {cfg}")
         cfg = resolve_kernels(cfg, device)  # kernels: auto | all | none -> the four switches
         self.cfg = cfg
         self.token_embeddings = Embedding(cfg.vocab_size, cfg.d_model, device=device, dtype=dtype)

@@ -1,5 +1,9 @@
 """``TrainConfig``: every knob of ``python -m model.train``, with help text, defaults and validation.
 
+The model is one field, ``model``: a ModelConfig whose shape fields left None come from ``preset`` and whose
+``vocab_size`` left None is the shards' (``model.train.model_config``); params.yaml nests it as ``train.model``, the
+flags are ``--model.FIELD`` (``--model.d-model 64``).
+
 Defaults come from the dataclass, then the ``train`` section of params.yaml, then CLI flags
 (``workbench.params``; ``model.train.build_parser`` turns every field into a flag).
 """
@@ -9,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from model.core.config import check_fields
+from model.core.config import ModelConfig, check_fields
 from workbench.params import setting
 
 SCHEDULES = ("cosine", "wsd", "constant")
@@ -27,32 +31,11 @@ class TrainConfig:
     data: str = _f("data/shards", "folder with train.bin, val.bin and meta.json")
     out_dir: str = _f("data/runs/default", "run folder: config.json, checkpoints, latest, metrics.csv")
     metrics: str | None = _f(None, "also write the run summary JSON here (e.g. metrics/train.json)")
-    # model shape
-    preset: str = _f("micro", "model preset from model.core.config.PRESETS (nano, micro, tiny, small, ...)")
-    d_model: int | None = _f(None, "override the preset's d_model")
-    n_layers: int | None = _f(None, "override the preset's n_layers")
-    n_heads: int | None = _f(None, "override the preset's n_heads")
-    d_ff: int | None = _f(None, "override the SwiGLU hidden size (default 8/3·d_model rounded to 64)")
-    vocab_size: int | None = _f(None, "model vocabulary (default: the shards' vocab_size)")
-    context_length: int = _f(128, "tokens per training sequence (also the RoPE table size)")
-    rope_theta: float = _f(10000.0, "RoPE base θ")
-    attention: str = _f("naive", "attention implementation: naive | sdpa | triton")
-    norm: str = _f("torch", "RMSNorm implementation: torch | triton")
-    ffn: str = _f("torch", "SwiGLU activation: torch | triton (fused kernel)")
-    loss: str = _f("torch", "LM head + cross-entropy: torch | fused (chunked; the logits never exist)")
-    fused_projections: bool = _f(False, "Q/K/V and SwiGLU's W1/W3 as one GEMM each (same math, wider GEMMs)")
-    kernels: str | None = _f(None, "set attention/norm/ffn/loss at once: auto (the fastest per op on this GPU, "
-                                   "from kernels/selection.json) | all (every Triton kernel) | none (PyTorch + SDPA)")
-    tie_embeddings: bool = _f(False, "share the token embedding and LM head weights")
-    qk_norm: bool = _f(False, "RMSNorm on queries and keys per head")
-    n_kv_heads: int | None = _f(None, "grouped-query attention: K/V heads (default n_heads; 1 = multi-query)")
-    sliding_window: int | None = _f(None, "attend to at most this many most recent tokens (default: all)")
-    n_experts: int = _f(0, "mixture of experts: experts per FFN layer (0 = dense SwiGLU)")
-    moe_top_k: int = _f(2, "MoE: experts per token")
-    moe_capacity_factor: float = _f(1.25, "MoE: expert capacity = factor · tokens · top_k / experts (0 = no limit)")
-    moe_aux_loss_coef: float = _f(0.01, "MoE: load-balancing loss weight")
-    moe_z_loss_coef: float = _f(0.001, "MoE: router z-loss weight")
-    checkpoint_every: int = _f(0, "activation checkpointing: recompute every k-th block in backward (0 = off)")
+    # the model: preset, then the `model` mapping's fields over it (model.train.model_config)
+    preset: str = _f("micro", "model preset from model.core.config.PRESETS (nano, micro, tiny, small, ...): the "
+                              "model's d_model, n_layers, n_heads and d_ff where --model.* gives none")
+    model: ModelConfig = dataclasses.field(
+        default_factory=ModelConfig, metadata={"help": "the model (model.core.config.ModelConfig): --model.FIELD"})
     # optimisation
     batch_size: int = _f(32, "sequences per micro-batch")
     grad_accum: int = _f(1, "micro-batches per optimizer step")
@@ -95,7 +78,11 @@ class TrainConfig:
     dist_timeout_s: float = _f(300.0, "seconds a collective may wait before the job fails")
 
     def __post_init__(self) -> None:
-        positive = ("context_length", "batch_size", "grad_accum", "max_steps", "eval_interval", "log_interval",
+        if isinstance(self.model, dict):  # params.yaml's nested `model:` mapping
+            object.__setattr__(self, "model", ModelConfig.from_dict(self.model))
+        if not isinstance(self.model, ModelConfig):
+            raise ValueError(f"TrainConfig.model must be a ModelConfig or a mapping of its fields, got {self.model!r}")
+        positive = ("batch_size", "grad_accum", "max_steps", "eval_interval", "log_interval",
                     "ckpt_interval", "keep_last")
         for name in positive:
             if getattr(self, name) <= 0:
@@ -121,7 +108,7 @@ class TrainConfig:
 
     @property
     def tokens_per_step(self) -> int:
-        return self.batch_size * self.grad_accum * self.context_length
+        return self.batch_size * self.grad_accum * self.model.context_length
 
     @property
     def total_steps(self) -> int:
@@ -134,5 +121,6 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> TrainConfig:
+        """From ``to_dict``'s form (``model`` a mapping of ModelConfig fields); an unknown key is a ValueError."""
         check_fields(cls, data, "TrainConfig")
         return cls(**data)

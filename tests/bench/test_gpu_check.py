@@ -34,9 +34,9 @@ def test_train_commands_parse_with_model_train(tmp_path):
     parts = {p.name: p for p in gpu_check.build_parts(tmp_path)}
     cfg, _ = parse_args(parts["train"].command[parts["train"].command.index("model.train") + 1:])
     section = gpu_check.read_train_section(gpu_check.PARAMS_GPU)
-    assert (cfg.preset, cfg.context_length, cfg.batch_size) == (section["preset"], section["context_length"],
-                                                                section["batch_size"])
-    assert cfg.compile and cfg.kernels == "auto"
+    assert (cfg.preset, cfg.model.context_length, cfg.batch_size) == (
+        section["preset"], section["model"]["context_length"], section["batch_size"])
+    assert cfg.compile and cfg.model.kernels == "auto"
     assert cfg.max_steps == gpu_check.TRAIN_OVERRIDES["max_steps"]
     assert cfg.data == str(tmp_path / "shards")
     for mode in ("ddp", "fsdp"):

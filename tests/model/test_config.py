@@ -180,3 +180,24 @@ def test_dict_round_trip_and_unknown_field(tmp_path):
     assert ModelConfig.from_json(path) == cfg
     with pytest.raises(ValueError, match="n_head"):
         ModelConfig.from_dict({**cfg.to_dict(), "n_head": 3})
+
+
+def test_a_partial_config_checks_what_it_has_and_derives_nothing():
+    """TrainConfig's `model`: shape fields left None (the preset's and the shards' to fill), nothing derived yet."""
+    partial = ModelConfig(d_model=64, attention="sdpa")
+    assert not partial.is_complete and (partial.d_ff, partial.n_kv_heads) == (None, None)
+    with pytest.raises(ValueError, match="n_heads"):
+        ModelConfig(d_model=30, n_heads=4)
+    with pytest.raises(ValueError, match="attention"):
+        ModelConfig(attention="flash9000")
+    with pytest.raises(ValueError, match="complete ModelConfig"):
+        TransformerLM(partial)
+    full = ModelConfig.from_preset("micro", **partial.to_dict() | {"vocab_size": 100})
+    assert full.is_complete and (full.d_model, full.n_layers, full.d_ff, full.n_kv_heads) == (64, 4, 192, 4)
+
+
+def test_from_preset_keeps_none_for_fields_a_preset_does_not_set():
+    cfg = ModelConfig.from_preset("nano", vocab_size=100, context_length=16, d_model=None, moe_capacity_factor=None)
+    assert cfg.d_model == 64 and cfg.moe_capacity_factor is None  # None: no capacity limit, not the default
+    no_limit = ModelConfig.from_preset("nano", vocab_size=100, context_length=16, moe_capacity_factor=0)
+    assert no_limit.moe_capacity_factor is None  # 0 is the other spelling of no limit (a profile's null drops the key)

@@ -15,8 +15,9 @@ import pytest
 import torch
 
 import model.core.transformer as transformer_mod
-from model.train import main
+from model.train import main, model_config
 from model.training.checkpoint import read_latest
+from model.training.train_config import TrainConfig
 from workbench.files import details_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _args(shards: Path, out: Path, *extra: str) -> list[str]:
     return ["--params", str(out.parent / "absent.yaml"), "--data", str(shards), "--out-dir", str(out),
-            "--preset", "nano", "--context-length", "16", "--batch-size", "4", "--warmup-steps", "3",
+            "--preset", "nano", "--model.context-length", "16", "--batch-size", "4", "--warmup-steps", "3",
             "--eval-interval", "10", "--eval-batches", "2", "--log-interval", "5", "--device", "cpu", *extra]
 
 
@@ -80,7 +81,11 @@ def test_training_learns_and_writes_contract_files(shards, tmp_path, capsys):
     assert main(_args(shards, run, "--max-steps", "60", "--lr", "3e-3", "--metrics", str(summary_path))) == 0
     summary = json.loads(details_path(summary_path).read_text())
     assert summary["val_loss"] < summary["unigram_entropy"] - 1.0  # the pattern is learnable
-    assert json.loads((run / "config.json").read_text())["model"]["d_model"] == 64
+    config = json.loads((run / "config.json").read_text())
+    assert config["model"]["d_model"] == 64 and config["model"]["vocab_size"] == 64  # complete: the checkpoints' form
+    train_cfg = TrainConfig.from_dict(config["train"])  # the run's settings as given: the model's shape left to nano
+    assert (train_cfg.preset, train_cfg.model.d_model, train_cfg.model.context_length) == ("nano", None, 16)
+    assert model_config(train_cfg, 64).to_dict() == config["model"]
     with open(run / "metrics.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == ["step", "tokens", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "mfu"]
@@ -124,11 +129,11 @@ def test_skip_budget_tolerates_a_few_bad_steps(shards, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("extra, field", [
-    (["--n-heads", "3"], "n_heads"),
+    (["--model.n-heads", "3"], "n_heads"),
     (["--batch-size", "0"], "batch_size"),
     (["--schedule", "linear"], "schedule"),
     (["--preset", "huge"], "huge"),
-    (["--context-length", "30000"], "context_length"),
+    (["--model.context-length", "30000"], "context_length"),
     (["--eval-batches", "-1"], "eval_batches"),
 ])
 def test_bad_config_is_one_line_error_naming_the_field(shards, tmp_path, capsys, extra, field):
@@ -178,7 +183,6 @@ def test_eval_batches_0_scores_every_window_of_the_validation_split():
     from model.core.config import ModelConfig
     from model.core.transformer import TransformerLM
     from model.train import evaluate
-    from model.training.train_config import TrainConfig
     torch.manual_seed(0)
     model = TransformerLM(ModelConfig(vocab_size=64, context_length=16, d_model=16, n_layers=1, n_heads=2, d_ff=32))
     val = np.random.default_rng(0).integers(0, 64, 16 * 7 + 9).astype(np.uint16)
@@ -189,7 +193,7 @@ def test_eval_batches_0_scores_every_window_of_the_validation_split():
             y = torch.tensor(val[w * 16 + 1:(w + 1) * 16 + 1], dtype=torch.long)
             expected.append(F.cross_entropy(model(x[None])[0], y).item())
     for seed in (0, 1):
-        cfg = TrainConfig(context_length=16, batch_size=3, eval_batches=0, seed=seed)
+        cfg = TrainConfig(model={"context_length": 16}, batch_size=3, eval_batches=0, seed=seed)
         got = evaluate(model, val, cfg, "cpu", contextlib.nullcontext)
         assert got == pytest.approx(float(np.mean(expected)), rel=1e-5)
     assert model.training  # evaluate restores the mode it found

@@ -67,7 +67,7 @@ def shards(tmp_path):
 def test_profile_writes_a_chrome_trace_and_a_top_operators_table(shards, tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["--params", str(tmp_path / "absent.yaml"), "--data", str(shards), "--out-dir", str(out),
-                 "--preset", "nano", "--context-length", "16", "--batch-size", "2", "--max-steps", "6",
+                 "--preset", "nano", "--model.context-length", "16", "--batch-size", "2", "--max-steps", "6",
                  "--warmup-steps", "1", "--device", "cpu", "--profile", "--profile-steps", "2"])
     assert code == 0
     trace = json.loads((out / "profile" / "trace.json").read_text())
@@ -84,9 +84,10 @@ def test_moe_run_logs_router_metrics_and_uses_active_flops(shards, tmp_path):
 
     out = tmp_path / "moe"
     code = main(["--params", str(tmp_path / "absent.yaml"), "--data", str(shards), "--out-dir", str(out),
-                 "--preset", "nano", "--context-length", "16", "--batch-size", "4", "--max-steps", "4",
-                 "--warmup-steps", "1", "--log-interval", "2", "--device", "cpu", "--n-experts", "4",
-                 "--moe-top-k", "2", "--moe-capacity-factor", "0", "--n-kv-heads", "1", "--sliding-window", "8"])
+                 "--preset", "nano", "--model.context-length", "16", "--batch-size", "4", "--max-steps", "4",
+                 "--warmup-steps", "1", "--log-interval", "2", "--device", "cpu", "--model.n-experts", "4",
+                 "--model.moe-top-k", "2", "--model.moe-capacity-factor", "0", "--model.n-kv-heads", "1",
+                 "--model.sliding-window", "8"])
     assert code == 0
     rows = list(csv.DictReader(open(out / "metrics.csv", encoding="utf-8")))
     assert rows and all(r["aux_loss"] and r["moe_load"] for r in rows)

@@ -30,13 +30,14 @@ def test_pipeline_sections_keep_every_key():
 
 def test_train_and_sweep_sections_are_valid_train_configs():
     train = TrainConfig.from_dict(GPU["train"])
-    assert (train.device, train.kernels) == ("cuda", "auto")  # per op the measured winner (kernels/selection.json)
+    assert (train.device, train.model.kernels) == ("cuda", "auto")  # per op the winner (kernels/selection.json)
     TrainConfig.from_dict({**GPU["sweep"]["train"], "data": "x", "out_dir": "y"})
 
 
 def test_scaling_sections_are_valid():
     sweep = SweepConfig.from_dict(sweep_section(ROOT / "params-gpu.yaml"))  # its runs inherit the GPU train section
-    assert sweep.train["device"] == "cuda" and sweep.train["schedule"] == "wsd" and sweep.train["context_length"] == 512
+    assert sweep.train["device"] == "cuda" and sweep.train["schedule"] == "wsd"
+    assert sweep.train["model"] == {"context_length": 512, "kernels": "auto"}  # the shape is the sweep's
     assert set(GPU["scaling_fit"]) == set(CPU["scaling_fit"])
 
 

@@ -32,9 +32,12 @@ def test_train_run_is_at_least_8x_the_largest_sweep_budget(params):
 def test_train_run_is_trained_like_the_sweep(params):
     sweep = SweepConfig.from_dict(sweep_section(PARAMS))
     train = TrainConfig(**params["train"])
-    for field in ("context_length", "batch_size", "warmup_steps", "schedule", "decay_fraction", "decay_shape",
-                  "weight_decay", "attention", "eval_batches"):
-        assert getattr(train, field) == getattr(TrainConfig(**sweep.train), field), field
+    runs_train = TrainConfig(**sweep.train)
+    for field in ("batch_size", "warmup_steps", "schedule", "decay_fraction", "decay_shape", "weight_decay",
+                  "eval_batches"):
+        assert getattr(train, field) == getattr(runs_train, field), field
+    for field in ("context_length", "attention"):
+        assert getattr(train.model, field) == getattr(runs_train.model, field), field
     shape = model_config(train, params["tokenizer"]["vocab_size"])
     assert {layers for _, layers, _ in sweep.shapes} == {shape.n_layers}
     assert (shape.d_model, shape.n_layers, shape.n_heads) in sweep.shapes  # N inside the sampled range
@@ -54,8 +57,9 @@ def test_cooldown_branches_span_8x_per_width_and_bracket_the_train_run(tmp_path,
     ratios: dict[int, list[float]] = {}
     longest: dict[int, int] = {}
     for run in runs:
-        ratios.setdefault(run.train.d_model, []).append(run.tokens / run.params)
-        longest[run.train.d_model] = max(longest.get(run.train.d_model, 0), run.steps)
+        width = run.train.model.d_model
+        ratios.setdefault(width, []).append(run.tokens / run.params)
+        longest[width] = max(longest.get(width, 0), run.steps)
     spans = {d: max(r) / min(r) for d, r in ratios.items() if longest[d] >= 8 * sweep.min_run_steps}
     assert len(spans) >= 4 and all(span >= 8 for span in spans.values()), spans
     train = TrainConfig(**params["train"])

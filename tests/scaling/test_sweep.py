@@ -15,8 +15,8 @@ import yaml
 from scaling.sweep import COLUMNS, SweepConfig, budget_label, main, plan_runs, sweep_section
 
 VOCAB = 64
-TRAIN = {"context_length": 16, "batch_size": 4, "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 5, "eval_batches": 2,
-         "device": "cpu", "threads": 1, "seed": 0, "log_interval": 1000}
+TRAIN = {"model": {"context_length": 16}, "batch_size": 4, "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 5,
+         "eval_batches": 2, "device": "cpu", "threads": 1, "seed": 0, "log_interval": 1000}
 BUDGETS = [4e7, 8e7]  # the d16 model gets ~17/34 steps of 64 tokens, the d32 model ~7/14
 SHAPES = [[16, 1, 2], [32, 1, 2]]
 
@@ -144,6 +144,8 @@ def test_extra_seeds_train_every_run_again_and_the_fit_averages_them(tmp_path, s
     ({"budgets": ["1e12", "x"]}, "budgets"),
     ({"flops_per_token": "7N"}, "flops_per_token"),
     ({"train": {"max_steps": 3}}, "set by the sweep"),
+    ({"train": {"model": {"d_model": 8}}}, "set by the sweep: ['model.d_model']"),
+    ({"train": {"model": {"d_modle": 8}}}, "model.d_modle"),
     ({"train": {"batch_sise": 3}}, "batch_sise"),
     ({"train": {"batch_size": 0}}, "batch_size"),
     ({"total_flops": -1}, "total_flops"),
@@ -168,22 +170,25 @@ def test_config_reads_yaml_style_numbers_and_exact_flops():
 def test_sweep_runs_inherit_the_train_section_and_its_learning_rate(tmp_path, shards):
     """Issue 37: the sweep's runs take the `train` section's settings (less what the sweep sets per run), its own
     `train` mapping over them, and `inverse_width` anchors the rate at the train run's width: nothing typed twice."""
-    held_out = TRAIN | {"d_model": 32, "n_layers": 1, "n_heads": 2, "lr": 4e-3, "min_lr": 4e-4, "max_steps": 999,
-                        "out_dir": "data/runs/x", "eval_interval": 7, "schedule": "wsd"}
+    held_out = TRAIN | {"model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "context_length": 16}, "lr": 4e-3,
+                        "min_lr": 4e-4, "max_steps": 999, "out_dir": "data/runs/x", "eval_interval": 7,
+                        "schedule": "wsd"}
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump({"train": held_out, "sweep": {
         "data": str(shards), "budgets": BUDGETS, "shapes": SHAPES, "lr_rule": "inverse_width",
-        "train": {"threads": 2}}}))
+        "train": {"threads": 2, "model": {"attention": "sdpa"}}}}))
     section = sweep_section(path)
     assert section["lr_base_width"] == 32
     train = section["train"]
-    assert train["schedule"] == "wsd" and train["context_length"] == TRAIN["context_length"] and train["threads"] == 2
-    assert not {"d_model", "n_layers", "n_heads", "max_steps", "out_dir", "eval_interval"} & set(train)
+    assert train["schedule"] == "wsd" and train["threads"] == 2
+    assert train["model"] == {"context_length": 16, "attention": "sdpa"}  # merged key by key; the shape is the sweep's
+    assert not {"max_steps", "out_dir", "eval_interval"} & set(train)
     runs, _ = plan_runs(SweepConfig.from_dict(section))
     for run in runs:  # the rule at the train run's width gives its own rate: 4e-3 x 32 / d_model
-        assert run.train.lr == pytest.approx(4e-3 * 32 / run.train.d_model)
-        assert run.train.min_lr == pytest.approx(4e-4 * 32 / run.train.d_model)
-    assert {r.train.d_model: r.train.lr for r in runs}[32] == pytest.approx(held_out["lr"])
+        assert run.train.lr == pytest.approx(4e-3 * 32 / run.train.model.d_model)
+        assert run.train.min_lr == pytest.approx(4e-4 * 32 / run.train.model.d_model)
+        assert run.train.model.attention == "sdpa"
+    assert {r.train.model.d_model: r.train.lr for r in runs}[32] == pytest.approx(held_out["lr"])
 
 
 def test_a_sweep_without_a_design_is_a_one_line_error(tmp_path, capsys):
@@ -227,7 +232,7 @@ def test_inverse_width_lr_rule_scales_each_shapes_rates(tmp_path, shards):
     cfg = SweepConfig.from_dict({"data": str(shards), "budgets": BUDGETS, "shapes": SHAPES, "train": TRAIN,
                                  "lr_rule": "inverse_width", "lr_base_width": 32})
     runs, _ = plan_runs(cfg)
-    by_width = {r.train.d_model: (r.train.lr, r.train.min_lr) for r in runs}
+    by_width = {r.train.model.d_model: (r.train.lr, r.train.min_lr) for r in runs}
     assert by_width[16] == pytest.approx((2 * 3e-3, 2 * 3e-4))  # half the base width: twice the rates
     assert by_width[32] == pytest.approx((3e-3, 3e-4))
     constant, _ = plan_runs(dataclasses.replace(cfg, lr_rule="constant"))

@@ -17,17 +17,12 @@ import alignment.config
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("alignment", "scaling", "workbench", "tokenizer", "pipeline", "model", "kernels", "leaderboard")
 
-# generic names of unrelated per-component knobs (each component's own seed, output folder, workers, engine, ...)
+# generic names of unrelated per-component knobs (each component's own seed, output folder, workers, engine, ...;
+# model: an alignment loop's starting checkpoint, the LM trainer's ModelConfig)
 GENERIC = {"seed", "out_dir", "metrics", "device", "data", "workers", "lr", "loss", "steps", "eval_interval",
-           "grad_clip", "warmup_steps", "weight_decay", "grad_accum", "engine"}
+           "grad_clip", "warmup_steps", "weight_decay", "grad_accum", "engine", "model"}
 # still declared twice; remove an entry when its duplicate goes
-MODEL_FIELDS = ("attention", "checkpoint_every", "context_length", "d_ff", "d_model", "ffn", "fused_projections",
-                "kernels", "moe_aux_loss_coef", "moe_capacity_factor", "moe_top_k", "moe_z_loss_coef", "n_experts",
-                "n_heads", "n_kv_heads", "n_layers", "norm", "qk_norm", "rope_theta", "sliding_window",
-                "tie_embeddings", "vocab_size")
 KNOWN = {
-    **{name: "model.training.train_config.TrainConfig copies ModelConfig's fields (model.train.model_config) until "
-             "TrainConfig holds a ModelConfig" for name in MODEL_FIELDS},
     "batch_size": "three units: SFT sequences, DPO pairs, RFT kept responses per step (and the LM trainer's "
                   "sequences); one name per unit would change params.yaml keys",
 }
@@ -93,3 +88,18 @@ def test_a_planted_duplicate_is_found_and_an_override_is_not():
 
     found = duplicates([alignment.config.RolloutConfig, PlantedConfig, OverridingConfig])
     assert list(found) == ["group_size"] and len(found["group_size"]) == 2
+
+
+def test_every_train_key_of_the_params_files_is_one_train_setting():
+    """params.yaml's train section (a profile's merged onto it) names TrainConfig settings, the model's nested
+    under `model:`; no name is a setting at both levels (context_length is the model's only)."""
+    from model.training.train_config import TrainConfig
+    from workbench.params import field_names, flatten, read_params
+
+    settings = field_names(TrainConfig)
+    leaves = [name.rsplit(".", 1)[-1] for name in settings]
+    assert len(set(leaves)) == len(leaves), sorted({n for n in leaves if leaves.count(n) > 1})
+    for name in ("params.yaml", "params-gpu.yaml"):
+        section = read_params(ROOT / name)["train"]
+        assert set(flatten(section, settings)) <= set(settings), name
+        assert "model.d_model" in settings and "context_length" in section["model"]

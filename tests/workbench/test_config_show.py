@@ -15,17 +15,19 @@ def test_every_params_section_has_its_cli():
 
 
 def test_layers_in_order_of_precedence(tmp_path):
-    (tmp_path / "params.yaml").write_text("train: {lr: 0.006, d_model: 64}\nfilter: {steps: {gopher: false}}\n")
-    (tmp_path / "gpu.yaml").write_text("base: params.yaml\ntrain: {lr: 0.0006, d_model: null}\n")
+    (tmp_path / "params.yaml").write_text("train: {lr: 0.006, model: {d_model: 64, n_heads: 2}}\n"
+                                          "filter: {steps: {gopher: false}}\n")
+    (tmp_path / "gpu.yaml").write_text("base: params.yaml\ntrain: {lr: 0.0006, model: {d_model: null}}\n")
     default_lr = config.built_in_defaults("train")["lr"]
     value, source, sources = config.provenance("train.lr", tmp_path / "gpu.yaml")
     assert (value, source) == (0.0006, str(tmp_path / "gpu.yaml"))
     assert [v for _, v in sources] == [0.0006, 0.006, default_lr]
-    value, source, _ = config.provenance("train.d_model", tmp_path / "gpu.yaml")  # the profile drops the key
+    value, source, _ = config.provenance("train.model.d_model", tmp_path / "gpu.yaml")  # the profile drops the key
     assert value is None and source.startswith("the built-in default of python -m model.train")
-    assert config.provenance("train.d_model", tmp_path / "params.yaml")[:2] == (64, str(tmp_path / "params.yaml"))
+    assert config.provenance("train.model.d_model", tmp_path / "params.yaml")[:2] == (64, str(tmp_path / "params.yaml"))
+    assert config.provenance("train.model.n_heads", tmp_path / "gpu.yaml")[:2] == (2, str(tmp_path / "params.yaml"))
     assert config.provenance("filter.steps.gopher", tmp_path / "gpu.yaml")[0] is False  # nested: from the files
-    text = config.describe("train.d_model", tmp_path / "gpu.yaml")
+    text = config.describe("train.model.d_model", tmp_path / "gpu.yaml")
     assert "dropped by" in text and "over " in text and ": 64" in text
 
 

@@ -105,3 +105,31 @@ def test_bool_switches_are_value_less_flag_pairs(tmp_path):
     assert parse_config(Toy, "toy", ["--params", p], parser=parser)[0].shuffle is False
     assert parse_config(Toy, "toy", ["--params", p, "--shuffle"], parser=parser)[0].shuffle is True
     assert parse_config(Toy, "toy", ["--params", "none", "--no-shuffle"], parser=parser)[0].shuffle is False
+
+
+@dataclass(frozen=True)
+class Inner:
+    width: int | None = field(default=None, metadata={"help": "width (none: the preset's)"})
+    fast: bool = False
+
+
+@dataclass(frozen=True)
+class Outer:
+    steps: int = 10
+    inner: Inner = field(default_factory=Inner)
+
+
+def test_a_nested_config_is_a_nested_mapping_and_dotted_flags(tmp_path):
+    p = _params(tmp_path, "outer:\n  steps: 3\n  inner:\n    width: 7\n")
+    assert parse_config(Outer, "outer", ["--params", p, "--inner.fast", "true"])[0] == \
+        Outer(steps=3, inner=Inner(width=7, fast=True))
+    assert parse_config(Outer, "outer", ["--params", p, "--inner.width", "none"])[0].inner.width is None
+    with pytest.raises(ParamsError, match=r"unknown key\(s\) inner.widht"):
+        parse_config(Outer, "outer", ["--params", _params(tmp_path, "outer:\n  inner:\n    widht: 7\n")])
+
+
+def test_a_profile_merges_a_nested_mapping_key_by_key(tmp_path):
+    _params(tmp_path, "outer:\n  inner:\n    width: 7\n    fast: true\n")
+    profile = tmp_path / "gpu.yaml"
+    profile.write_text("base: params.yaml\nouter:\n  inner:\n    width: null\n")
+    assert parse_config(Outer, "outer", ["--params", str(profile)])[0] == Outer(inner=Inner(width=None, fast=True))
