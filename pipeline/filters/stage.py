@@ -6,7 +6,8 @@ The chain is a list of steps (pipeline/runtime/steps.py) in a fixed order, each 
 are never masked and classifiers see the original text). A step's setting is ``false`` (off), ``true`` (paper
 defaults) or a mapping of constructor arguments.
 
-Each input file is one task for the executor (workbench/executor.py). A task reads its file (bad input by the
+Each input file is one task for the executor (workbench/executor.py), run by the data-stage base
+(workbench/stage.py: resume, writers, markers, metrics). A task reads its file (bad input by the
 policy of workbench/bad_input.py: a malformed JSONL line is counted as ``bad_json`` and named file:line in a warning; a
 file that is unreadable or holds no document is named in the summary; only when no input is readable does the
 stage fail), runs the chain, writes the kept
@@ -172,9 +173,6 @@ class FilterStage(FileStage):
         for name, step in metrics["steps"].items():
             step["seconds"] = round(sum(r["step_seconds"].get(name, 0.0) for r in fresh), 3)
             step["docs_per_s"] = round(step["docs_in"] / step["seconds"], 1) if fresh and step["seconds"] > 0 else None
-
-    def headline(self, metrics: dict) -> dict:
-        return headline(metrics)
 
 
 def run_filter(inputs: list[Path], out_dir: Path, rejected_dir: Path, metrics_path: Path | None, cfg: FilterConfig,

@@ -8,7 +8,8 @@ trafilatura's fast mode, full trafilatura where that looks unreliable; ``pipelin
 (``pipeline.runtime.supervised``: a worker that dies or hangs in C code is replaced and its record counted as
 ``extract_crash`` / ``extract_timeout``), bounds each record in bytes and seconds, counts every drop with its
 reason, names unreadable or empty files (``workbench.bad_input``), and writes one ``<input>.jsonl.gz`` per input
-atomically, so a rerun skips inputs that are already done.
+atomically, so a rerun skips inputs that are already done (the data-stage base, ``workbench.stage``, runs the
+files, resumes and writes the metrics).
 ``python -m pipeline.web.extract`` is the stage (defaults: the ``extract`` section of params.yaml).
 """
 
