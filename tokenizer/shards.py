@@ -30,7 +30,8 @@ from tokenizer.encoder import Tokenizer
 from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
 from workbench.documents import EOT, document_paths, iter_texts
 from workbench.executor import add_executor_flags, make_executor
-from workbench.files import atomic_path, read_json, write_json, write_metrics
+from workbench.files import atomic_path, write_json
+from workbench.stage import TaskWriter, finished_stats, map_tasks, mark_done, write_stage_metrics
 from workbench.stage_cli import need, run_step, step_parser
 
 log = logging.getLogger(__name__)
@@ -104,22 +105,21 @@ def encode_file(task: tuple) -> dict:
     index, path, tokenizer_dir, work, val_fraction, seed = task
     part = Path(work) / f"{index:06d}"
     done = part.with_suffix(".done.json")
-    if done.is_file():
-        return read_json(done)
+    finished = finished_stats(done)
+    if finished is not None:
+        return finished
     tokenizer = load_tokenizer(tokenizer_dir)
     eot, dtype = tokenizer.special_token_ids[EOT], _dtype(tokenizer)
     counts = {"train": [0, 0], "val": [0, 0]}
     issues = InputIssues()
-    with atomic_path(part.with_suffix(".train.bin")) as train_tmp, atomic_path(part.with_suffix(".val.bin")) as \
-            val_tmp, open(train_tmp, "wb") as train_fh, open(val_tmp, "wb") as val_fh:
+    with TaskWriter(train=part.with_suffix(".train.bin"), val=part.with_suffix(".val.bin")) as out:
         for doc_id, text in iter_texts(path, issues):
-            _write_doc(tokenizer.encode(text), is_val(doc_id, val_fraction, seed), eot, dtype, (train_fh, val_fh),
-                       counts)
+            _write_doc(tokenizer.encode(text), is_val(doc_id, val_fraction, seed), eot, dtype,
+                       (out.files["train"], out.files["val"]), counts)
     issues.warn(log)
     result = {"index": index, "input": str(path), "counts": counts, "skipped": len(issues.skipped),
               **issues.stats()}
-    write_json(done, result)
-    return result
+    return mark_done(done, result)
 
 
 def _work_dir(out_dir: Path, paths: list[Path], tokenizer_dir, val_fraction: float, seed: int) -> Path:
@@ -139,12 +139,7 @@ def _encode_on(executor, input_path, tokenizer_dir, out_dir: Path, val_fraction:
     work = _work_dir(out_dir, paths, tokenizer_dir, val_fraction, seed)
     work.mkdir(parents=True, exist_ok=True)
     tasks = [(i, str(p), str(tokenizer_dir), str(work), val_fraction, seed) for i, p in enumerate(paths)]
-    results = []
-    with tqdm(total=len(tasks), desc="tokenize", unit="file", dynamic_ncols=True) as bar:
-        for result in executor.map(encode_file, tasks):
-            results.append(result)
-            bar.update()
-    results.sort(key=lambda r: r["index"])
+    results = sorted(map_tasks(executor, encode_file, tasks, desc="tokenize"), key=lambda r: r["index"])
     counts = {split: [sum(r["counts"][split][k] for r in results) for k in (0, 1)] for split in ("train", "val")}
     for split in ("train", "val"):
         with atomic_path(out_dir / f"{split}.bin") as tmp, open(tmp, "wb") as out:
@@ -204,13 +199,12 @@ def _encode_here(input_path, tokenizer: Tokenizer, eot: int, dtype: np.dtype, ou
     pool = mp.get_context("fork").Pool(workers, _init, (tokenizer,)) if workers > 1 else None
     _init(tokenizer)
     try:
-        with atomic_path(out_dir / "train.bin") as train_tmp, atomic_path(out_dir / "val.bin") as val_tmp, \
-                open(train_tmp, "wb") as train_fh, open(val_tmp, "wb") as val_fh, \
+        with TaskWriter(train=out_dir / "train.bin", val=out_dir / "val.bin") as out, \
                 tqdm(desc="tokenize", unit="doc", dynamic_ncols=True) as bar:
             encoded = pool.imap(_encode_batch, batches) if pool else map(_encode_batch, batches)
             for ids_batch, flags in encoded:
                 for ids, val in zip(ids_batch, flags, strict=False):
-                    _write_doc(ids, val, eot, dtype, (train_fh, val_fh), counts)
+                    _write_doc(ids, val, eot, dtype, (out.files["train"], out.files["val"]), counts)
                 bar.update(len(ids_batch))
     finally:
         if pool:
@@ -254,9 +248,8 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
     else:
         with make_executor(args.executor, int(args.workers), args.address, args.task_timeout_s) as executor:
             meta = write_shards(*shards, executor=executor)
-    if args.metrics:
-        stats = {"stage": "shards", **meta}
-        write_metrics(Path(args.metrics), stats, headline(stats))
+    stats = {"stage": "shards", **meta}
+    write_stage_metrics(Path(args.metrics) if args.metrics else None, stats, headline(stats))
     return (f"tokenize: {meta['train_tokens']:,} train + {meta['val_tokens']:,} val tokens "
             f"({meta['dtype']}) at {meta['tokens_per_s']:,} tokens/s -> {args.out_dir}{summary_note(meta)}")
 

@@ -20,13 +20,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from tqdm import tqdm
-
 from pipeline.dedup import tasks
 from pipeline.dedup.records import DedupConfig
 from workbench.bad_input import InputIssues
 from workbench.executor import LocalExecutor
 from workbench.files import read_json, write_json
+from workbench.stage import map_tasks, sum_counts
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +58,8 @@ def _stage(executor, name: str, fn: Callable, layout: tasks.Layout, parts: list,
     todo = [p for p in parts if not tasks.is_done(layout, name, p)]
     counts["run"] += len(todo)
     counts["skipped"] += len(parts) - len(todo)
-    todo_tasks = [(f"dedup {name} {p}", layout, p) for p in todo]
-    for _ in tqdm(executor.map(fn, todo_tasks), total=len(todo), desc=f"dedup {name}", unit="task",
-                  dynamic_ncols=True, mininterval=2.0, disable=len(todo) < 2 or None):
-        pass
+    map_tasks(executor, fn, [(f"dedup {name} {p}", layout, p) for p in todo], desc=f"dedup {name}", unit="task",
+              mininterval=2.0, disable=len(todo) < 2 or None)
     return [tasks.result(layout, name, p) for p in parts]
 
 
@@ -112,9 +109,7 @@ def _metrics(files: list[Path], sig: list[dict], cand: list[dict], pairs: list[d
         issues.bad_files += r["bad_files"]
         issues.unreadable += r["unreadable"]
     issues.warn(log)
-    drops: Counter = Counter()
-    for r in written:
-        drops.update(r["drops"])
+    drops = sum_counts(written)
     if issues.skipped:
         drops["bad_json"] = len(issues.skipped)
     n = sum(r["docs"] for r in sig)

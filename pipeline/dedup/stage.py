@@ -62,8 +62,9 @@ from pipeline.dedup.sharded import run_sharded
 from workbench.bad_input import InputIssues, require_readable, summary_note
 from workbench.documents import input_files, output_name, parse_document_line
 from workbench.executor import LocalExecutor, add_executor_flags, make_executor
-from workbench.files import atomic_open, atomic_path, read_json, write_json, write_metrics
+from workbench.files import atomic_open, atomic_path
 from workbench.params import add_config_flags, config_from_args
+from workbench.stage import TaskWriter, finished_stats, mark_done, marker_path, write_stage_metrics
 from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
 
 log = logging.getLogger(__name__)
@@ -177,10 +178,6 @@ def near_duplicate_clusters(docs: Sequence[dict], cfg: DedupConfig = DEFAULT_CON
 TIMINGS = ("seconds", "docs_per_s")
 
 
-def _marker(out_dir: Path) -> Path:
-    return out_dir / "_stats" / "dedup.json"
-
-
 @dataclass
 class _Corpus:
     """What the first read learns about every readable document, by position in input order."""
@@ -264,35 +261,30 @@ class _Writer:
         self.i = 0  # the next document of the corpus
 
     def write_file(self, f: int, out_path: Path, rejected_path: Path | None) -> None:
-        rejected: list[dict] = []
-        with atomic_open(out_path, "wb") as out:
+        with TaskWriter(kept=out_path, rejected=rejected_path) as out:
             for lineno, line in document_lines(self.corpus.files[f]):
                 if self.i >= len(self.corpus.ids) or self.corpus.where[self.i] != (f, lineno):
                     continue  # a bad line
-                self._document(line, out, rejected)
+                self._document(line, out)
                 self.i += 1
-        if rejected_path is not None:
-            with atomic_open(rejected_path, "wb") as rej:
-                for doc in rejected:
-                    rej.write(dumps(doc))
 
-    def _document(self, line: bytes, out, rejected: list[dict]) -> None:
+    def _document(self, line: bytes, out: TaskWriter) -> None:
         i = self.i
         decision, doc = self.clusters.decide(i), None
         if decision is None and self.seen_lines is not None:
             doc, decision = self._without_seen_lines(line)
         if decision is not None:
             self.drops[decision["reason"]] += 1
-            rejected.append({**(doc or parse_document_line(line)[0]), **decision})
+            out.reject(dumps({**(doc or parse_document_line(line)[0]), **decision}))
         elif doc is None and not self.clusters.clustered(i) and self.corpus.clean[i]:
-            out.write(line if line.endswith(b"\n") else line + b"\n")  # unchanged: copied as is
+            out.keep(line if line.endswith(b"\n") else line + b"\n")  # unchanged: copied as is
             self.docs_out += 1
             self.chars_out += self.corpus.lengths[i]
         else:
             doc = doc or parse_document_line(line)[0]
             if self.clusters.clustered(i):
                 doc["minhash_cluster"] = self.corpus.ids[self.clusters.roots[i]]
-            out.write(dumps(doc))
+            out.keep(dumps(doc))
             self.docs_out += 1
             self.chars_out += len(doc["text"])
 
@@ -342,18 +334,16 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     out_dir = Path(out_dir)
     rejected_dir = Path(rejected_dir) if rejected_dir is not None else None
     names = [output_name(f) for f in files]
-    marker = _marker(out_dir)
+    marker = marker_path(out_dir, "dedup")
     wanted = {"inputs": [str(f) for f in files], "settings": cfg.settings(),
               "rejected_dir": str(rejected_dir) if rejected_dir else None}
     outputs = [out_dir / n for n in names] + ([rejected_dir / n for n in names] if rejected_dir else [])
-    if not force and marker.exists() and all(p.exists() for p in outputs):
-        done = read_json(marker)
-        if {k: done.get(k) for k in wanted} == wanted:
-            metrics = {**done["metrics"], "seconds": 0.0, "docs_per_s": None}  # nothing ran
-            if metrics_path is not None:
-                write_metrics(metrics_path, metrics, headline(metrics))
-            require_readable(metrics, len(files))
-            return metrics
+    done = finished_stats(marker, *outputs) if not force else None
+    if done is not None and {k: done.get(k) for k in wanted} == wanted:
+        metrics = {**done["metrics"], "seconds": 0.0, "docs_per_s": None}  # nothing ran
+        write_stage_metrics(metrics_path, metrics, headline(metrics))
+        require_readable(metrics, len(files))
+        return metrics
     marker.unlink(missing_ok=True)
     if cfg.engine == "sharded":
         metrics = run_sharded(files, out_dir, rejected_dir, names, cfg, executor, force)
@@ -361,11 +351,10 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
         if executor is not None and not isinstance(executor, LocalExecutor):
             raise ValueError("dedup.engine single runs in this process; a ray/dask executor needs dedup.engine sharded")
         metrics = _run_single(files, out_dir, rejected_dir, names, cfg)
-    if metrics_path is not None:  # a CLI run outside the project writes no metrics file unless asked
-        write_metrics(metrics_path, metrics, headline(metrics))
+    write_stage_metrics(metrics_path, metrics, headline(metrics))
     # written last: the stage is complete. No timings in it: the marker sits in out_dir, a DVC output whose bytes
     # must not change between runs of the same inputs
-    write_json(marker, {**wanted, "metrics": {k: v for k, v in metrics.items() if k not in TIMINGS}})
+    mark_done(marker, {**wanted, "metrics": {k: v for k, v in metrics.items() if k not in TIMINGS}})
     require_readable(metrics, len(files))
     return metrics
 

@@ -43,7 +43,8 @@ from pipeline.dedup.minhash import candidate_buckets, jaccard, shingle_hash_set,
 from pipeline.dedup.records import DedupConfig, document_lines, dumps, line_keys, normalize_text, sketch, without_lines
 from workbench.bad_input import InputIssues
 from workbench.documents import parse_document_line
-from workbench.files import atomic_open, atomic_path, read_json, write_json
+from workbench.files import atomic_open, atomic_path, read_json
+from workbench.stage import TaskWriter, finished_stats, mark_done
 
 _SKETCH_CHUNK = 256  # texts per signature batch (signatures do not depend on it)
 
@@ -85,12 +86,11 @@ def _resumable(kind: str) -> Callable:
         def task(t: tuple) -> dict:
             _, layout, part = t
             folder = layout.folder(kind, part)
-            if (folder / "done.json").exists():
-                return read_json(folder / "done.json")
+            finished = finished_stats(folder / "done.json")
+            if finished is not None:
+                return finished
             folder.mkdir(parents=True, exist_ok=True)
-            out = body(layout, part, folder)
-            write_json(folder / "done.json", out)
-            return out
+            return mark_done(folder / "done.json", body(layout, part, folder))
 
         # pickled by name (Ray, Dask); not functools.wraps: Ray would check calls against the body's signature
         task.__module__, task.__name__, task.__qualname__, task.__doc__ = (
@@ -374,9 +374,9 @@ def filter_file(layout: Layout, f: int, folder: Path) -> dict:
     reject, clustered = decided["reject"], decided["clustered"]
     line_dedup, drop_keys = layout.cfg.line_dedup == "first", _line_drops(layout, f)
     drops: Counter = Counter()
-    rejected: list[dict] = []
     docs_out = chars_out = lines_removed = 0
-    with atomic_open(layout.out_files[f], "wb") as out:
+    rejected_file = layout.rejected_files[f] if layout.rejected_files is not None else None
+    with TaskWriter(kept=layout.out_files[f], rejected=rejected_file) as out:
         for k, _, line, doc, clean, _ in _documents(layout.files[f]):
             if doc is None:
                 continue
@@ -387,28 +387,24 @@ def filter_file(layout: Layout, f: int, folder: Path) -> dict:
                 if cluster is not None:
                     fields["minhash_cluster"] = cluster
                 drops[why] += 1
-                rejected.append({**doc, **fields})
+                out.reject(dumps({**doc, **fields}))
                 continue
             if line_dedup:
                 text, removed, _ = without_lines(doc["text"], drop_keys.get(k, ()))
                 lines_removed += removed
                 if removed and not normalize_text(text):
                     drops["line_dedup_empty"] += 1
-                    rejected.append({**doc, "reason": "line_dedup_empty"})
+                    out.reject(dumps({**doc, "reason": "line_dedup_empty"}))
                     continue
                 doc["text"] = text
             elif pos not in clustered and clean:
-                out.write(line if line.endswith(b"\n") else line + b"\n")  # unchanged: copied as it is
+                out.keep(line if line.endswith(b"\n") else line + b"\n")  # unchanged: copied as it is
                 docs_out += 1
                 chars_out += len(doc["text"])
                 continue
             if pos in clustered:
                 doc["minhash_cluster"] = clustered[pos]
-            out.write(dumps(doc))
+            out.keep(dumps(doc))
             docs_out += 1
             chars_out += len(doc["text"])
-    if layout.rejected_files is not None:
-        with atomic_open(layout.rejected_files[f], "wb") as rej:
-            for doc in rejected:
-                rej.write(dumps(doc))
     return {"docs_out": docs_out, "chars_out": chars_out, "drops": dict(drops), "lines_removed": lines_removed}

@@ -6,7 +6,8 @@ The chain is a list of steps (pipeline/runtime/steps.py) in a fixed order, each 
 are never masked and classifiers see the original text). A step's setting is ``false`` (off), ``true`` (paper
 defaults) or a mapping of constructor arguments.
 
-Each input file is one task for the executor (workbench/executor.py). A task reads its file (bad input by the
+Each input file is one task for the executor (workbench/executor.py), run by the data-stage base
+(workbench/stage.py: resume, writers, markers, metrics). A task reads its file (bad input by the
 policy of workbench/bad_input.py: a malformed JSONL line is counted as ``bad_json`` and named file:line in a warning; a
 file that is unreadable or holds no document is named in the summary; only when no input is readable does the
 stage fail), runs the chain, writes the kept
@@ -30,14 +31,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tqdm import tqdm
-
 from pipeline.classifiers.models import ClassifierFilter, provenance_path, trained_on_generated
 from pipeline.runtime.steps import Step, StepStats, run_steps
-from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
+from workbench.bad_input import InputIssues, merged_stats, summary_note
 from workbench.documents import from_generated_crawl, input_files, output_name, read_documents
 from workbench.executor import LocalExecutor, add_executor_flags, make_executor
-from workbench.files import read_json, write_json, write_jsonl, write_metrics
+from workbench.stage import FileStage, TaskWriter, mark_done, marker_path, sum_stats
 from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
 
 log = logging.getLogger(__name__)
@@ -112,17 +111,13 @@ def check_provenance(files: list[Path], steps: list[Step], allow: bool = False) 
                          f"step off, or set filter.allow_generated_classifiers: true")
 
 
-def stats_path(out_dir: Path, name: str) -> Path:
-    return out_dir / "_stats" / f"{name}.json"
-
-
 def filter_file(task: tuple[Path, Path, Path, FilterConfig]) -> dict:
     """One task: filter one documents file; returns its stats (also written as the completion marker)."""
     path, out_dir, rejected_dir, cfg = task
     name = output_name(path)
-    steps, stats, rejected, issues = build_steps(cfg), {}, [], InputIssues()
+    steps, stats, issues = build_steps(cfg), {}, InputIssues()
     t0 = time.perf_counter()
-    counts = {"docs_in": 0, "chars_in": 0}
+    counts = {"docs_in": 0, "chars_in": 0, "chars_out": 0}
 
     def counted():
         for doc in read_documents(path, issues):
@@ -130,51 +125,61 @@ def filter_file(task: tuple[Path, Path, Path, FilterConfig]) -> dict:
             counts["chars_in"] += len(doc["text"])
             yield doc
 
-    kept_chars = 0
-
-    def kept():
-        nonlocal kept_chars
+    with TaskWriter(text=True, kept=out_dir / name, rejected=rejected_dir / name) as out:
+        rejected = _Rejected(out)
         for doc in run_steps(counted(), steps, stats, rejected):
-            kept_chars += len(doc["text"])
-            yield doc
-
-    docs_out = write_jsonl(out_dir / name, kept())
-    write_jsonl(rejected_dir / name, rejected)
+            counts["chars_out"] += len(doc["text"])
+            out.keep(doc)
     issues.warn(log)
-    result = {"input": str(path), "docs_in": counts["docs_in"], "docs_out": docs_out, "bad_json": len(issues.skipped),
-              "chars_in": counts["chars_in"], "chars_out": kept_chars,
+    result = {"input": str(path), "docs_in": counts["docs_in"], "docs_out": out.counts["kept"],
+              "bad_json": len(issues.skipped), "chars_in": counts["chars_in"], "chars_out": counts["chars_out"],
               "steps": {k: {**v.to_dict(), "seconds": 0.0} for k, v in stats.items()}, **issues.stats()}
-    write_json(stats_path(out_dir, name), result)  # written last: marks the file as done; no timings in it
-    result["seconds"] = time.perf_counter() - t0
-    result["step_seconds"] = {k: v.seconds for k, v in stats.items()}
-    return result
+    mark_done(marker_path(out_dir, name), result)  # written last: marks the file as done; no timings in it
+    return {**result, "seconds": time.perf_counter() - t0, "step_seconds": {k: v.seconds for k, v in stats.items()}}
+
+
+class _Rejected:
+    """``run_steps``' list of dropped documents, written as they come."""
+
+    def __init__(self, out: TaskWriter):
+        self.append = out.reject
+
+
+class FilterStage(FileStage):
+    """The filter stage on the data-stage base (workbench/stage.py): one task per documents file."""
+
+    name = "filter"
+    bar_for_one_file = False
+    task_fn = filter_file
+
+    def __init__(self, files: list[Path], out_dir: Path, rejected_dir: Path, cfg: FilterConfig, force: bool = False):
+        super().__init__(files, out_dir, force)
+        self.rejected_dir, self.cfg = Path(rejected_dir), cfg
+        self.steps = build_steps(cfg)  # fail fast on bad settings or missing models, before any task starts
+
+    def task(self, path: Path) -> tuple:
+        return path, self.out_dir, self.rejected_dir, self.cfg
+
+    def check(self, todo: list[Path]) -> None:
+        check_provenance(todo, self.steps, self.cfg.allow_generated_classifiers)
+
+    def summarize(self, per_file: list[dict]) -> dict:
+        return summarize(per_file, [n for n, _ in self.cfg.enabled()])
+
+    def add_timings(self, metrics: dict, fresh: list[dict], skipped: int, wall: float) -> None:
+        fresh_docs = sum(r["docs_in"] for r in fresh)
+        metrics.update(seconds=round(wall, 3), files_skipped=skipped,
+                       docs_per_s=round(fresh_docs / wall, 1) if fresh and wall > 0 else None)
+        for name, step in metrics["steps"].items():
+            step["seconds"] = round(sum(r["step_seconds"].get(name, 0.0) for r in fresh), 3)
+            step["docs_per_s"] = round(step["docs_in"] / step["seconds"], 1) if fresh and step["seconds"] > 0 else None
 
 
 def run_filter(inputs: list[Path], out_dir: Path, rejected_dir: Path, metrics_path: Path | None, cfg: FilterConfig,
                executor=None, force: bool = False) -> dict:
     """Filter every input file (skipping finished ones unless ``force``); write and return the stage metrics."""
-    files, out_dir, rejected_dir = input_files(inputs), Path(out_dir), Path(rejected_dir)
-    steps = build_steps(cfg)  # fail fast on bad settings or missing models, before any task starts
-    done = {f: read_json(stats_path(out_dir, output_name(f))) for f in files
-            if not force and stats_path(out_dir, output_name(f)).exists() and (out_dir / output_name(f)).exists()}
-    todo = [f for f in files if f not in done]
-    check_provenance(todo, steps, cfg.allow_generated_classifiers)
-    executor = executor or LocalExecutor(cfg.workers)
-    start = time.perf_counter()
-    fresh = list(tqdm(executor.map(filter_file, [(f, out_dir, rejected_dir, cfg) for f in todo]), total=len(todo),
-                      desc="filter", unit="file", dynamic_ncols=True, disable=len(todo) < 2))
-    metrics = summarize(list(done.values()) + fresh, [n for n, _ in cfg.enabled()])
-    wall = time.perf_counter() - start
-    fresh_docs = sum(r["docs_in"] for r in fresh)
-    metrics.update(seconds=round(wall, 3), files_skipped=len(done),
-                   docs_per_s=round(fresh_docs / wall, 1) if fresh and wall > 0 else None)
-    for name, step in metrics["steps"].items():
-        step["seconds"] = round(sum(r["step_seconds"].get(name, 0.0) for r in fresh), 3)
-        step["docs_per_s"] = round(step["docs_in"] / step["seconds"], 1) if fresh and step["seconds"] > 0 else None
-    if metrics_path is not None:  # a CLI run outside the project writes no metrics file unless asked
-        write_metrics(metrics_path, metrics, headline(metrics))
-    require_readable(metrics, len(files))
-    return metrics
+    stage = FilterStage(input_files(inputs), Path(out_dir), Path(rejected_dir), cfg, force)
+    return stage.run(executor or LocalExecutor(cfg.workers), metrics_path)
 
 
 def summarize(per_file: list[dict], order: list[str]) -> dict:
@@ -189,9 +194,9 @@ def summarize(per_file: list[dict], order: list[str]) -> dict:
     bad = sum(r.get("bad_json", 0) for r in per_file)
     if bad:
         drops["bad_json"] = bad
-    return {"stage": "filter", "files": len(per_file), "docs_in": sum(r["docs_in"] for r in per_file),
-            "docs_out": sum(r["docs_out"] for r in per_file), "chars_in": sum(r["chars_in"] for r in per_file),
-            "chars_out": sum(r["chars_out"] for r in per_file), "drops": dict(sorted(drops.items())),
+    return {"stage": "filter", "files": len(per_file), **sum_stats(per_file, ("docs_in", "docs_out", "chars_in",
+                                                                              "chars_out")),
+            "drops": dict(sorted(drops.items())),
             "step_order": list(steps), "steps": {k: v.to_dict() for k, v in steps.items()},
             **merged_stats(per_file)}
 

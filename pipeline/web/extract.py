@@ -8,7 +8,8 @@ trafilatura's fast mode, full trafilatura where that looks unreliable; ``pipelin
 (``pipeline.runtime.supervised``: a worker that dies or hangs in C code is replaced and its record counted as
 ``extract_crash`` / ``extract_timeout``), bounds each record in bytes and seconds, counts every drop with its
 reason, names unreadable or empty files (``workbench.bad_input``), and writes one ``<input>.jsonl.gz`` per input
-atomically, so a rerun skips inputs that are already done.
+atomically, so a rerun skips inputs that are already done (the data-stage base, ``workbench.stage``, runs the
+files, resumes and writes the metrics).
 ``python -m pipeline.web.extract`` is the stage (defaults: the ``extract`` section of params.yaml).
 """
 
@@ -18,7 +19,6 @@ import argparse
 import logging
 import signal
 import threading
-import time
 from collections import Counter, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,9 +30,10 @@ from tqdm import tqdm
 from pipeline.runtime.supervised import Lost, SupervisedPool
 from pipeline.web.extract_cascade import fast_text, needs_fallback
 from pipeline.web.warc import Payload, is_generated_crawl, iter_payloads
-from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
+from workbench.bad_input import InputIssues, merged_stats, summary_note
 from workbench.executor import LocalExecutor, add_executor_flags, make_executor, thread_time_limit
-from workbench.files import check_unique_outputs, expand_inputs, read_json, write_json, write_jsonl, write_metrics
+from workbench.files import check_unique_outputs, expand_inputs
+from workbench.stage import FileStage, TaskWriter, mark_done, marker_path, sum_counts, sum_stats
 from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
 
 log = logging.getLogger(__name__)
@@ -220,7 +221,7 @@ def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool: Supervise
             sent.append(payload)
             yield payload
 
-    def documents() -> Iterator[dict]:
+    with TaskWriter(text=True, kept=out_dir / output_name(path)) as out:
         for result in pool.imap(payloads()) if pool is not None else map(_extract_one, payloads()):
             payload = sent.popleft()
             if bar is not None:
@@ -234,9 +235,7 @@ def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool: Supervise
                                           f"{_NAMED_DROPS[result]}")
                 continue
             counts["docs"] += 1
-            yield result
-
-    write_jsonl(out_dir / output_name(path), documents())
+            out.keep(result)
     counts["records"] += sum(v for k, v in drops.items() if k.startswith("warc_") and k != "warc_corrupt_file")
     issues.file_ended(path, counts["records"], problems[0] if problems else None,
                       empty="no response or conversion records")
@@ -245,12 +244,7 @@ def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool: Supervise
     # "generated": the input is our generated crawl (its warcinfo says so); the filter's provenance check reads it.
     stats = {"input": str(path), "generated": is_generated_crawl(path), "records": counts["records"],
              "docs": counts["docs"], "drops": dict(sorted(drops.items())), **issues.stats()}
-    write_json(_stats_path(path, out_dir), stats)  # written last: marks the input as done
-    return stats
-
-
-def _stats_path(path: Path, out_dir: Path) -> Path:
-    return out_dir / "_stats" / (output_name(path) + ".json")
+    return mark_done(marker_path(out_dir, output_name(path)), stats)  # written last: marks the input as done
 
 
 def extract_file_task(task: tuple[Path, Path, ExtractConfig]) -> dict:
@@ -259,6 +253,42 @@ def extract_file_task(task: tuple[Path, Path, ExtractConfig]) -> dict:
     path, out_dir, cfg = task
     _init_worker(cfg)
     return _extract_file(path, out_dir, cfg, None)
+
+
+class ExtractStage(FileStage):
+    """The extract stage on the data-stage base (workbench/stage.py): one task per input file."""
+
+    name = "extract"
+    task_fn = extract_file_task
+
+    def __init__(self, files: list[Path], out_dir: Path, cfg: ExtractConfig, force: bool = False):
+        super().__init__(files, out_dir, force)
+        self.cfg = cfg
+
+    def output_name(self, path: Path) -> str:
+        return output_name(path)
+
+    def task(self, path: Path) -> tuple:
+        return path, self.out_dir, self.cfg
+
+    def run_tasks(self, executor, todo: list[Path]) -> list[dict]:
+        """On a cluster, one task per whole file; here, file after file, the records spread over a pool."""
+        if executor is not None:
+            return super().run_tasks(executor, todo)
+        _import_extractor(self.cfg.extractor)
+        with SupervisedPool(_extract_one, self.cfg.workers, kill_after_s(self.cfg.timeout_s), _init_worker,
+                            (self.cfg,)) as pool, tqdm(desc="extract", unit="rec", dynamic_ncols=True) as bar:
+            return [_extract_file(p, self.out_dir, self.cfg, pool, bar) for p in todo]
+
+    def summarize(self, per_file: list[dict]) -> dict:
+        return summarize(per_file, self.cfg)
+
+    def add_timings(self, metrics: dict, fresh: list[dict], skipped: int, wall: float) -> None:
+        metrics["seconds"] = round(wall, 3)
+        metrics["docs_per_s"] = round(sum(s["docs"] for s in fresh) / wall, 2) if fresh else None
+
+    def headline(self, metrics: dict) -> dict:
+        return headline(metrics)
 
 
 def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path | None, cfg: ExtractConfig, force: bool = False,
@@ -271,42 +301,19 @@ def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path | None, cf
     ``metrics_path``, all of them to ``details_path(metrics_path)``. Bad input follows ``workbench.bad_input``:
     unreadable or empty files are named in the metrics; none readable is a ValueError.
     """
-    inputs, out_dir = input_files(inputs), Path(out_dir)
-    done = {p: read_json(_stats_path(p, out_dir)) for p in inputs
-            if not force and (out_dir / output_name(p)).exists() and _stats_path(p, out_dir).exists()}
-    todo = [p for p in inputs if p not in done]
-    start = time.perf_counter()
-    fresh = []
-    if executor is not None and todo:
-        tasks = executor.map(extract_file_task, [(p, out_dir, cfg) for p in todo])
-        fresh = list(tqdm(tasks, total=len(todo), desc="extract", unit="file", dynamic_ncols=True))
-    elif todo:
-        _import_extractor(cfg.extractor)
-        with SupervisedPool(_extract_one, cfg.workers, kill_after_s(cfg.timeout_s), _init_worker, (cfg,)) as pool, \
-                tqdm(desc="extract", unit="rec", dynamic_ncols=True) as bar:
-            fresh = [_extract_file(p, out_dir, cfg, pool, bar) for p in todo]
-    metrics = summarize(list(done.values()) + fresh, cfg)
-    wall = time.perf_counter() - start
-    metrics["seconds"] = round(wall, 3)
-    metrics["docs_per_s"] = round(sum(s["docs"] for s in fresh) / wall, 2) if fresh else None
-    if metrics_path is not None:  # a CLI run outside the project writes no metrics file unless asked
-        write_metrics(metrics_path, metrics, headline(metrics))
-    require_readable(metrics, len(inputs))
-    return metrics
+    return ExtractStage(input_files(inputs), Path(out_dir), cfg, force).run(executor, metrics_path)
 
 
 def summarize(per_file: list[dict], cfg: ExtractConfig) -> dict:
     """Stage metrics over every input: records read, documents out, drops per reason."""
-    drops: Counter = Counter()
-    for stats in per_file:
-        drops.update(stats["drops"])
+    totals = sum_stats(per_file, ("records", "docs"))
     return {
         "stage": "extract",
         "extractor": cfg.extractor,
         "files": len(per_file),
-        "records_read": sum(s["records"] for s in per_file),
-        "docs_out": sum(s["docs"] for s in per_file),
-        "drops": dict(sorted(drops.items())),
+        "records_read": totals["records"],
+        "docs_out": totals["docs"],
+        "drops": dict(sorted(sum_counts(per_file).items())),
         **merged_stats(per_file),
     }
 

@@ -1,0 +1,197 @@
+"""The one base of the data stages (extract, filter, dedup, tokenize): read -> decide -> write -> mark -> count.
+
+After datatrove's ``PipelineStep``: the base owns the iteration, the writers and the counting; a stage only decides
+(extraction, the filter steps, dedup's clustering, encoding). What the base owns:
+
+- the tasks: ``FileStage.run`` maps one task per unfinished input file over an executor (``workbench.executor``:
+  the local pool, Ray or Dask) with a progress bar (``map_tasks``, which stages with tasks of their own use too);
+- the writers: ``TaskWriter`` opens one task's output files (kept and rejected documents, or token parts) together
+  and writes them atomically, so a task that raises leaves no file under a final name; the task's completion
+  marker (``_stats/<name>.json``: its stats, without timings, so a rerun writes the same bytes) is written last;
+- resume: a file whose marker and outputs exist is not run again (``finished_stats``); its marker's stats count
+  as if it had been;
+- the metrics: per-file stats summed (``sum_stats``) into the stage's metrics, written atomically with their
+  headline (``write_stage_metrics``: ``metrics/<stage>.json`` and ``metrics/details/<stage>.json``); a stage none
+  of whose inputs could be read then fails (``workbench.bad_input``).
+
+Dedup is global (sketch everything, cluster, then write), so it uses the writers, the marker and the metrics but
+not the per-file map of ``FileStage``; its sharded engine maps its own tasks with ``map_tasks``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import IO, Any
+
+from tqdm import tqdm
+
+from workbench.bad_input import require_readable
+from workbench.documents import output_name
+from workbench.files import atomic_open, read_json, write_json, write_metrics
+from workbench.stage_cli import funnel_headline
+
+STATS_FOLDER = "_stats"  # beside a stage's outputs: one completion marker per input file (or one for the stage)
+
+
+def marker_path(out_dir: Path | str, name: str) -> Path:
+    """The completion marker of output ``name`` (or of a whole stage) in ``out_dir``: ``_stats/<name>.json``."""
+    return Path(out_dir) / STATS_FOLDER / f"{name}.json"
+
+
+def finished_stats(marker: Path, *outputs: Path) -> dict | None:
+    """The stats a finished task wrote to ``marker``, when it and every one of ``outputs`` exist; else None."""
+    if Path(marker).exists() and all(Path(p).exists() for p in outputs):
+        return read_json(marker)
+    return None
+
+
+def mark_done(marker: Path, stats: dict) -> dict:
+    """Write a task's completion marker (after its outputs): its ``stats``, key-sorted, atomically."""
+    write_json(marker, stats)
+    return stats
+
+
+class TaskWriter:
+    """One task's output files, by role (``kept=``, ``rejected=``, or any others; a None path is not written),
+    opened together: each appears under its name only when the ``with`` block ends without an exception.
+
+    ``keep``/``reject`` write one document: a dict as a JSON line, or a line's bytes as they are (binary files
+    only); ``write`` writes anything to a role's file; ``counts`` has the writes per role. ``text=True`` opens
+    the files as UTF-8 text: gzip's bytes depend on how the stream is fed, and text is how the documents stages
+    (``workbench.files.write_jsonl``) have always written theirs."""
+
+    def __init__(self, text: bool = False, **paths: Path | None):
+        self.text = text
+        self.paths = {role: Path(p) for role, p in paths.items() if p is not None}
+        self.files: dict[str, IO] = {}
+        self.counts: Counter = Counter()
+        self._stack = ExitStack()
+
+    def __enter__(self) -> TaskWriter:
+        mode = "w" if self.text else "wb"
+        with ExitStack() as opening:  # a file that fails to open closes (and removes) the ones opened before it
+            self.files = {role: opening.enter_context(atomic_open(p, mode)) for role, p in self.paths.items()}
+            self._stack = opening.pop_all()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return self._stack.__exit__(*exc)
+
+    def write(self, role: str, data: bytes | str) -> None:
+        self.files[role].write(data)
+        self.counts[role] += 1
+
+    def keep(self, doc: dict | bytes) -> None:
+        """A kept document."""
+        self.write("kept", self._line(doc))
+
+    def reject(self, doc: dict | bytes) -> None:
+        """A dropped document (with its ``reason``), when this task writes rejected documents."""
+        if "rejected" in self.files:
+            self.write("rejected", self._line(doc))
+
+    def _line(self, doc: dict | bytes) -> bytes | str:
+        if isinstance(doc, bytes):
+            return doc
+        line = json.dumps(doc, ensure_ascii=False) + "\n"
+        return line if self.text else line.encode("utf-8")
+
+
+def map_tasks(executor, fn: Callable[[Any], dict], tasks: list, desc: str, unit: str = "file",
+              **progress) -> list[dict]:
+    """``fn`` over ``tasks`` on ``executor`` (module-level ``fn``, picklable tasks), with a progress bar; the
+    results in the order they finish."""
+    bar = tqdm(executor.map(fn, tasks), total=len(tasks), desc=desc, unit=unit, dynamic_ncols=True, **progress)
+    return list(bar)
+
+
+def sum_stats(per_file: Iterable[dict], keys: Iterable[str]) -> dict:
+    """Each of ``keys`` summed over the per-file stats."""
+    per_file = list(per_file)
+    return {k: sum(s[k] for s in per_file) for k in keys}
+
+
+def sum_counts(per_file: Iterable[dict], key: str = "drops") -> Counter:
+    """The per-file counters under ``key`` (drops per reason) added up."""
+    total: Counter = Counter()
+    for stats in per_file:
+        total.update(stats[key])
+    return total
+
+
+def write_stage_metrics(metrics_path: Path | None, metrics: dict, headline: dict) -> None:
+    """The headline to ``metrics_path`` (what DVC shows), every number to ``metrics/details/``; nothing when the
+    path is None (a CLI run outside the project writes no metrics file unless asked)."""
+    if metrics_path is not None:
+        write_metrics(metrics_path, metrics, headline)
+
+
+class FileStage:
+    """A stage of one task per input file, each writing ``out_dir/<output name>`` and its marker.
+
+    A stage sets ``name`` and decides: ``task(path)`` (the picklable argument of its module-level ``task_fn``, which
+    returns the file's stats), ``summarize`` (the stage metrics from every file's stats, finished earlier or now) and
+    ``add_timings``; ``check`` may refuse the files to run. ``run`` does the rest: resume, the map, the metrics."""
+
+    name = "stage"
+    bar_for_one_file = True  # False: a progress bar only when two or more files run
+    task_fn: Callable[[Any], dict]
+
+    def __init__(self, files: list[Path], out_dir: Path, force: bool = False):
+        self.files, self.out_dir, self.force = list(files), Path(out_dir), force
+
+    # -- what a stage decides
+    def output_name(self, path: Path) -> str:
+        return output_name(path)
+
+    def task(self, path: Path) -> Any:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def summarize(self, per_file: list[dict]) -> dict:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def add_timings(self, metrics: dict, fresh: list[dict], skipped: int, wall: float) -> None:
+        """Add this run's seconds (and rates) to ``metrics``; ``fresh``: the stats of the files run now."""
+        metrics["seconds"] = round(wall, 3)
+
+    def headline(self, metrics: dict) -> dict:
+        return funnel_headline(metrics)
+
+    def check(self, todo: list[Path]) -> None:
+        """Refuse (ValueError) to run ``todo`` before any task starts; nothing by default."""
+
+    # -- what the base does
+    def marker(self, path: Path) -> Path:
+        return marker_path(self.out_dir, self.output_name(path))
+
+    def finished(self) -> dict[Path, dict]:
+        """The stats of every input whose output and marker exist (none when ``force``)."""
+        done = {}
+        for path in self.files if not self.force else ():
+            stats = finished_stats(self.marker(path), self.out_dir / self.output_name(path))
+            if stats is not None:
+                done[path] = stats
+        return done
+
+    def run_tasks(self, executor, todo: list[Path]) -> list[dict]:
+        progress = {} if self.bar_for_one_file else {"disable": len(todo) < 2}
+        return map_tasks(executor, type(self).task_fn, [self.task(p) for p in todo], desc=self.name, **progress)
+
+    def run(self, executor, metrics_path: Path | None) -> dict:
+        """Run the unfinished files, sum every file's stats, write the metrics; a ValueError when no input was
+        readable."""
+        done = self.finished()
+        todo = [p for p in self.files if p not in done]
+        self.check(todo)
+        start = time.perf_counter()
+        fresh = self.run_tasks(executor, todo) if todo else []
+        metrics = self.summarize(list(done.values()) + fresh)
+        self.add_timings(metrics, fresh, len(done), time.perf_counter() - start)
+        write_stage_metrics(metrics_path, metrics, self.headline(metrics))
+        require_readable(metrics, len(self.files))
+        return metrics
