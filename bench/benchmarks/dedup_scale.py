@@ -1,12 +1,14 @@
-"""The dedup stage at growing sizes: one process vs sharded tasks on the local pool
+"""The dedup stage at growing sizes: one process vs sharded tasks on the local pool and on Ray
 (python -m bench.benchmarks.dedup_scale).
 
 The input is the pipeline's filtered generated crawl (``data/filtered``, ``make repro``), replicated ``k`` times
 (1x, 10x, ...): replica r > 0 of a document has a few words edited (a near duplicate) or none (an exact one), so
 the corpus grows in documents and in duplicates. Each engine runs in a fresh process on empty outputs; the kept
-and rejected files must be byte-identical between engines (else the run stops). Rows: seconds and peak RSS of the
-driver process and of the largest worker (``RUSAGE_CHILDREN``: the sharded engine's forked pool), per size.
-"""
+and rejected files must be byte-identical between engines (else the run stops). Rows per size: seconds, the driver
+process's peak RSS and the largest worker's: for the single engine its forked sketch pool (``RUSAGE_CHILDREN``), for
+the sharded ones the largest peak of one task (each task measures its own: ``task_peak_rss_mb`` in the stage's
+metrics), the clusters task apart (``clusters_task_peak_rss_mb``: it holds the verified pairs, ``verified_pairs``
+in the row, not the documents)."""
 
 from __future__ import annotations
 
@@ -27,14 +29,21 @@ _RUN = """
 import json, re, resource, sys
 from pathlib import Path
 from pipeline.dedup.stage import DedupConfig, run_dedup
+from workbench.executor import make_executor
 d, engine, workers = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-cfg = DedupConfig(engine=engine, workers=workers)
-m = run_dedup(d / "in", d / engine, None, cfg, rejected_dir=d / (engine + "-rej"))
+cfg = DedupConfig(engine=engine.split("-")[0], workers=workers)
+with make_executor("ray" if engine.endswith("-ray") else "local", workers=workers) as executor:
+    m = run_dedup(d / "in", d / engine, None, cfg, rejected_dir=d / (engine + "-rej"), executor=executor)
 hwm = int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) / 1024
 kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+tasks = m.get("task_peak_rss_mb", {})
 print(json.dumps({"seconds": m["seconds"], "docs_in": m["docs_in"], "docs_out": m["docs_out"], "driver_mb": hwm,
-                  "worker_mb": kids}))
+                  "worker_mb": max((v for k, v in tasks.items() if k != "clusters"), default=kids),
+                  "clusters_mb": tasks.get("clusters"), "verified_pairs": m.get("verified_pairs")}))
 """
+
+
+ENGINES = ("single", "sharded", "sharded-ray")
 
 
 def replicate(source: Path, scale: int, out: Path, files: int = 8, seed: int = 0, docs_per_file: int = 2000) -> int:
@@ -70,8 +79,8 @@ def plot(results: list[Result], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (ax_time, ax_rss) = plt.subplots(1, 2, figsize=(10, 4))
-    for engine in ("single", "sharded"):
-        mine = [r for r in results if r.name.startswith(engine)]
+    for engine in sorted({r.name.split(" ")[0] for r in results}):
+        mine = [r for r in results if r.name.split(" ")[0] == engine]
         for ax, metric, style in ((ax_time, "seconds", "-"), (ax_rss, "driver_peak_rss_mb", "-"),
                                   (ax_rss, "worker_peak_rss_mb", "--")):
             points = sorted((r.extra["docs"], r.value) for r in mine if r.metric == metric)
@@ -98,7 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--source", type=Path, default=ROOT / "data" / "filtered",
                    help="documents to replicate (default: %(default)s, from make repro)")
     p.add_argument("--scales", type=int, nargs="+", default=[1, 10], help="replication factors (default: %(default)s)")
-    p.add_argument("--workers", type=int, default=2, help="sharded: local pool processes (default: %(default)s)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="sharded: local pool processes or Ray workers (default: %(default)s)")
+    p.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES,
+                   help="single: one process; sharded: tasks on the local pool; sharded-ray: the same tasks on a "
+                        "local Ray cluster of --workers CPUs (default: %(default)s)")
     p.add_argument("--results-dir", type=Path, help="where rows go (default: benchmarks/results)")
     p.add_argument("--plot", type=Path, default=ROOT / "docs" / "benchmarks" / "dedup_scale.png",
                    help="time and peak RSS against documents, per engine (default: %(default)s)")
@@ -111,21 +124,25 @@ def main(argv: list[str] | None = None) -> int:
             d = Path(tmp) / f"x{scale}"
             n = replicate(args.source, scale, d / "in")
             got = {}
-            for engine in ("single", "sharded"):
+            for engine in args.engines:
                 done = subprocess.run([sys.executable, "-c", _RUN, str(d), engine, str(args.workers)], cwd=ROOT,
                                       capture_output=True, text=True, check=True)
                 got[engine] = json.loads(done.stdout.strip().splitlines()[-1])
                 print(f"{scale}x ({n} docs) {engine}: {got[engine]}")
-            if _tree(d / "single") != _tree(d / "sharded") or _tree(d / "single-rej") != _tree(d / "sharded-rej"):
-                raise SystemExit(f"error: {scale}x: the sharded outputs differ from the single stage's")
+            first = args.engines[0]
+            for engine in args.engines[1:]:
+                if _tree(d / first) != _tree(d / engine) or _tree(d / f"{first}-rej") != _tree(d / f"{engine}-rej"):
+                    raise SystemExit(f"error: {scale}x: the {engine} outputs differ from the {first} engine's")
             for engine, m in got.items():
-                name = f"{engine} {scale}x" + (f" w{args.workers}" if engine == "sharded" else "")
-                base = got["single"] if engine == "sharded" else None
-                extra = {"docs": n, "docs_out": m["docs_out"]}
+                name = f"{engine} {scale}x" + (f" w{args.workers}" if engine != "single" else "")
+                base = got.get("single") if engine != "single" else None
+                extra = {"docs": n, "docs_out": m["docs_out"], "verified_pairs": m["verified_pairs"]}
                 results += [Result(name, "seconds", m["seconds"], "s", "single" if base else None,
                                    base["seconds"] if base else None, extra=extra),
                             Result(name, "driver_peak_rss_mb", round(m["driver_mb"], 1), "MB", extra=extra),
                             Result(name, "worker_peak_rss_mb", round(m["worker_mb"], 1), "MB", extra=extra)]
+                if m["clusters_mb"] is not None:
+                    results.append(Result(name, "clusters_task_peak_rss_mb", m["clusters_mb"], "MB", extra=extra))
             shutil.rmtree(d)
     plot(results, args.plot)
     print(f"plot: {args.plot}")

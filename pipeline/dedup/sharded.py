@@ -77,7 +77,8 @@ def run_sharded(files: list[Path], out_dir: Path, rejected_dir: Path | None, nam
     layout = tasks.Layout(work, tuple(files), tuple(out_files), tuple(rejected_files) if rejected_files else None, cfg)
     counts: Counter = Counter()
     n_files, shards = range(len(files)), list(range(cfg.shards))
-    sig = _stage(executor, "sig", tasks.signatures, layout, list(n_files), counts)
+    stages: dict[str, list[dict]] = {}
+    sig = stages["sig"] = _stage(executor, "sig", tasks.signatures, layout, list(n_files), counts)
     offsets = [0]
     for r in sig:
         offsets.append(offsets[-1] + r["docs"])
@@ -87,17 +88,27 @@ def run_sharded(files: list[Path], out_dir: Path, rejected_dir: Path | None, nam
     shards = list(range(cfg.shards))
     layout = replace(layout, offsets=tuple(offsets), cfg=cfg)
     if cfg.exact:
-        _stage(executor, "exact", tasks.exact, layout, shards, counts)
-    _stage(executor, "buckets", tasks.buckets, layout, layout.bucket_parts(), counts)
-    cand = _stage(executor, "shingles", tasks.shingles, layout, list(n_files), counts)
-    pairs = _stage(executor, "pairs", tasks.pairs, layout, layout.bucket_parts(), counts)
-    clusters = _stage(executor, "clusters", tasks.clusters, layout, [0], counts)[0]
+        stages["exact"] = _stage(executor, "exact", tasks.exact, layout, shards, counts)
+    stages["buckets"] = _stage(executor, "buckets", tasks.buckets, layout, layout.bucket_parts(), counts)
+    cand = stages["shingles"] = _stage(executor, "shingles", tasks.shingles, layout, list(n_files), counts)
+    pairs = stages["pairs"] = _stage(executor, "pairs", tasks.pairs, layout, layout.bucket_parts(), counts)
+    stages["clusters"] = _stage(executor, "clusters", tasks.clusters, layout, [0], counts)
+    clusters = stages["clusters"][0]
     if cfg.line_dedup == "first":
-        _stage(executor, "lines", tasks.lines, layout, shards, counts)
-    written = _stage(executor, "filter", tasks.filter_file, layout, list(n_files), counts)
+        stages["lines"] = _stage(executor, "lines", tasks.lines, layout, shards, counts)
+    written = stages["filter"] = _stage(executor, "filter", tasks.filter_file, layout, list(n_files), counts)
     metrics = _metrics(files, sig, cand, pairs, clusters, written, cfg, time.perf_counter() - start, counts)
+    metrics["task_peak_rss_mb"] = task_peak_rss(stages)
     shutil.rmtree(work)
     return metrics
+
+
+def task_peak_rss(stages: dict[str, list[dict]]) -> dict[str, float]:
+    """Per stage, the largest peak RSS of one of its tasks (MB; a task resumed from an earlier run reports that
+    run's). The clusters task's memory grows with the verified pairs it joins, every other with a shard or a file."""
+    peaks = {name: [r["peak_rss_mb"] for r in results if r.get("peak_rss_mb") is not None]
+             for name, results in stages.items()}
+    return {name: round(max(values), 1) for name, values in peaks.items() if values}
 
 
 def _metrics(files: list[Path], sig: list[dict], cand: list[dict], pairs: list[dict], clusters: dict,
@@ -117,7 +128,7 @@ def _metrics(files: list[Path], sig: list[dict], cand: list[dict], pairs: list[d
             "chars_in": sum(r["chars_in"] for r in sig), "chars_out": sum(r["chars_out"] for r in written),
             "drops": dict(sorted(drops.items())), "clusters": clusters["clusters"],
             "clustered_docs": clusters["clustered_docs"], "candidate_docs": sum(r["candidates"] for r in cand),
-            "comparisons": sum(r["comparisons"] for r in pairs),
+            "comparisons": sum(r["comparisons"] for r in pairs), "verified_pairs": sum(r["joins"] for r in pairs),
             **({"lines_removed": sum(r["lines_removed"] for r in written)} if cfg.line_dedup == "first" else {}),
             "settings": cfg.settings(), "engine": "sharded", "shards": cfg.shards,
             "tasks": dict(sorted(counts.items())),

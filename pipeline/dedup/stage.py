@@ -175,7 +175,7 @@ def near_duplicate_clusters(docs: Sequence[dict], cfg: DedupConfig = DEFAULT_CON
 
 
 # -- the stage ----------------------------------------------------------------------------------------------
-TIMINGS = ("seconds", "docs_per_s")
+TIMINGS = ("seconds", "docs_per_s", "task_peak_rss_mb")  # measured, not decided: kept out of the marker
 
 
 @dataclass

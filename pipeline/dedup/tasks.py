@@ -79,8 +79,29 @@ def result(layout: Layout, kind: str, part) -> dict:
     return read_json(layout.folder(kind, part) / "done.json")
 
 
+def _reset_peak_rss() -> bool:
+    """Restart this process's peak-RSS count (Linux >= 4.0: ``clear_refs`` 5 resets VmHWM); False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss_mb() -> float | None:
+    """This process's peak RSS in MB (VmHWM), None off Linux."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            return next(int(line.split()[1]) / 1024 for line in fh if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return None
+
+
 def _resumable(kind: str) -> Callable:
-    """Run the task body unless its ``done.json`` exists; write ``done.json`` (its result) after its outputs."""
+    """Run the task body unless its ``done.json`` exists; write ``done.json`` (its result) after its outputs. The
+    result also holds the task's own peak RSS (``peak_rss_mb``: the worker's interpreter included, earlier tasks of
+    the same worker not), for the scale benchmark; it never reaches an output or the stage's marker."""
 
     def wrap(body: Callable[[Layout, object, Path], dict]) -> Callable[[tuple], dict]:
         def task(t: tuple) -> dict:
@@ -90,7 +111,9 @@ def _resumable(kind: str) -> Callable:
             if finished is not None:
                 return finished
             folder.mkdir(parents=True, exist_ok=True)
-            return mark_done(folder / "done.json", body(layout, part, folder))
+            own = _reset_peak_rss()
+            out = body(layout, part, folder)
+            return mark_done(folder / "done.json", {**out, "peak_rss_mb": _peak_rss_mb() if own else None})
 
         # pickled by name (Ray, Dask); not functools.wraps: Ray would check calls against the body's signature
         task.__module__, task.__name__, task.__qualname__, task.__doc__ = (

@@ -242,3 +242,18 @@ def test_more_documents_get_more_shards_and_the_same_bytes(tmp_path, monkeypatch
     monkeypatch.setattr(sharded, "SHARD_DOCS", 7)  # ~64 documents -> 10 shards instead of the configured 4
     _, got = _both(inputs, tmp_path, DedupConfig(line_dedup="first"))
     assert got["shards"] == -(-got["docs_in"] // 7) > 4
+
+
+def test_each_task_stage_reports_its_peak_rss_outside_the_marker(tmp_path):
+    """The scale benchmark's per-task memory: every stage that ran has a peak RSS above the interpreter's, the
+    clusters task among them with the pairs it joined counted; none of it reaches the completion marker."""
+    got = run_dedup(_corpus(tmp_path / "in"), tmp_path / "out", None, DedupConfig(engine="sharded", workers=2),
+                    rejected_dir=tmp_path / "rej")
+    peaks = got["task_peak_rss_mb"]
+    if not Path("/proc/self/clear_refs").exists():
+        pytest.skip("no /proc/self/clear_refs: per-task peak RSS is Linux-only")
+    assert {"sig", "exact", "buckets", "shingles", "pairs", "clusters", "filter"} <= set(peaks)
+    assert all(10 < mb < 4096 for mb in peaks.values())
+    assert got["verified_pairs"] >= got["drops"]["minhash_duplicate"]  # a cluster of k documents needs k - 1 joins
+    marker = json.loads((tmp_path / "out" / "_stats" / "dedup.json").read_text(encoding="utf-8"))
+    assert "task_peak_rss_mb" not in marker["metrics"] and "seconds" not in marker["metrics"]
