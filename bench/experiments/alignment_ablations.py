@@ -8,10 +8,11 @@ lengths), RFT at the sampled-token budget of the ``reinforce_baseline`` variant,
 so a change of the ``grpo`` section's loss does not change what a variant means. ``alignment.report`` scores every
 model on the validation and test problems (the same problems for every seed; none trained on).
 
-Rows (area ``alignment_ablations``): test and validation accuracy per variant and seed; per variant the mean and sd
-over seeds; per pair of variants and seed the paired difference in standard errors over problems (``paired_z``:
-mean(a - b) / SE(a - b)); per variant its budget (sampled tokens, optimizer updates, seconds). The plot shows test
-accuracy per variant, one point per seed. Choices of the default ``grpo`` section read the validation rows only.
+Rows (area ``alignment_ablations``): the task's facts (``digits_task``: split sizes, the teacher's accuracy); test
+and validation accuracy per variant and seed, each with the run's budget (sampled tokens, trained response tokens,
+seconds); per variant the mean and sd over seeds; per pair of variants and seed the paired difference in standard
+errors over problems (``paired_z``: mean(a - b) / SE(a - b)). The plot shows test accuracy per variant, one point per
+seed. Choices of the default ``grpo`` section read the validation rows only.
 
     python -m bench.experiments.alignment_ablations --seeds 0 1 2 --out-dir /tmp/align/ablations
 """
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from alignment import dpo, grpo, report, rft, sft
 from alignment.evaluation.stats import mean_sd
+from bench.experiments.alignment_seeds import task_rows
 from bench.tools.results import RESULTS_DIR, ROOT, Result, record
 
 AREA = "alignment_ablations"
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
                          for name, path in runs.items()}
         line = ", ".join(f"{n} {sum(r) / len(r):.3f}" for n, r in scores[seed]["test"].items())
         print(f"seed {seed} test: {line}", file=sys.stderr, flush=True)
-    rows = rows_of(scores, budgets)
+    rows = task_rows(args.params) + rows_of(scores, budgets)
     plot(scores, args.plot)
     for r in rows:
         if "/" not in r.name or r.metric == "test_accuracy":
