@@ -101,7 +101,7 @@ def score_seed(seed: int, out: Path, params: str, runs: dict[str, Path]) -> dict
     if not (outputs / "dpo_digits.jsonl").is_file():
         argv = ["--params", params, "--seed", str(seed), "--safety-n", "0", "--pass-k", "0",
                 "--out", str(out / "alignment.csv"), "--out-dir", str(outputs), "--plot", str(out / "alignment.png"),
-                "--metrics", "none", *[f"--model={name}={path}" for name, path in runs.items()]]
+                "--metrics", str(out / "alignment.json"), *[f"--model={name}={path}" for name, path in runs.items()]]
         if report.main(argv) != 0:
             raise SystemExit(f"seed {seed}: alignment.report failed")
     scores = {}
@@ -126,6 +126,11 @@ def rows_of(scores: dict[int, dict], budgets: dict[int, dict]) -> list[Result]:
             rows.append(Result(f"{a} - {b}/seed{seed}", "test_paired_z", z, "SE", repeats=len(test[a]),
                                extra={"seed": seed, "difference": (sum(test[a]) - sum(test[b])) / len(test[a])}))
     for name in VARIANTS:
+        for key, unit in (("sampled_tokens", "tokens"), ("trained_response_tokens", "tokens"), ("seconds", "s")):
+            values = [b[name][key] for b in budgets.values() if b[name][key] is not None]
+            if values:
+                rows.append(Result(name, f"{key}_mean", sum(values) / len(values), unit, repeats=len(values),
+                                   min=min(values), max=max(values)))
         for split in ("test", "validation"):
             accs = [sum(s[split][name]) / len(s[split][name]) for s in scores.values()]
             mean, sd = mean_sd(accs)
