@@ -5,6 +5,14 @@ CS336 assignment 4's ``exact_line_deduplication`` and ``minhash_deduplication`` 
 path they had before the split).
 """
 
-from pipeline.dedup.stage import exact_line_deduplication, minhash_deduplication
+import importlib
 
 __all__ = ["exact_line_deduplication", "minhash_deduplication"]
+
+
+def __getattr__(name: str):
+    """The CS336 names, imported on first use: an eager import would load ``pipeline.dedup.stage`` before
+    ``python -m pipeline.dedup.stage`` runs it (runpy's "found in sys.modules" warning)."""
+    if name in __all__:
+        return getattr(importlib.import_module("pipeline.dedup.stage"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
