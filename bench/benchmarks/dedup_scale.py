@@ -79,13 +79,16 @@ def plot(results: list[Result], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (ax_time, ax_rss) = plt.subplots(1, 2, figsize=(10, 4))
-    for engine in sorted({r.name.split(" ")[0] for r in results}):
+    engines = sorted({r.name.split(" ")[0] for r in results})
+    for color, engine in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"], engines, strict=False):
         mine = [r for r in results if r.name.split(" ")[0] == engine]
-        for ax, metric, style in ((ax_time, "seconds", "-"), (ax_rss, "driver_peak_rss_mb", "-"),
-                                  (ax_rss, "worker_peak_rss_mb", "--")):
+        for ax, metric, style, label in (
+                (ax_time, "seconds", "-", engine), (ax_rss, "driver_peak_rss_mb", "-", f"{engine}: driver"),
+                (ax_rss, "worker_peak_rss_mb", "--", f"{engine}: largest task / worker"),
+                (ax_rss, "clusters_task_peak_rss_mb", ":", f"{engine}: clusters task")):
             points = sorted((r.extra["docs"], r.value) for r in mine if r.metric == metric)
-            label = engine if ax is ax_time else f"{engine}: {metric.split('_')[0]}"
-            ax.plot(*zip(*points, strict=True), style, marker="o", label=label)
+            if points:
+                ax.plot(*zip(*points, strict=True), style, color=color, marker="o", label=label)
     ax_time.set(xscale="log", yscale="log", xlabel="documents", ylabel="seconds", title="dedup wall time")
     ax_rss.set(xscale="log", xlabel="documents", ylabel="peak RSS (MB)", title="peak RSS per process")
     for ax in (ax_time, ax_rss):
