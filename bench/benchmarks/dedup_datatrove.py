@@ -56,7 +56,7 @@ print(json.dumps({{"seconds": time.perf_counter() - t0, "docs_in": m["docs_in"]}
 """
 
 _DATATROVE = f"""
-import json, sys, time, logging
+import json, sys, time
 from pathlib import Path
 from datatrove.executor.local import LocalPipelineExecutor
 from datatrove.pipeline.dedup.minhash import (MinhashConfig, MinhashDedupBuckets, MinhashDedupCluster,
@@ -184,6 +184,7 @@ def compare(texts: dict[str, str], ours: tuple[set[str], Components], theirs: tu
             "ours_removed": len(our_removed), "datatrove_removed": len(dt_removed),
             "disagreements": dict(sorted(classes.items())),
             "datatrove_jaccard": sorted(round(j, 3) for j in dt_jaccards)}
+
 
 def measure(source: Path, tmp: Path, workers: int, repeats: int, label: str) -> list[Result]:
     texts = {d["id"]: d["text"] for f in sorted(source.glob("*.jsonl.gz")) for d in read_jsonl(f)}
