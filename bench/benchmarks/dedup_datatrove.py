@@ -14,7 +14,8 @@ is the copy its cluster keeps (ours: the first in input order; datatrove: its un
 which the two sides differ, in duplicated-or-not or in removed-or-not, is put in one class below.
 ``decision_agreement`` is the share of documents outside every class but ``other_copy_kept`` (a cluster both sides
 found, each keeping another copy of it, decides the same about every document but which copy stays);
-``raw_decision_agreement`` counts that choice as a disagreement too.
+``raw_decision_agreement`` counts that choice as a disagreement too. ``--jaccard-threshold 1e-9`` makes our stage
+join every LSH candidate as datatrove does (no verification): then what is left is the two sides' shingling and LSH.
 
 - ``other_copy_kept``: both call it duplicated; each kept another copy of the cluster (a representative choice);
 - ``below_jaccard_threshold``: datatrove joined it, its best true Jaccard (our shingles) with that cluster is < 0.8,
@@ -48,8 +49,10 @@ _OURS = f"""
 import json, sys, time
 from pathlib import Path
 from pipeline.dedup.stage import DedupConfig, run_dedup
-src, out, engine, workers = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-cfg = DedupConfig(engine=engine, workers=workers, ngrams={NGRAMS}, num_bands={BANDS}, num_hashes={BANDS} * {ROWS})
+src, out, engine = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+workers, threshold = int(sys.argv[4]), float(sys.argv[5])
+cfg = DedupConfig(engine=engine, workers=workers, ngrams={NGRAMS}, num_bands={BANDS}, num_hashes={BANDS} * {ROWS},
+                  jaccard_threshold=threshold)
 t0 = time.perf_counter()
 m = run_dedup(src, out / "kept", None, cfg, rejected_dir=out / "rejected")
 print(json.dumps({{"seconds": time.perf_counter() - t0, "docs_in": m["docs_in"]}}))
@@ -186,20 +189,21 @@ def compare(texts: dict[str, str], ours: tuple[set[str], Components], theirs: tu
             "datatrove_jaccard": sorted(round(j, 3) for j in dt_jaccards)}
 
 
-def measure(source: Path, tmp: Path, workers: int, repeats: int, label: str) -> list[Result]:
+def measure(source: Path, tmp: Path, workers: int, repeats: int, label: str, threshold: float = 0.8) -> list[Result]:
     texts = {d["id"]: d["text"] for f in sorted(source.glob("*.jsonl.gz")) for d in read_jsonl(f)}
     seconds = defaultdict(list)
     for r in range(repeats):
         for engine in ("single", "sharded"):
-            got = _run(_OURS, source, tmp / f"{engine}{r}", engine, workers)
+            got = _run(_OURS, source, tmp / f"{engine}{r}", engine, workers, threshold)
             seconds[engine].append(got["seconds"])
         seconds["datatrove"].append(_run(_DATATROVE, source, tmp / f"dt{r}", workers)["seconds"])
         print(f"{label} repeat {r}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in seconds.items()))
-    cmp = compare(texts, our_decisions(tmp / "sharded0"), datatrove_decisions(tmp / "dt0"))
+    cmp = compare(texts, our_decisions(tmp / "sharded0"), datatrove_decisions(tmp / "dt0"), threshold)
     print(f"{label}: {json.dumps(cmp)}")
     n = len(texts)
     med = {k: statistics.median(v) for k, v in seconds.items()}
-    extra = {"docs": n, "workers": workers, **{k: v for k, v in cmp.items() if k != "docs"}}
+    extra = {"docs": n, "workers": workers, "jaccard_threshold": threshold,
+             **{k: v for k, v in cmp.items() if k != "docs"}}
     rows = [Result(f"datatrove {label}", "docs_per_s", round(n / med["datatrove"], 1), "docs/s", repeats=repeats,
                    min=round(n / max(seconds["datatrove"]), 1), median=round(n / med["datatrove"], 1),
                    max=round(n / min(seconds["datatrove"]), 1), extra=extra)]
@@ -222,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--label", default="crawl", help="row name prefix for this source (default: %(default)s)")
     p.add_argument("--workers", type=int, default=2, help="worker processes on both sides (default: %(default)s)")
     p.add_argument("--repeats", type=int, default=3, help="runs per side, median reported (default: %(default)s)")
+    p.add_argument("--jaccard-threshold", type=float, default=0.8,
+                   help="our verification threshold (the stage's default 0.8); a tiny one such as 1e-9 joins every "
+                        "LSH candidate, as datatrove does (default: %(default)s)")
     p.add_argument("--results-dir", type=Path, help="where rows go (default: benchmarks/results)")
     args = p.parse_args(argv)
     if not any(args.source.glob("*.jsonl*")):
@@ -231,7 +238,10 @@ def main(argv: list[str] | None = None) -> int:
         for scale in args.scales:
             d = Path(tmp) / f"x{scale}"
             replicate(args.source, scale, d / "in")
-            results += measure(d / "in", d, args.workers, args.repeats, f"{args.label} {scale}x")
+            label = f"{args.label} {scale}x"
+            if args.jaccard_threshold != 0.8:
+                label += f" J>={args.jaccard_threshold:g}"
+            results += measure(d / "in", d, args.workers, args.repeats, label, args.jaccard_threshold)
     command = "python -m bench.benchmarks.dedup_datatrove " + " ".join(argv if argv is not None else sys.argv[1:])
     print(f"rows appended to {record('dedup_datatrove', results, command.strip(), args.results_dir)}")
     return 0
