@@ -57,6 +57,7 @@ from model.inference.export import export_llama
 from model.inference.generate import generate
 from model.training.checkpoint import load_model, save_checkpoint
 from tokenizer.encoder import Tokenizer
+from workbench.memory import peak_rss_mb
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parents[2]
@@ -191,10 +192,7 @@ def _grpo_config(spec: dict, model_path: Path, tokenizer: str | None, out_dir: P
 
 
 def _peak_memory_mb(device: str) -> dict:
-    out = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            out["peak_rss_mb"] = int(line.split()[1]) / 1024
+    out = {"peak_rss_mb": peak_rss_mb()}
     if device.startswith("cuda"):
         out["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return out

@@ -174,16 +174,13 @@ def truth_at(truth: list[int], js: dict[int, float], threshold: float) -> list[i
 
 # Peak RSS from VmHWM, which starts afresh at exec; ru_maxrss would include the forked benchmark's memory.
 _STAGE = """
-import json, re, resource, sys
+import json, sys
 from pathlib import Path
-from bench.tools.results import RESULTS_DIR, Result, interleaved, record
 from pipeline.dedup.stage import DedupConfig, run_dedup
+from workbench.memory import peak_rss_mb
 d = Path(sys.argv[1])
 m = run_dedup(d / "in", d / "out", d / "metrics.json", DedupConfig(workers=int(sys.argv[2])), rejected_dir=d / "rej")
-try:
-    m["peak_rss_mb"] = int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) / 1024
-except OSError:
-    m["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+m["peak_rss_mb"] = peak_rss_mb()
 print(json.dumps(m))
 """
 

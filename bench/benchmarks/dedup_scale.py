@@ -26,15 +26,16 @@ from bench.tools.results import ROOT, Result, record
 from workbench.files import read_jsonl
 
 _RUN = """
-import json, re, resource, sys
+import json, resource, sys
 from pathlib import Path
 from pipeline.dedup.stage import DedupConfig, run_dedup
 from workbench.executor import make_executor
+from workbench.memory import peak_rss_mb
 d, engine, workers = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 cfg = DedupConfig(engine=engine.split("-")[0], workers=workers)
 with make_executor("ray" if engine.endswith("-ray") else "local", workers=workers) as executor:
     m = run_dedup(d / "in", d / engine, None, cfg, rejected_dir=d / (engine + "-rej"), executor=executor)
-hwm = int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) / 1024
+hwm = peak_rss_mb()
 kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 tasks = m.get("task_peak_rss_mb", {})
 print(json.dumps({"seconds": m["seconds"], "docs_in": m["docs_in"], "docs_out": m["docs_out"], "driver_mb": hwm,

@@ -32,6 +32,7 @@ from bench.tools.results import RESULTS_DIR, Result, interleaved, record, timing
 from tokenizer.bpe import GPT2_PAT, train_bpe
 from tokenizer.encoder import Tokenizer, unicode_to_token
 from workbench.files import write_text
+from workbench.memory import peak_rss_mb
 
 EOT = "<|endoftext|>"
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -49,16 +50,6 @@ def tiktoken_gpt2(vocab_path: str | os.PathLike):
     return tiktoken.Encoding(
         name="gpt2_local", pat_str=GPT2_PAT, mergeable_ranks=ranks, special_tokens={EOT: vocab[EOT]}
     )
-
-
-def _peak_rss_mb() -> float:
-    """This process's peak resident set size (VmHWM) in MB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _train_in_child(impl: str, corpus: str, vocab_size: int, special_tokens: list[str]) -> None:
@@ -86,7 +77,7 @@ def _train_in_child(impl: str, corpus: str, vocab_size: int, special_tokens: lis
         tok.train([corpus], trainer)
     seconds = time.perf_counter() - start
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(json.dumps({"seconds": seconds, "peak_rss_mb": _peak_rss_mb(), "worker_peak_rss_mb": workers}))
+    print(json.dumps({"seconds": seconds, "peak_rss_mb": peak_rss_mb(), "worker_peak_rss_mb": workers}))
 
 
 def _train_once(impl: str, corpus_path, vocab_size: int, special_tokens: list[str]) -> dict:

@@ -44,6 +44,7 @@ from pipeline.dedup.records import DedupConfig, document_lines, dumps, line_keys
 from workbench.bad_input import InputIssues
 from workbench.documents import parse_document_line
 from workbench.files import atomic_open, atomic_path, read_json
+from workbench.memory import peak_rss_mb, reset_peak_rss
 from workbench.stage import TaskWriter, finished_stats, mark_done
 
 _SKETCH_CHUNK = 256  # texts per signature batch (signatures do not depend on it)
@@ -79,25 +80,6 @@ def result(layout: Layout, kind: str, part) -> dict:
     return read_json(layout.folder(kind, part) / "done.json")
 
 
-def _reset_peak_rss() -> bool:
-    """Restart this process's peak-RSS count (Linux >= 4.0: ``clear_refs`` 5 resets VmHWM); False where it cannot."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _peak_rss_mb() -> float | None:
-    """This process's peak RSS in MB (VmHWM), None off Linux."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            return next(int(line.split()[1]) / 1024 for line in fh if line.startswith("VmHWM:"))
-    except (OSError, StopIteration):
-        return None
-
-
 def _resumable(kind: str) -> Callable:
     """Run the task body unless its ``done.json`` exists; write ``done.json`` (its result) after its outputs. The
     result also holds the task's own peak RSS (``peak_rss_mb``: the worker's interpreter included, earlier tasks of
@@ -111,9 +93,9 @@ def _resumable(kind: str) -> Callable:
             if finished is not None:
                 return finished
             folder.mkdir(parents=True, exist_ok=True)
-            own = _reset_peak_rss()
+            own = reset_peak_rss()
             out = body(layout, part, folder)
-            return mark_done(folder / "done.json", {**out, "peak_rss_mb": _peak_rss_mb() if own else None})
+            return mark_done(folder / "done.json", {**out, "peak_rss_mb": peak_rss_mb() if own else None})
 
         # pickled by name (Ray, Dask); not functools.wraps: Ray would check calls against the body's signature
         task.__module__, task.__name__, task.__qualname__, task.__doc__ = (
