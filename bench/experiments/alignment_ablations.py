@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from alignment import dpo, grpo, report, rft, sft
-from alignment.evaluation.stats import mean_sd
+from alignment.evaluation.stats import mean_sd, standard_error
 from bench.experiments.alignment_seeds import task_rows
 from bench.tools.results import RESULTS_DIR, ROOT, Result, record
 
@@ -52,12 +52,15 @@ VARIANTS = ("sft", *GRPO_VARIANTS, "rft", "dpo")
 def paired_z(a: list[float], b: list[float]) -> float:
     """mean(a - b) / SE(a - b) over the same problems (SE = sample sd / sqrt(n)); 0 when a and b never differ."""
     diff = [x - y for x, y in zip(a, b, strict=True)]
-    n = len(diff)
-    mean = sum(diff) / n
-    var = sum((d - mean) ** 2 for d in diff) / (n - 1) if n > 1 else 0.0
-    if var == 0:
+    mean, se = sum(diff) / len(diff), standard_error(diff)
+    if se == 0:
         return 0.0 if mean == 0 else math.copysign(math.inf, mean)
-    return mean / math.sqrt(var / n)
+    return mean / se
+
+
+def variant_flags(name: str) -> dict[str, str]:
+    """Every loss flag of a GRPO variant: the shared base with the variant's changes."""
+    return {**_BASE, **GRPO_VARIANTS[name]}
 
 
 def budget(run: Path, epochs: int = 1) -> dict:
@@ -80,8 +83,8 @@ def run_seed(seed: int, out: Path, params: str) -> dict[str, Path]:
     common = ["--params", params, "--seed", str(seed), "--report", "none"]
     runs = {name: out / name for name in VARIANTS}
     jobs = [("sft", sft.main, [])]
-    jobs += [(name, grpo.main, ["--model", str(runs["sft"]), *itertools.chain(*{**_BASE, **flags}.items())])
-             for name, flags in GRPO_VARIANTS.items()]
+    jobs += [(name, grpo.main, ["--model", str(runs["sft"]), *itertools.chain(*variant_flags(name).items())])
+             for name in GRPO_VARIANTS]
     jobs += [("rft", rft.main, ["--model", str(runs["sft"]), "--match-metrics", str(runs["reinforce_baseline"])]),
              ("dpo", dpo.main, ["--model", str(runs["sft"])])]
     for name, main, extra in jobs:
@@ -177,8 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out_dir / f"seed{seed}"
         runs = run_seed(seed, out, args.params)
         scores[seed] = score_seed(seed, out, args.params, runs)
-        budgets[seed] = {name: budget(path, int({**_BASE, **GRPO_VARIANTS.get(name, {})}["--epochs-per-rollout-batch"]))
-                         for name, path in runs.items()}
+        budgets[seed] = {name: budget(path, int(variant_flags(name)["--epochs-per-rollout-batch"])
+                                      if name in GRPO_VARIANTS else 1) for name, path in runs.items()}
         line = ", ".join(f"{n} {sum(r) / len(r):.3f}" for n, r in scores[seed]["test"].items())
         print(f"seed {seed} test: {line}", file=sys.stderr, flush=True)
     rows = task_rows(args.params) + rows_of(scores, budgets)
