@@ -419,6 +419,10 @@ def format_summary(report: dict) -> str:
         named = ", ".join(f"C={b['flops']:.3g} ({b['model_sizes']} size{'s' * (b['model_sizes'] != 1)})"
                           for b in skipped)
         lines.append(f"isoflop: {len(skipped)} budget(s) with < 3 model sizes left out of approach 2: {named}")
+    unbracketed = (report.get("isoflop") or {}).get("unbracketed_budgets") or []
+    if unbracketed:
+        lines.append(f"isoflop: {len(unbracketed)} budget(s) whose runs do not bracket the optimum left out of approach "
+                     f"2: " + ", ".join(f"C={b['flops']:.3g} ({b['why']})" for b in unbracketed))
     if report.get("outliers"):
         out = report["outliers"]
         runs = ", ".join(f"N={r['params']:.3g} D={r['tokens']:.3g} loss={r['loss']:.4g}" for r in out["dropped"])

@@ -138,7 +138,8 @@ def _isoflop_section(fit: FamilyFit, n_boot: int, targets: np.ndarray) -> tuple[
         "loss_model": "L_opt(C) = E + A*C^-gamma, least squares on per-budget minimum losses",
         "budgets": [asdict(b) for b in iso.budgets], "bootstrap": {"used": n_boot - fit.skipped,
                                                                     "skipped": fit.skipped},
-        "skipped_budgets": [{"flops": c, "model_sizes": k} for c, k in iso.skipped_budgets]}
+        "skipped_budgets": [{"flops": c, "model_sizes": k} for c, k in iso.skipped_budgets],
+        "unbracketed_budgets": [{"flops": c, "why": why} for c, why in iso.unbracketed_budgets]}
     for variant in ("parabola", "grid_minimum"):
         section[variant] = {name: {q: _stat(point, samples, f"{variant}.{name}.{q}") for q in qs} for name, qs in
                             (("n_opt", ("coef", "exponent")), ("d_opt", ("coef", "exponent")),

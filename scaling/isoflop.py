@@ -6,8 +6,11 @@ least squares in log space. The "grid minimum" variant uses each budget's lowest
 Loss model for extrapolation: L_opt(C) = E + A·C^(−γ) fitted to the per-budget minimum losses by least squares
 in loss (variable projection: for fixed γ it is linear in E, A; E ≥ 0; E := 0 with fewer than 4 budgets). It is
 the form approach 3 implies along the compute-optimal frontier, L_opt − E ∝ C^(−αβ/(α+β)); a log-log line
-would let the loss fall to zero. Bootstrap: runs resampled within each budget; resamples with < 3 distinct N in
-a budget or a parabola without minimum are skipped and counted.
+would let the loss fall to zero. A budget whose parabola has no minimum, or whose vertex lies outside its sampled N
+range (its runs do not bracket the optimum: the vertex is an extrapolation), is left out of the power laws and named
+(``unbracketed_budgets``), as a budget with < 3 model sizes is (``skipped_budgets``): one such budget does not void
+approach 2; fewer than 2 bracketed budgets do. Bootstrap: runs resampled within each budget; resamples with < 2
+bracketed budgets are skipped and counted.
 
 Pure functions of arrays (N, C, loss); scaling/fit.py turns them into the report and the CLI.
 """
@@ -110,21 +113,27 @@ class IsoflopFit:
     grid_d_opt: PowerLaw
     grid_loss: LossLaw
     skipped_budgets: tuple[tuple[float, int], ...] = ()  # (C, model sizes) of budgets with < 3 sizes: left out
+    unbracketed_budgets: tuple[tuple[float, str], ...] = ()  # (C, why) of budgets whose optimum is not bracketed
 
     def variant(self, name: str) -> tuple[PowerLaw, PowerLaw, LossLaw]:
         return (self.n_opt, self.d_opt, self.loss) if name == "parabola" else \
             (self.grid_n_opt, self.grid_d_opt, self.grid_loss)
 
 
+class UnbracketedBudget(ValueError):
+    """A budget's runs do not bracket its optimum: the parabola has no minimum."""
+
+
 def fit_budget(flops: float, params: np.ndarray, loss: np.ndarray) -> BudgetFit:
-    """Parabola in ln N through one budget's runs; raises ValueError naming the budget when it has no minimum."""
+    """Parabola in ln N through one budget's runs; raises ValueError naming the budget with < 3 sizes, and
+    UnbracketedBudget when the parabola has no minimum."""
     n_distinct = len(np.unique(params))
     if n_distinct < 3:
         raise ValueError(f"IsoFLOP budget C={flops:.4g}: {n_distinct} distinct model sizes, need >= 3 for a parabola")
     x = np.log(params)
     a, b, c = (float(v) for v in np.polyfit(x, loss, 2))
     if a <= 0:
-        raise ValueError(f"IsoFLOP budget C={flops:.4g}: fitted parabola has no minimum (a={a:.3g} <= 0)")
+        raise UnbracketedBudget(f"IsoFLOP budget C={flops:.4g}: fitted parabola has no minimum (a={a:.3g} <= 0)")
     x_opt = -b / (2 * a)
     best = int(np.argmin(loss))
     return BudgetFit(flops=float(flops), n_points=len(params), parabola=(a, b, c), n_opt=float(np.exp(x_opt)),
@@ -134,23 +143,36 @@ def fit_budget(flops: float, params: np.ndarray, loss: np.ndarray) -> BudgetFit:
 
 
 def fit_isoflop(params: np.ndarray, flops: np.ndarray, loss: np.ndarray) -> IsoflopFit:
-    """Chinchilla approach 2 over the budgets with >= 3 distinct N (a parabola needs three); the others are left out
-    and listed in ``skipped_budgets``. Needs >= 2 such budgets."""
+    """Chinchilla approach 2 over the budgets with >= 3 distinct N (a parabola needs three) whose runs bracket the
+    optimum; the others are left out and listed in ``skipped_budgets`` and ``unbracketed_budgets``. Needs >= 2."""
     labels = budget_labels(flops)
     sizes = {float(c): len(np.unique(params[labels == c])) for c in np.unique(labels)}
     skipped = tuple((c, k) for c, k in sizes.items() if k < 3)
-    budgets = tuple(fit_budget(c, params[labels == c], loss[labels == c]) for c, k in sizes.items() if k >= 3)
+    budgets, unbracketed = [], []
+    for c in (c for c, k in sizes.items() if k >= 3):
+        n = params[labels == c]
+        try:
+            fit = fit_budget(c, n, loss[labels == c])
+        except UnbracketedBudget:
+            unbracketed.append((c, "the parabola has no minimum"))
+            continue
+        if fit.extrapolated:
+            unbracketed.append((c, f"vertex N={fit.n_opt:.3g} outside the sampled N [{n.min():.3g}, {n.max():.3g}]"))
+        else:
+            budgets.append(fit)
     if len(budgets) < 2:
-        raise ValueError(f"IsoFLOP needs >= 2 compute budgets with >= 3 model sizes, found {len(budgets)} "
-                         f"({len(skipped)} budget(s) with fewer sizes left out)")
+        raise ValueError(f"IsoFLOP needs >= 2 compute budgets with >= 3 model sizes that bracket their optimum, found "
+                         f"{len(budgets)} ({len(skipped)} budget(s) with fewer sizes and {len(unbracketed)} unbracketed "
+                         f"left out)")
     c = np.array([b.flops for b in budgets])
 
     def column(name: str) -> np.ndarray:
         return np.array([getattr(b, name) for b in budgets])
 
-    return IsoflopFit(budgets, fit_power_law(c, column("n_opt")), fit_power_law(c, column("d_opt")),
+    return IsoflopFit(tuple(budgets), fit_power_law(c, column("n_opt")), fit_power_law(c, column("d_opt")),
                       fit_loss_law(c, column("loss_opt")), fit_power_law(c, column("grid_n_opt")),
-                      fit_power_law(c, column("grid_d_opt")), fit_loss_law(c, column("grid_loss")), skipped)
+                      fit_power_law(c, column("grid_d_opt")), fit_loss_law(c, column("grid_loss")), skipped,
+                      tuple(unbracketed))
 
 
 def isoflop_stats(fit: IsoflopFit, targets: np.ndarray,

@@ -10,11 +10,12 @@ for the leave-out validation alike):
 
 A fit is invalid (its predictions stay in fit.json and predictions.csv with ``valid`` false, out of the printed table,
 the headline metrics and the leaderboard; each reason is printed) when:
-1. IsoFLOP: the results hold fewer than 3 compute budgets with >= 3 distinct model sizes (scaling.data.budget_labels;
-   budgets with fewer sizes are left out of approach 2 and named, not counted against it); the parametric and Gadre
-   laws take runs on any budgets (a published sweep), but need runs on >= 3 distinct compute budgets;
-2. a budget's vertex lies outside its sampled N range: for IsoFLOP the parabola's vertex, for the parametric and
-   Gadre laws their own N_opt(C) at that budget (the data never saw the optimum they extrapolate to);
+1. IsoFLOP: the results hold fewer than 3 compute budgets with >= 3 distinct model sizes whose parabola's vertex
+   lies inside their sampled N range (scaling.data.budget_labels; budgets with fewer sizes, and budgets whose runs
+   do not bracket the optimum, are left out of approach 2 and named, not counted against it); the parametric and
+   Gadre laws take runs on any budgets (a published sweep), but need runs on >= 3 distinct compute budgets;
+2. the parametric and Gadre laws: their own N_opt(C) at a budget with >= 3 sizes lies outside its sampled N range
+   (the data never saw the optimum the law extrapolates to);
 A parameter whose bootstrap 95% CI reaches the optimizer's bounds (``BOUNDS``; with --bootstrap 0, the point
 estimate sitting at one) is flagged beside the law's predictions (``at_bound``), not voided: the data do not pin that
 parameter down, and the user should know. With ``--strict`` only, a law is also invalid when its
@@ -174,17 +175,16 @@ def bound_reasons(fit: FamilyFit, n_budgets: int) -> dict[str, dict[str, str]]:
 
 
 def vertex_reasons(fit: FamilyFit, n: np.ndarray, c: np.ndarray) -> list[str]:
-    """One reason per budget whose optimum (parabola vertex, or the law's N_opt(C)) is outside its sampled N."""
+    """One reason per budget with >= 3 sizes where a law's N_opt(C) is outside the sampled N. (IsoFLOP leaves such
+    budgets out of its own fit: scaling/isoflop.py ``unbracketed_budgets``.)"""
+    if fit.family == "isoflop":
+        return []
     reasons = []
     for budget, idx in budget_groups(n, c):
         lo, hi = float(n[idx].min()), float(n[idx].max())
-        if fit.family == "isoflop":
-            match = [b for b in fit.model.budgets if np.isclose(b.flops, budget, rtol=1e-9)]
-            n_opt, what = (match[0].n_opt, "the parabola's vertex") if match else (np.nan, "")
-        else:
-            n_opt, what = float(fit.model.n_opt(budget)), "the law's N_opt(C)"
-        if what and not lo <= n_opt <= hi:
-            reasons.append(f"budget C={budget:.3g}: {what} N={n_opt:.3g} lies outside the sampled N "
+        n_opt = float(fit.model.n_opt(budget))
+        if not lo <= n_opt <= hi:
+            reasons.append(f"budget C={budget:.3g}: the law's N_opt(C) N={n_opt:.3g} lies outside the sampled N "
                            f"[{lo:.3g}, {hi:.3g}]")
     return reasons
 
@@ -256,8 +256,10 @@ def validity(family: str, fit: FamilyFit | None, error: str | None, n: np.ndarra
         return {m: {"valid": False, "reasons": [f"fit failed: {error}"], "notes": []} for m in methods}
     n_budgets = len(budget_groups(n, c))
     shared = []
-    if family == "isoflop" and n_budgets < MIN_BUDGETS:
-        shared.append(f"{n_budgets} compute budget(s) with >= 3 model sizes, need >= {MIN_BUDGETS}")
+    if family == "isoflop" and len(fit.model.budgets) < MIN_BUDGETS:
+        left_out = len(fit.model.unbracketed_budgets)
+        shared.append(f"{len(fit.model.budgets)} compute budget(s) with >= 3 model sizes that bracket their optimum"
+                      f"{f' ({left_out} unbracketed left out)' if left_out else ''}, need >= {MIN_BUDGETS}")
     n_compute = len(np.unique(budget_labels(c)))
     if family != "isoflop" and n_compute < MIN_BUDGETS:  # a law in N and D takes runs on any budgets, but not few
         shared.append(f"runs on {n_compute} compute budget(s): N and D move together, so the law cannot separate "

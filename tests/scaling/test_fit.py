@@ -100,16 +100,33 @@ def test_isoflop_leaves_out_budgets_with_fewer_than_three_sizes():
     fit = fit_isoflop(short["params"].to_numpy(), short["flops"].to_numpy(), short["loss"].to_numpy())
     assert [b.flops for b in fit.budgets] == [1e18, 1e19] and fit.skipped_budgets == ((1e20, 2),)
     one_left = short[short["flops"] != 1e18]
-    with pytest.raises(ValueError, match=r">= 2 compute budgets with >= 3 model sizes, found 1 \(1 budget"):
+    with pytest.raises(ValueError, match=r">= 2 compute budgets with >= 3 model sizes that bracket their optimum, "
+                                         r"found 1 \(1 budget"):
         fit_isoflop(one_left["params"].to_numpy(), one_left["flops"].to_numpy(), one_left["loss"].to_numpy())
 
 
-def test_isoflop_rejects_budget_without_minimum():
-    frame = isoflop_grid(CHINCHILLA, np.array([1e19, 1e20]))
+def test_a_budget_that_does_not_bracket_its_optimum_is_left_out_not_fatal():
+    """A parabola without minimum, or a vertex outside the budget's sampled N, is an extrapolated optimum: that budget
+    is left out of the power laws and named; the others still fit, and give the same law as without it."""
+    budgets = np.array([1e18, 1e19, 1e20, 1e21])
+    frame = isoflop_grid(CHINCHILLA, budgets)
     concave = frame["flops"] == 1e19
     frame.loc[concave, "loss"] = 5.0 - 0.1 * (np.log(frame.loc[concave, "params"]) - 20.0) ** 2
-    with pytest.raises(ValueError, match=r"budget C=1e\+19: fitted parabola has no minimum"):
-        fit_isoflop(frame["params"].to_numpy(), frame["flops"].to_numpy(), frame["loss"].to_numpy())
+    edge = frame["flops"] == 1e20  # its runs all sit above the optimum: the vertex lies below the smallest N
+    n_opt = CHINCHILLA.n_opt(1e20)
+    frame.loc[edge, "params"] = n_opt * np.exp(np.linspace(0.5, 3.5, int(edge.sum())))
+    frame.loc[edge, "tokens"] = 1e20 / (6 * frame.loc[edge, "params"])
+    frame.loc[edge, "loss"] = CHINCHILLA.loss(frame.loc[edge, "params"], frame.loc[edge, "tokens"])
+    fit = fit_isoflop(frame["params"].to_numpy(), frame["flops"].to_numpy(), frame["loss"].to_numpy())
+    assert [b.flops for b in fit.budgets] == [1e18, 1e21]
+    assert [c for c, _ in fit.unbracketed_budgets] == [1e19, 1e20]
+    assert "no minimum" in fit.unbracketed_budgets[0][1] and "outside the sampled N" in fit.unbracketed_budgets[1][1]
+    kept = frame[frame["flops"].isin([1e18, 1e21])]
+    alone = fit_isoflop(kept["params"].to_numpy(), kept["flops"].to_numpy(), kept["loss"].to_numpy())
+    assert fit.n_opt == alone.n_opt and fit.loss == alone.loss
+    with pytest.raises(ValueError, match=r"found 1 \(0 budget\(s\) with fewer sizes and 2 unbracketed left out\)"):
+        rest = frame[frame["flops"] != 1e18]
+        fit_isoflop(rest["params"].to_numpy(), rest["flops"].to_numpy(), rest["loss"].to_numpy())
 
 
 def test_aliases_and_json_input(tmp_path):

@@ -186,6 +186,21 @@ def test_validity_flags_trip_when_every_vertex_sits_at_the_edge(tmp_path, capsys
                                                                      "at_bound": []}
 
 
+def test_one_unbracketed_budget_leaves_isoflop_valid_and_named(tmp_path, capsys):
+    # the smallest budget's runs all sit above its optimum (seed 2 of the default sweep had one such budget, and it
+    # voided both IsoFLOP methods): approach 2 leaves it out, names it, and the four others keep it valid
+    frame = sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt)
+    shifted = sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt, offset=1.9)
+    frame = pd.concat([shifted[shifted["flops"] == BUDGETS[0]], frame[frame["flops"] != BUDGETS[0]]])
+    code, out = run_cli(tmp_path, frame, "--method", "auto", "--bootstrap", "0")
+    assert code == 0
+    report = fit_json(out)
+    assert [b["flops"] for b in report["isoflop"]["unbracketed_budgets"]] == [BUDGETS[0]]
+    assert len(report["isoflop"]["budgets"]) == 4
+    assert report["validity"]["isoflop"]["valid"] and report["validity"]["isoflop_grid"]["valid"]
+    assert "budget(s) whose runs do not bracket the optimum left out of approach 2: C=1e+18" in capsys.readouterr().out
+
+
 def test_a_parameter_at_its_bound_is_flagged_in_the_table_not_voided(tmp_path, capsys):
     no_floor = ParametricLaw(E=0.0, A=406.4, B=410.7, alpha=0.45, beta=0.25)  # loss -> 0: E at its lower bound
     for boot, wording in (("0", "sits at the optimizer's bound"), ("10", "bootstrap 95% CI")):
