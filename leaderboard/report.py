@@ -13,7 +13,8 @@ training run (``summary.json``, ``config.json``, ``metrics.csv``), the sweep's `
   CS336 leaderboards (data recipe, tokenizer, model shape, params, tokens, FLOPs (C = 6·N·D for every run, the
   accounting of the sweep and the fits, so runs and predictions compare), wall-clock, hardware, validation loss;
   accuracy for aligned models);
-- ``summary.md``: per-stage seconds, the data funnel, the training result, the scaling predictions, predicted vs
+- ``summary.md``: per-stage seconds, the data funnel, the training result, the scaling predictions (with the fit's
+  fit.json: the selected law and why, each law left out and why, a sweep still in a transient), predicted vs
   actual loss of the held-out runs (every method), alignment accuracy, the top of the leaderboard, and links to
   every plot (relative paths);
 - ``training_curves.png`` (leaderboard/plots.py), and ``scaling.png`` only when the fit's PNGs are missing;
@@ -338,8 +339,31 @@ def stage_seconds(metrics: dict, sweep: Path) -> pd.DataFrame:
     return pd.DataFrame({"stage": order, "seconds": [float(rows[n]) for n in order]})
 
 
+def fit_notes(fit_dir: Path) -> str | None:
+    """From the fit's fit.json: the selected law and why, each law left out and why, and the frontier's warning
+    (scaling/frontier.py) when the sweep's best loss falls faster at its larger budgets; None without fit.json."""
+    report = read_json(fit_dir / "fit.json")
+    if not report:
+        return None
+    lines = []
+    selection = report.get("selection") or {}
+    if selection.get("method"):
+        lines.append(f"- **selected: {selection['method']}**{'' if selection.get('valid') else ' (INVALID)'}: "
+                     f"{selection.get('why', '')}")
+    for method, check in (report.get("validity") or {}).items():
+        if not check.get("valid", True):
+            lines.append(f"- left out: {method}: {'; '.join(check.get('reasons') or [])}")
+    frontier = report.get("frontier") or {}
+    if frontier.get("accelerating"):
+        lines.append(f"- the sweep's best loss per budget falls faster at its larger budgets (curvature of ln L "
+                     f"against log2 C {frontier['curvature']:.4f} +- {frontier['curvature_se']:.4f}): its runs are "
+                     f"still in a transient, and every law extrapolates too high a loss from them")
+    return "\n".join(lines) or None
+
+
 def summary_markdown(board: pd.DataFrame, seconds: pd.DataFrame, funnel: pd.DataFrame | None,
-                     images: list[Path], out_dir: Path, top: int, held_out: str | None = None) -> str:
+                     images: list[Path], out_dir: Path, top: int, held_out: str | None = None,
+                     notes: str | None = None) -> str:
     out = ["# Pipeline report", ""]
 
     def section(title: str, body: str | None, missing: str) -> None:
@@ -356,8 +380,8 @@ def summary_markdown(board: pd.DataFrame, seconds: pd.DataFrame, funnel: pd.Data
     preds = board[board["kind"] == "scaling_prediction"].copy()
     if len(preds):
         preds.insert(0, "method", preds["run_id"].str.partition("@")[0])
-    section("Scaling-law predictions", md_table(preds[["method", "target_flops", "n_opt", "d_opt", "predicted_loss"]])
-            if len(preds) else None, "no valid fit predictions")
+    table = md_table(preds[["method", "target_flops", "n_opt", "d_opt", "predicted_loss"]]) if len(preds) else None
+    section("Scaling-law predictions", "\n\n".join(x for x in (table, notes) if x) or None, "no valid fit predictions")
     section("Held-out run: predicted vs actual loss", held_out,
             "no held-out run (python -m scaling.fit --holdout / --holdout-summary)")
     aligned = board[board["kind"] == "aligned"].rename(columns={"run_id": "stage"})
@@ -459,7 +483,8 @@ def build_report(cfg: LeaderboardConfig, params: dict) -> tuple[pd.DataFrame, di
     if funnel is None:
         warn(f"no {funnel_path}: data funnel table left out")
     seconds = stage_seconds(metrics, results)
-    text = summary_markdown(board, seconds, funnel, images, out_dir, cfg.top, holdout_markdown(held_out, selected))
+    text = summary_markdown(board, seconds, funnel, images, out_dir, cfg.top, holdout_markdown(held_out, selected),
+                            fit_notes(fit_dir))
     written.append(write_bytes(out_dir / "summary.md", text.encode()))
     stats = report_stats(board, seconds)
     chosen = preds[preds["selected"]]["method"] if preds is not None and len(preds) else []

@@ -384,6 +384,13 @@ def _validation_lines(report: dict) -> list[str]:
         lines.append(f"rolling origin (mean |error| predicting runs >= {rolling['distance']:g}x the compute fitted, "
                      f"{len(rolling['origins'])} origin(s); what to expect of an extrapolation that far): " +
                      ", ".join(f"{m} {v:.2%}" for m, v in sorted(rolling["score"].items(), key=lambda kv: kv[1])))
+    frontier = report.get("frontier") or {}
+    if frontier.get("accelerating"):
+        drops = frontier["drop_per_doubling"]
+        lines.append(f"frontier accelerating: the best loss per budget falls {np.mean(drops[:2]):.3f} (smallest "
+                     f"budgets) to {np.mean(drops[-2:]):.3f} (largest) in ln L per doubling of C (curvature "
+                     f"{frontier['curvature']:.4f} +- {frontier['curvature_se']:.4f}): the runs are still in a "
+                     f"transient, and every law here extrapolates too high a loss from them (scaling/frontier.py)")
     invalid = [m for m, v in (report.get("validity") or {}).items() if not v["valid"]]
     if invalid:
         lines.append(f"invalid fits, left out of the table below (reasons: the warnings; fit.json and predictions.csv "

@@ -9,6 +9,8 @@ The math lives in its own modules, re-exported here (``from scaling.fit import f
   loss on log L, L-BFGS-B from the best points of a 4500-start grid.
 - scaling/gadre.py — the over-training-aware law of Gadre et al. 2024, L(C, M) = E + (a·M^η + b·M^(−η))·C^(−η)
   with M = D/N: least squares in loss.
+- scaling/frontier.py — whether the best loss per budget falls faster at the larger budgets (a sweep still in a
+  transient, which every law here extrapolates too high); fit.json's ``frontier`` and a summary line.
 - scaling/validate.py — what each method predicts for a run, the validity checks (a fit is invalid with fewer than
   3 budgets or a vertex outside its budget's sampled N; a parameter at the optimizer's bounds is flagged; a
   leave-the-largest-budget-out miss beyond its prediction interval voids it under --strict); scaling/rolling.py —
@@ -72,6 +74,7 @@ from scaling.parametric import (
     huber_objective,
     parametric_stats,
 )
+from scaling.frontier import frontier_trend
 from scaling.plots import plot_all
 from scaling.rolling import rolling_origin
 from scaling.validate import (
@@ -226,7 +229,7 @@ def run_fits(frame: pd.DataFrame, targets: np.ndarray, method: str = "both", n_b
         row |= {"valid": valid[row["method"]]["valid"], "selected": row["method"] == selection["method"],
                 "at_bound": " ".join(valid[row["method"]]["at_bound"])}
     report |= {"validity": valid, "leave_largest_budget_out": lobo, "selection": selection,
-               "predictions": predictions}
+               "frontier": frontier_trend(c, loss), "predictions": predictions}
     return report, fits
 
 

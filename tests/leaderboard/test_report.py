@@ -139,6 +139,20 @@ def test_summary_tables_and_links(tree):
     assert "alignment.png" not in text  # absent input, not linked
 
 
+def test_summary_says_which_law_was_selected_and_why_the_others_were_left_out(tree):
+    write_json(tree / "data/sweep/fit/fit.json", {
+        "selection": {"method": "isoflop", "valid": True, "why": "smallest rolling-origin error"},
+        "validity": {"isoflop": {"valid": True, "reasons": []},
+                     "gadre": {"valid": False, "reasons": ["budget C=5e+10: the law's N_opt(C) lies outside"]}},
+        "frontier": {"accelerating": True, "curvature": -0.03, "curvature_se": 0.005}})
+    assert main([]) == 0
+    scaling = (tree / "reports/summary.md").read_text().split("## Scaling-law predictions")[1].split("##")[0]
+    assert "| isoflop | 1e+12 |" in scaling  # the table stays
+    assert "- **selected: isoflop**: smallest rolling-origin error" in scaling
+    assert "- left out: gadre: budget C=5e+10: the law's N_opt(C) lies outside" in scaling
+    assert "still in a transient" in scaling and "-0.0300 +- 0.0050" in scaling
+
+
 def test_pngs_are_valid_and_fit_pngs_are_linked_not_redrawn(tree):
     assert main([]) == 0
     for name in ("training_curves.png", "scaling.png"):
