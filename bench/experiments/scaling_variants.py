@@ -1,0 +1,122 @@
+"""Does a training setting take the default sweep out of its transient? ``python -m bench.experiments.scaling_variants``
+
+The default sweep's best loss per budget falls faster at its larger budgets (scaling/frontier.py), so every law
+fitted to it extrapolates too high a loss (docs/benchmarks/scaling.md). Each variant here is the default sweep with
+some settings of its `sweep` section, or of the `train` section its runs inherit, changed; swept into
+``data/scaling_variants/<name>/`` (resumable: a finished run is not trained again), plus two check runs
+``CHECK_DISTANCE`` times beyond its largest budget (``CHECK_SHAPES``, straight runs of the same recipe). Per variant:
+- each law's rolling-origin error on the variant's sweep (what ``--method auto`` measures and chooses by);
+- the frontier's curvature (ln L of the best run per budget against log2 C; < 0: it falls faster and faster);
+- each law, fitted on the variant's sweep alone, against the two check runs.
+The default `train` run and the blind run are not read: this is validation, for choosing a sweep design.
+Rows go to benchmarks/results/scaling_variants.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from bench.tools.results import RESULTS_DIR, Result, record
+from scaling.data import load_results
+from scaling.frontier import frontier_trend
+from scaling.rolling import rolling_origin
+from scaling.sweep import main as sweep_main
+from scaling.validate import fit_family, run_predictions
+from workbench.params import read_params
+
+AREA = "scaling_variants"
+FOLDER = Path("data/scaling_variants")
+CHECK_DISTANCE = 4.0  # the check runs' budget over the sweep's largest (the default `train` run is at 8.2x)
+CHECK_SHAPES = [[48, 4, 2], [64, 4, 2]]  # the widths on the default's frontier that far out
+FAMILIES = ("isoflop", "parametric", "gadre")
+# name -> {"train": changes to the train section, "sweep": changes to the sweep section}; "default": params.yaml
+VARIANTS: dict[str, dict] = {
+    "default": {},
+    "lr_x2": {"train": {"lr": 1.2e-2, "min_lr": 1.2e-3}},  # every width at twice its rate (inverse_width scales it)
+    "lr_x4": {"train": {"lr": 2.4e-2, "min_lr": 2.4e-3}},
+    "beta2_0.99": {"train": {"beta2": 0.99}},  # Porian et al. 2024: AdamW's beta2 = 0.95 hurts at small batches
+    "beta2_0.999": {"train": {"beta2": 0.999}},
+    # the same x1.41 grid moved up 2x: its largest budgets past the wider models' steep drop
+    "budgets_x2": {"sweep": {"budgets": [8.0e10, 1.13e11, 1.6e11, 2.26e11, 3.2e11, 4.53e11, 6.4e11, 9.05e11,
+                                         1.28e12], "total_flops": 2.5e13}},
+}
+
+
+def write_params(params: dict, name: str, changes: dict) -> tuple[Path, Path, float]:
+    """The variant's params files, its sweep's and its check runs' (the same recipe, one budget, two shapes), and
+    the check runs' budget."""
+    folder = FOLDER / name
+    folder.mkdir(parents=True, exist_ok=True)
+    sweep = {**params, "train": {**params["train"], **changes.get("train", {})}}
+    sweep["sweep"] = {**params["sweep"], **changes.get("sweep", {}), "out_dir": str(folder / "runs"),
+                      "results": str(folder / "results.csv")}
+    check_flops = CHECK_DISTANCE * max(float(b) for b in sweep["sweep"]["budgets"])
+    check = {**sweep, "sweep": {**sweep["sweep"], "out_dir": str(folder / "check" / "runs"),
+                                "results": str(folder / "check" / "results.csv"), "budgets": [check_flops],
+                                "shapes": CHECK_SHAPES, "branches": False, "max_run_steps": 0,
+                                "total_flops": 4 * check_flops}}
+    paths = folder / "params.yaml", folder / "check_params.yaml"
+    for path, values in zip(paths, (sweep, check), strict=True):
+        path.write_text(yaml.safe_dump(values, sort_keys=False))
+    return *paths, check_flops
+
+
+def measure(name: str, sweep_path: Path, check_path: Path, check_flops: float) -> list[Result]:
+    for path in (sweep_path, check_path):
+        if sweep_main(["--params", str(path)]) != 0:
+            raise SystemExit(f"{name}: the sweep of {path} failed")
+    sweep = load_results(FOLDER / name / "results.csv")
+    check = load_results(FOLDER / name / "check" / "results.csv")
+    n, d, c, loss = (sweep[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops", "loss"))
+    runs = tuple(check[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops"))
+    changes = VARIANTS[name]
+    out = []
+    with np.errstate(all="ignore"):
+        rolling = rolling_origin(FAMILIES, n, d, c, loss)
+        trend = frontier_trend(c, loss)
+        for family in FAMILIES:
+            fit = fit_family(family, n, d, c, loss, np.array([check_flops]), 0, np.random.default_rng(0), runs)
+            for method, prediction in run_predictions(fit).items():
+                errors = prediction["value"] / check["loss"].to_numpy() - 1
+                out.append(Result(name, f"rolling-origin error {method}", rolling["score"][method],
+                                  "mean abs rel error at >= 4x", extra={"changes": changes}))
+                for error, width in zip(errors, check["d_model"], strict=True):
+                    out.append(Result(name, f"check run d{width}: rel_error {method}", float(error),
+                                      f"predicted / measured - 1 (C={check_flops:g})", extra={"changes": changes}))
+    out.append(Result(name, "frontier curvature", trend["curvature"], "d2 ln L / d(log2 C)2",
+                      extra={"se": trend["curvature_se"], "drop_per_doubling": trend["drop_per_doubling"],
+                             "changes": changes}))
+    out += [Result(name, f"check run d{w}: loss", float(v), "nats") for w, v in zip(check["d_model"], check["loss"],
+                                                                                       strict=True)]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m bench.experiments.scaling_variants", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS),
+                    help="which variants to sweep and score (VARIANTS)")
+    ap.add_argument("--params", default="params.yaml", help="the params file the variants change")
+    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the results rows go")
+    ap.add_argument("--no-record", action="store_true", help="write no results rows")
+    args = ap.parse_args(argv)
+    params = read_params(args.params)
+    rows = []
+    for name in args.variants:
+        rows += measure(name, *write_params(params, name, VARIANTS[name]))
+    for r in rows:
+        print(f"{r.name:<12} {r.metric:<40} {r.value:+.4f}")
+    if not args.no_record:
+        command = f"python -m bench.experiments.scaling_variants --variants {' '.join(args.variants)}"
+        print(f"wrote {record(AREA, rows, command, args.results_dir)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
