@@ -254,11 +254,12 @@ def validity(family: str, fit: FamilyFit | None, error: str | None, n: np.ndarra
     methods = FAMILY_METHODS[family]
     if fit is None:
         return {m: {"valid": False, "reasons": [f"fit failed: {error}"], "notes": []} for m in methods}
-    n_budgets = len(budget_groups(n, c))
+    # the budgets approach 2 fitted (bracketed, >= 3 sizes); the laws in N and D: every budget with >= 3 sizes
+    n_budgets = len(fit.model.budgets) if family == "isoflop" else len(budget_groups(n, c))
     shared = []
-    if family == "isoflop" and len(fit.model.budgets) < MIN_BUDGETS:
+    if family == "isoflop" and n_budgets < MIN_BUDGETS:
         left_out = len(fit.model.unbracketed_budgets)
-        shared.append(f"{len(fit.model.budgets)} compute budget(s) with >= 3 model sizes that bracket their optimum"
+        shared.append(f"{n_budgets} compute budget(s) with >= 3 model sizes that bracket their optimum"
                       f"{f' ({left_out} unbracketed left out)' if left_out else ''}, need >= {MIN_BUDGETS}")
     n_compute = len(np.unique(budget_labels(c)))
     if family != "isoflop" and n_compute < MIN_BUDGETS:  # a law in N and D takes runs on any budgets, but not few
