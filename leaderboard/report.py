@@ -357,7 +357,8 @@ def fit_notes(fit_dir: Path) -> str | None:
     if frontier.get("accelerating"):
         lines.append(f"- the sweep's best loss per budget falls faster at its larger budgets (curvature of ln L "
                      f"against log2 C {frontier['curvature']:.4f} +- {frontier['curvature_se']:.4f}): its runs are "
-                     f"still in a transient, and every law extrapolates too high a loss from them")
+                     f"still in a transient that no law here can follow: do not trust their extrapolations far "
+                     f"beyond it")
     return "\n".join(lines) or None
 
 

@@ -390,7 +390,8 @@ def _validation_lines(report: dict) -> list[str]:
         lines.append(f"frontier accelerating: the best loss per budget falls {np.mean(drops[:2]):.3f} (smallest "
                      f"budgets) to {np.mean(drops[-2:]):.3f} (largest) in ln L per doubling of C (curvature "
                      f"{frontier['curvature']:.4f} +- {frontier['curvature_se']:.4f}): the runs are still in a "
-                     f"transient, and every law here extrapolates too high a loss from them (scaling/frontier.py)")
+                     f"transient that no law here can follow (each only falls slower with compute): do not trust "
+                     f"their extrapolations far beyond the sweep (scaling/frontier.py)")
     invalid = [m for m, v in (report.get("validity") or {}).items() if not v["valid"]]
     if invalid:
         lines.append(f"invalid fits, left out of the table below (reasons: the warnings; fit.json and predictions.csv "
@@ -428,8 +429,8 @@ def format_summary(report: dict) -> str:
         lines.append(f"isoflop: {len(skipped)} budget(s) with < 3 model sizes left out of approach 2: {named}")
     unbracketed = (report.get("isoflop") or {}).get("unbracketed_budgets") or []
     if unbracketed:
-        lines.append(f"isoflop: {len(unbracketed)} budget(s) whose runs do not bracket the optimum left out of approach "
-                     f"2: " + ", ".join(f"C={b['flops']:.3g} ({b['why']})" for b in unbracketed))
+        lines.append(f"isoflop: {len(unbracketed)} budget(s) whose runs do not bracket the optimum left out of "
+                     f"approach 2: " + ", ".join(f"C={b['flops']:.3g} ({b['why']})" for b in unbracketed))
     if report.get("outliers"):
         out = report["outliers"]
         runs = ", ".join(f"N={r['params']:.3g} D={r['tokens']:.3g} loss={r['loss']:.4g}" for r in out["dropped"])

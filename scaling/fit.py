@@ -10,7 +10,7 @@ The math lives in its own modules, re-exported here (``from scaling.fit import f
 - scaling/gadre.py — the over-training-aware law of Gadre et al. 2024, L(C, M) = E + (a·M^η + b·M^(−η))·C^(−η)
   with M = D/N: least squares in loss.
 - scaling/frontier.py — whether the best loss per budget falls faster at the larger budgets (a sweep still in a
-  transient, which every law here extrapolates too high); fit.json's ``frontier`` and a summary line.
+  transient, which no law here can follow); fit.json's ``frontier`` and a summary line.
 - scaling/validate.py — what each method predicts for a run, the validity checks (a fit is invalid with fewer than
   3 budgets or a vertex outside its budget's sampled N; a parameter at the optimizer's bounds is flagged; a
   leave-the-largest-budget-out miss beyond its prediction interval voids it under --strict); scaling/rolling.py —
@@ -52,6 +52,7 @@ from scaling.data import (
     write_fit_metrics,
     write_outputs,
 )
+from scaling.frontier import frontier_trend
 from scaling.gadre import GadreLaw, bootstrap_gadre, fit_gadre, gadre_stats
 from scaling.isoflop import (
     BudgetFit,
@@ -74,7 +75,6 @@ from scaling.parametric import (
     huber_objective,
     parametric_stats,
 )
-from scaling.frontier import frontier_trend
 from scaling.plots import plot_all
 from scaling.rolling import rolling_origin
 from scaling.validate import (

@@ -3,8 +3,10 @@
 Each law (E + A·C^−γ along the frontier, E + A/N^α + B/D^β) bends the frontier's ln L against ln C upwards
 (convex: each doubling of compute buys a smaller relative drop) or keeps it straight (E = 0). Runs still in a
 training transient bend it the other way (the default sweep: its wider models' loss falls steeply between about 0.3M
-and 1M tokens, which they reach only at its largest budgets), so the largest budgets fall faster than the smaller. Every law fitted to such a sweep
-extrapolates too high a loss. ``frontier_trend`` measures the bend: the best run's ln L per budget against log2 C,
+and 1M tokens, which they reach only at its largest budgets), so the largest budgets fall faster than the smaller.
+No law here can follow that: on the default sweep every one extrapolated too high a loss 4x beyond it; moved up 2x,
+past the drop (where the loss falls slower again), the IsoFLOP laws extrapolated too low a loss 8x beyond it
+(docs/benchmarks/scaling.md). ``frontier_trend`` measures the bend: the best run's ln L per budget against log2 C,
 fitted by a quadratic; a curvature below zero by more than two standard errors is ``accelerating``.
 """
 

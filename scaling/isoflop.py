@@ -161,9 +161,9 @@ def fit_isoflop(params: np.ndarray, flops: np.ndarray, loss: np.ndarray) -> Isof
         else:
             budgets.append(fit)
     if len(budgets) < 2:
-        raise ValueError(f"IsoFLOP needs >= 2 compute budgets with >= 3 model sizes that bracket their optimum, found "
-                         f"{len(budgets)} ({len(skipped)} budget(s) with fewer sizes and {len(unbracketed)} unbracketed "
-                         f"left out)")
+        raise ValueError(f"IsoFLOP needs >= 2 compute budgets with >= 3 model sizes that bracket their optimum, "
+                         f"found {len(budgets)} ({len(skipped)} budget(s) with fewer sizes and {len(unbracketed)} "
+                         f"unbracketed left out)")
     c = np.array([b.flops for b in budgets])
 
     def column(name: str) -> np.ndarray:

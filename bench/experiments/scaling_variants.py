@@ -1,8 +1,7 @@
 """Does a training setting take the default sweep out of its transient? ``python -m bench.experiments.scaling_variants``
 
-The first WSD design of the default sweep (budgets 4e10 to 6.4e11) had a best loss per budget that falls faster at
-its larger budgets (scaling/frontier.py), so every law fitted to it extrapolated too high a loss
-(docs/benchmarks/scaling.md); these variants are how the current design was chosen. Each variant here is the default sweep with
+The default sweep's best loss per budget falls faster at its larger budgets (scaling/frontier.py), so every law
+fitted to it extrapolates too high a loss (docs/benchmarks/scaling.md). Each variant here is the default sweep with
 some settings of its `sweep` section, or of the `train` section its runs inherit, changed; swept into
 ``data/scaling_variants/<name>/`` (resumable: a finished run is not trained again), plus two check runs
 ``CHECK_DISTANCE`` times beyond its largest budget (``CHECK_SHAPES``, straight runs of the same recipe). Per variant:
@@ -35,24 +34,20 @@ FOLDER = Path("data/scaling_variants")
 CHECK_DISTANCE = 4.0  # the check runs' budget over the sweep's largest (the default `train` run is at 8.2x)
 CHECK_SHAPES = [[48, 4, 2], [64, 4, 2]]  # the widths on the default's frontier that far out
 FAMILIES = ("isoflop", "parametric", "gadre")
-# the first WSD design of issue 34 (its budgets, widths and step floor; the same rates: the inverse-width rule is
-# anchored at the train run's width and rate, 4e-3 at 96 = 6e-3 at 64)
-FIRST_DESIGN = {"budgets": [4.0e10, 5.66e10, 8.0e10, 1.13e11, 1.6e11, 2.26e11, 3.2e11, 4.53e11, 6.4e11],
-                "shapes": [[12, 4, 1], [16, 4, 1], [24, 4, 1], [32, 4, 1], [48, 4, 2], [64, 4, 2]],
-                "min_run_steps": 60, "total_flops": 1.0e13}
 # name -> {"train": changes to the train section, "sweep": changes to the sweep section}; "default": params.yaml
+MOVED_UP_2X = [8.0e10, 1.13e11, 1.6e11, 2.26e11, 3.2e11, 4.53e11, 6.4e11, 9.05e11, 1.28e12]
 VARIANTS: dict[str, dict] = {
     "default": {},
-    "first_design": {"sweep": FIRST_DESIGN},
-    "first_lr_x2": {"sweep": FIRST_DESIGN, "train": {"lr": 8e-3, "min_lr": 8e-4}},  # every width at twice its rate
-    "first_lr_x4": {"sweep": FIRST_DESIGN, "train": {"lr": 1.6e-2, "min_lr": 1.6e-3}},
-    # Porian et al. 2024: AdamW's beta2 = 0.95 hurts at small batch sizes
-    "first_beta2_0.99": {"sweep": FIRST_DESIGN, "train": {"beta2": 0.99}},
-    "first_beta2_0.999": {"sweep": FIRST_DESIGN, "train": {"beta2": 0.999}},
-    # the first design's grid moved up 2x, its largest budgets past the wider models' steep drop (what `default`
-    # then became, with d96 for the train run's width and the step floor at 64)
-    "first_moved_up_2x": {"sweep": FIRST_DESIGN | {"budgets": [8.0e10, 1.13e11, 1.6e11, 2.26e11, 3.2e11, 4.53e11,
-                                                               6.4e11, 9.05e11, 1.28e12], "total_flops": 2.5e13}},
+    "lr_x2": {"train": {"lr": 1.2e-2, "min_lr": 1.2e-3}},  # every width at twice its rate (inverse_width scales it)
+    "lr_x4": {"train": {"lr": 2.4e-2, "min_lr": 2.4e-3}},
+    "beta2_0.99": {"train": {"beta2": 0.99}},  # Porian et al. 2024: AdamW's beta2 = 0.95 hurts at small batches
+    "beta2_0.999": {"train": {"beta2": 0.999}},
+    # the same x1.41 grid moved up 2x: its largest budgets past the wider models' steep drop
+    "moved_up_2x": {"sweep": {"budgets": MOVED_UP_2X, "total_flops": 2.5e13}},
+    # ... and as it was tried as the default (af2392b): one budget more below, d96 added, the step floor at 64
+    "moved_up": {"sweep": {"budgets": [5.66e10, *MOVED_UP_2X], "min_run_steps": 64, "total_flops": 2.5e13,
+                           "shapes": [[12, 4, 1], [16, 4, 1], [24, 4, 1], [32, 4, 1], [48, 4, 2], [64, 4, 2],
+                                      [96, 4, 3]]}},
 }
 
 

@@ -150,7 +150,7 @@ def test_summary_says_which_law_was_selected_and_why_the_others_were_left_out(tr
     assert "| isoflop | 1e+12 |" in scaling  # the table stays
     assert "- **selected: isoflop**: smallest rolling-origin error" in scaling
     assert "- left out: gadre: budget C=5e+10: the law's N_opt(C) lies outside" in scaling
-    assert "still in a transient" in scaling and "-0.0300 +- 0.0050" in scaling
+    assert "still in a transient that no law here can follow" in scaling and "-0.0300 +- 0.0050" in scaling
 
 
 def test_pngs_are_valid_and_fit_pngs_are_linked_not_redrawn(tree):
