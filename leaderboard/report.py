@@ -41,7 +41,7 @@ from pathlib import Path
 import pandas as pd
 
 from leaderboard import plots
-from scaling.data import HEADLINE_METHODS
+from scaling.data import HEADLINE_METHODS, frontier_note
 from workbench.files import details_path, write_bytes, write_metrics
 from workbench.params import ParamsError, params_path, parse_config, read_params
 
@@ -353,12 +353,9 @@ def fit_notes(fit_dir: Path) -> str | None:
     for method, check in (report.get("validity") or {}).items():
         if not check.get("valid", True):
             lines.append(f"- left out: {method}: {'; '.join(check.get('reasons') or [])}")
-    frontier = report.get("frontier") or {}
-    if frontier.get("accelerating"):
-        lines.append(f"- the sweep's best loss per budget falls faster at its larger budgets (curvature of ln L "
-                     f"against log2 C {frontier['curvature']:.4f} +- {frontier['curvature_se']:.4f}): its runs are "
-                     f"still in a transient that no law here can follow: do not trust their extrapolations far "
-                     f"beyond it")
+    note = frontier_note(report.get("frontier"))
+    if note:
+        lines.append(f"- {note}")
     return "\n".join(lines) or None
 
 

@@ -369,6 +369,20 @@ def _law_lines(report: dict) -> list[str]:
     return lines
 
 
+def frontier_note(frontier: dict | None) -> str | None:
+    """The warning for a sweep whose best loss per budget falls faster at its larger budgets (fit.json's
+    ``frontier``, scaling/frontier.py); None when it does not. The fit's summary and reports/summary.md print it."""
+    if not (frontier or {}).get("accelerating"):
+        return None
+    drops = frontier.get("drop_per_doubling")
+    speed = (f" ({np.mean(drops[:2]):.3f} at the smallest budgets to {np.mean(drops[-2:]):.3f} at the largest, in ln L "
+             f"per doubling of C)") if drops else ""
+    return (f"frontier accelerating: the best loss per budget falls faster at the larger budgets{speed}; curvature of "
+            f"ln L against log2 C {frontier['curvature']:.4f} +- {frontier['curvature_se']:.4f}: the runs are still in "
+            f"a transient that no law here can follow (each only falls slower with compute): do not trust their "
+            f"extrapolations far beyond the sweep (scaling/frontier.py)")
+
+
 def _validation_lines(report: dict) -> list[str]:
     """Leave-the-largest-budget-out errors, the selected method and why, the invalid fits."""
     lines = []
@@ -384,14 +398,9 @@ def _validation_lines(report: dict) -> list[str]:
         lines.append(f"rolling origin (mean |error| predicting runs >= {rolling['distance']:g}x the compute fitted, "
                      f"{len(rolling['origins'])} origin(s); what to expect of an extrapolation that far): " +
                      ", ".join(f"{m} {v:.2%}" for m, v in sorted(rolling["score"].items(), key=lambda kv: kv[1])))
-    frontier = report.get("frontier") or {}
-    if frontier.get("accelerating"):
-        drops = frontier["drop_per_doubling"]
-        lines.append(f"frontier accelerating: the best loss per budget falls {np.mean(drops[:2]):.3f} (smallest "
-                     f"budgets) to {np.mean(drops[-2:]):.3f} (largest) in ln L per doubling of C (curvature "
-                     f"{frontier['curvature']:.4f} +- {frontier['curvature_se']:.4f}): the runs are still in a "
-                     f"transient that no law here can follow (each only falls slower with compute): do not trust "
-                     f"their extrapolations far beyond the sweep (scaling/frontier.py)")
+    note = frontier_note(report.get("frontier"))
+    if note:
+        lines.append(note)
     invalid = [m for m, v in (report.get("validity") or {}).items() if not v["valid"]]
     if invalid:
         lines.append(f"invalid fits, left out of the table below (reasons: the warnings; fit.json and predictions.csv "
