@@ -1,5 +1,6 @@
-"""scaling package: budgeted sweeps (sweep), IsoFLOP, parametric and Gadre et al. fits (isoflop, parametric,
-gadre), their validation and held-out predictions (validate), the CLI (fit), its files (data), plots."""
+"""scaling package: budgeted sweeps (sweep); the laws, one module each (laws/); the runs and their layout (runs),
+rolling-origin checks (rolling), prediction intervals (intervals), validity and selection (select), all behind
+``predict.fit_and_predict``; the CLI (fit), its input files (data), its outputs (report), plots."""
 
 import os
 

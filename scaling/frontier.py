@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scaling.data import budget_labels
+from scaling.runs import compute_levels
 
 MIN_TREND_BUDGETS = 5  # a quadratic and its curvature's standard error need >= 2 residual degrees of freedom
 SIGNIFICANCE = 2.0  # standard errors
@@ -23,7 +23,7 @@ SIGNIFICANCE = 2.0  # standard errors
 def frontier_trend(flops: np.ndarray, loss: np.ndarray) -> dict | None:
     """{"budgets", "best_loss", "drop_per_doubling" (−Δln L per doubling of C between consecutive budgets),
     "curvature" (d²ln L / d(log2 C)²), "curvature_se", "accelerating"}; None with < MIN_TREND_BUDGETS budgets."""
-    labels = budget_labels(np.asarray(flops, dtype=float))
+    labels = compute_levels(np.asarray(flops, dtype=float))
     budgets = np.unique(labels)
     if len(budgets) < MIN_TREND_BUDGETS:
         return None

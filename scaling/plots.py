@@ -1,4 +1,4 @@
-"""PNG plots of the scaling-law fits in scaling/fit.py, kept apart from the fits.
+"""PNG plots of the scaling-law fits (scaling/predict.py), kept apart from the fits.
 
 The figures mirror Hoffmann et al. 2022 (Chinchilla): fig. 3 left (IsoFLOP curves with fitted parabolas and
 their minima), fig. 3 centre/right (N_opt and D_opt against C, extrapolated to the target budgets) and fig. 4
@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scaling.data import budget_labels
-from scaling.isoflop import IsoflopFit
-from scaling.parametric import ParametricLaw
+from scaling.laws.isoflop import FittedIsoflop
+from scaling.laws.parametric import ParametricLaw
+from scaling.predict import FitResult
+from scaling.runs import compute_levels
 from workbench.files import atomic_path
 
 
@@ -41,10 +42,9 @@ def _budget_colors(budgets: np.ndarray) -> list:
     return [colormaps["viridis"](0.9 * (v - logc.min()) / span) for v in logc]
 
 
-def plot_isoflop_curves(frame: pd.DataFrame, iso: IsoflopFit, path: Path) -> Path:
+def plot_isoflop_curves(frame: pd.DataFrame, labels: np.ndarray, iso: FittedIsoflop, path: Path) -> Path:
     """Loss against N per budget: runs, the fitted parabola in ln N, its vertex (star) and the best run (ring)."""
     fig, (ax,) = _figure()
-    labels = budget_labels(frame["flops"].to_numpy())
     for budget, color in zip(iso.budgets, _budget_colors(np.array([b.flops for b in iso.budgets])), strict=False):
         runs = frame[labels == budget.flops]
         ax.scatter(runs["params"], runs["loss"], s=14, color=color, label=f"C = {budget.flops:.2g}")
@@ -58,27 +58,28 @@ def plot_isoflop_curves(frame: pd.DataFrame, iso: IsoflopFit, path: Path) -> Pat
     return _save(fig, path)
 
 
-def plot_optimal_allocation(iso: IsoflopFit | None, law: ParametricLaw | None, targets: np.ndarray,
-                            path: Path) -> Path:
-    """N_opt(C) and D_opt(C): per-budget optima and each method's power law, extrapolated to the targets."""
+def plot_optimal_allocation(result: FitResult, targets: np.ndarray, path: Path) -> Path:
+    """N_opt(C) and D_opt(C): the IsoFLOP budgets' vertices and best runs, and every fitted law's N_opt and D_opt,
+    extrapolated to the targets (stars)."""
     fig, axes = _figure(ncols=2)
-    budgets = np.array([b.flops for b in iso.budgets]) if iso else np.asarray(targets, dtype=float) / 100
+    fits = {name: f.fitted for name, f in result.fits.items() if f.fitted is not None}
+    iso = fits.get("isoflop")
+    budgets = np.array([b.flops for b in iso.budgets]) if iso else np.unique(result.runs.levels)
     flops = np.geomspace(min(budgets.min(), min(targets)), max(budgets.max(), max(targets)) * 1.5, 100)
     for ax, quantity in zip(axes, ("n_opt", "d_opt"), strict=False):
         if iso is not None:
-            for variant, marker, style in (("parabola", "o", "-"), ("grid_minimum", "s", ":")):
-                power_law = iso.variant(variant)[0 if quantity == "n_opt" else 1]
-                points = [getattr(b, quantity if variant == "parabola" else f"grid_{quantity}") for b in iso.budgets]
-                line = ax.plot(flops, power_law(flops), style, lw=1,
-                               label=f"IsoFLOP {variant}: {power_law.coef:.3g}·C^{power_law.exponent:.3f}")[0]
-                ax.scatter(budgets, points, marker=marker, s=22, color=line.get_color(),
-                           facecolor="none" if variant == "grid_minimum" else line.get_color())
-                ax.scatter(targets, power_law(targets), marker="*", s=110, color=line.get_color(), zorder=3)
-        if law is not None:
-            curve = law.n_opt if quantity == "n_opt" else law.d_opt
-            exponent = law.n_exponent if quantity == "n_opt" else 1 - law.n_exponent
-            line = ax.plot(flops, curve(flops), "--", lw=1, label=f"parametric: ∝ C^{exponent:.3f}")[0]
-            ax.scatter(targets, curve(targets), marker="*", s=110, color=line.get_color(), zorder=3)
+            ax.scatter(budgets, [getattr(b, quantity) for b in iso.budgets], marker="o", s=22, color="black",
+                       label="budget vertices")
+            ax.scatter(budgets, [getattr(b, f"grid_{quantity}") for b in iso.budgets], marker="s", s=22,
+                       facecolor="none", color="black", label="budget best runs")
+        for (name, fitted), style in zip(fits.items(), ("-", ":", "--", "-.") * 4, strict=False):
+            with np.errstate(all="ignore"):
+                curve = getattr(fitted, quantity)
+                values, at_targets = curve(flops), curve(targets)
+            if not np.all(np.isfinite(values)) or np.any(values <= 0):
+                continue  # a law without a compute-optimal allocation (Gadre with a = 0 or b = 0)
+            line = ax.plot(flops, values, style, lw=1, label=name)[0]
+            ax.scatter(targets, at_targets, marker="*", s=110, color=line.get_color(), zorder=3)
         for target in targets:
             ax.axvline(target, color="grey", lw=0.5, ls=":")
         ax.set(xscale="log", yscale="log", xlabel="compute C (FLOPs)",
@@ -101,7 +102,7 @@ def plot_parametric_contours(frame: pd.DataFrame, law: ParametricLaw, targets: n
     levels = np.geomspace(loss.min(), min(loss.max(), 4 * loss.min()), 25)
     filled = ax.contourf(n_grid, d_grid, loss, levels=levels, cmap="viridis_r", norm=LogNorm(), extend="max")
     fig.colorbar(filled, ax=ax, label="predicted loss L(N, D)", ticks=levels[::4], format="%.2f")
-    budgets = np.unique(budget_labels(frame["flops"].to_numpy()))
+    budgets = np.unique(compute_levels(frame["flops"].to_numpy()))
     if len(budgets) > 12:  # scattered C (not an IsoFLOP sweep): a few representative iso-FLOP lines
         budgets = np.geomspace(budgets.min(), budgets.max(), 8)
     for budget in budgets:
@@ -120,17 +121,18 @@ def plot_parametric_contours(frame: pd.DataFrame, law: ParametricLaw, targets: n
     return _save(fig, path)
 
 
-def plot_all(frame: pd.DataFrame, iso: IsoflopFit | None, law: ParametricLaw | None, targets: np.ndarray,
-             out_dir: Path) -> list[Path]:
+def plot_all(frame: pd.DataFrame, result: FitResult, targets: np.ndarray, out_dir: Path) -> list[Path]:
     """Every plot the fits allow; returns the PNG paths written."""
     targets = np.asarray(targets, dtype=float)
+    fits = {name: f.fitted for name, f in result.fits.items() if f.fitted is not None}
+    law = getattr(fits.get("parametric"), "fit", None)
     if law is not None and not (np.isfinite(law.G) and law.G > 0):
         law = None  # a degenerate law (its allocation G under- or overflowed): nothing to draw on log axes
     paths = []
-    if iso is not None:
-        paths.append(plot_isoflop_curves(frame, iso, out_dir / "isoflop_curves.png"))
-    if iso is not None or law is not None:
-        paths.append(plot_optimal_allocation(iso, law, targets, out_dir / "optimal_allocation.png"))
+    if "isoflop" in fits and result.runs.budget is not None:
+        paths.append(plot_isoflop_curves(frame, result.runs.budget, fits["isoflop"], out_dir / "isoflop_curves.png"))
+    if fits:
+        paths.append(plot_optimal_allocation(result, targets, out_dir / "optimal_allocation.png"))
     if law is not None:
         paths.append(plot_parametric_contours(frame, law, targets, out_dir / "parametric_contours.png"))
     return paths

@@ -1,11 +1,14 @@
-"""Rolling-origin extrapolation checks: how well each law predicts runs at least ``DISTANCE`` times the compute it
-was fitted on, which is what a scaling law is used for. ``--method auto`` chooses by it.
+"""Rolling-origin extrapolation: how well each law predicts runs beyond the compute it was fitted on, measured on
+the sweep itself. ``--method auto`` chooses by it, and the prediction intervals (scaling/intervals.py) are
+calibrated on its errors.
 
-Origins: every compute budget C_k whose runs up to C_k are enough to fit every law (>= 3 budgets with >= 3 model
-sizes when the runs share budgets, else >= 3 distinct budgets and MIN_LAW_RUNS runs) and that has a budget at least
-``DISTANCE`` x C_k beyond it. At each origin each law is refitted on the runs with C <= C_k (no bootstrap) and
-predicts the best (lowest-loss) run of every budget >= DISTANCE x C_k from its N, D and C alone. A law's score is
-the mean over origins of its mean |relative error| there; a law that cannot be fitted at an origin scores infinity.
+Origins are compute cuts: every budget when the runs are laid out on budgets, else every doubling of C from the
+smallest run. At a cut each law is refitted on the runs at or below it (no bootstrap), if they are enough (>= 3
+compute levels and MIN_LAW_RUNS runs; >= 3 budgets with >= 3 sizes for a law fitted on budgets), and predicts every
+later run from its N, D and C alone (a law that predicts each budget's best run: those only). Each error is kept
+with its distance, the run's C over the largest C fitted. The selection score of a law is the mean over origins of
+its mean |relative error| on each later level's best run at >= ``DISTANCE`` x the compute fitted (without such
+targets: on the farthest level from each origin); a law that cannot be refitted at an origin scores infinity.
 Forecasting practice (Tashman 2000, "Out-of-sample tests of forecasting accuracy"): evaluate at the horizon of use,
 from several origins, never on the points fitted.
 """
@@ -14,65 +17,97 @@ from __future__ import annotations
 
 import numpy as np
 
-from scaling.data import budget_labels
-from scaling.validate import (
-    FAMILY_METHODS,
-    MIN_BUDGETS,
-    MIN_LAW_RUNS,
-    best_runs,
-    budget_groups,
-    fit_family,
-    run_predictions,
-)
+from scaling.laws import Law, LawError
+from scaling.runs import MIN_SIZES, Runs, compute_levels
 
-DISTANCE = 4.0  # targets sit at >= 4x the largest budget fitted (the default `train` run is 8x the sweep's largest)
+DISTANCE = 4.0  # selection: targets at >= 4x the largest C fitted (the default `train` run is 8x the sweep's largest)
+MIN_LEVELS = 3  # compute levels (budgets) a law needs to separate its terms
+MIN_LAW_RUNS = 8
 
 
-def origins(n: np.ndarray, c: np.ndarray, distance: float = DISTANCE) -> list[tuple[float, list[float]]]:
-    """(C_k, the target budgets >= distance x C_k) for every usable origin, by increasing C_k."""
-    labels = budget_labels(c)
-    budgets = np.unique(labels)
-    shared = {b for b, _ in budget_groups(n, c)}
-    out = []
-    for origin in budgets:
-        fitted = labels <= origin
-        enough = (len([b for b in shared if b <= origin]) >= MIN_BUDGETS if len(shared) >= MIN_BUDGETS else
-                  len(np.unique(labels[fitted])) >= MIN_BUDGETS and fitted.sum() >= MIN_LAW_RUNS)
-        targets = [float(b) for b in budgets if b >= distance * origin * (1 - 1e-9)]
-        if enough and targets:
-            out.append((float(origin), targets))
-    return out
+def cuts(runs: Runs) -> list[float]:
+    """The compute cuts of the rolling origins, by increasing C (the largest level is never a cut)."""
+    if runs.budget is not None:
+        levels = np.unique(runs.budget)
+    else:
+        c = runs.c
+        levels = np.exp(np.arange(np.log(c.min()), np.log(c.max()), np.log(2.0))[1:])
+    return [float(x) for x in levels if x < runs.levels.max()]
 
 
-def rolling_origin(families: tuple[str, ...], n: np.ndarray, d: np.ndarray, c: np.ndarray, loss: np.ndarray,
-                   distance: float = DISTANCE) -> dict:
-    """{"distance", "origins": [{"budget", "targets", "errors": {method: [rel error per target] | None}}],
-    "score": {method: mean over origins of mean |rel error|}}; no origins: empty lists and scores."""
-    labels = budget_labels(c)
-    methods = [m for f in families for m in FAMILY_METHODS[f]]
-    report: dict = {"distance": distance, "origins": [], "score": {}}
-    per_method: dict[str, list[float]] = {m: [] for m in methods}
-    for origin, targets in origins(n, c, distance):
-        fitted = labels <= origin
-        best = best_runs(labels, loss, targets)
-        runs = (n[best], d[best], c[best])
-        errors: dict[str, list[float] | None] = {}
-        for family in families:
+def enough(law: Law, fitted: Runs) -> bool:
+    """Whether the runs at an origin can fit ``law`` at all."""
+    if law.needs_budgets:
+        return len(fitted.budgets()) >= MIN_LEVELS
+    return len(np.unique(compute_levels(fitted.c))) >= MIN_LEVELS and len(fitted) >= MIN_LAW_RUNS
+
+
+def rolling_origin(laws: list[Law], runs: Runs, distance: float = DISTANCE) -> dict:
+    """{"distance", "origins": [{"cut", "fitted_flops", "errors": {law: [{"flops", "distance", "log_error",
+    "rel_error", "best"}] | None}}], "errors": {law: (distances, ln errors)} (every error, for the intervals),
+    "score": {law: selection score}, "score_rule"}."""
+    levels = runs.levels
+    best = np.zeros(len(runs), dtype=bool)
+    best[runs.best_runs()] = True
+    report: dict = {"distance": distance, "origins": [], "errors": {}, "score": {}, "score_rule": None}
+    for cut in cuts(runs):
+        inside = levels <= cut * (1 + 1e-9)
+        fitted = runs.take(np.flatnonzero(inside))
+        reference = float(fitted.c.max())
+        later = runs.take(np.flatnonzero(~inside))
+        later_best = best[~inside]
+        origin = {"cut": cut, "fitted_flops": reference, "errors": {}}
+        for law in laws:
+            if not enough(law, fitted):
+                continue
+            rows = np.flatnonzero(later_best) if law.predicts_best_run else np.arange(len(later))
             try:
                 with np.errstate(all="ignore"):
-                    fit = fit_family(family, n[fitted], d[fitted], c[fitted], loss[fitted], np.array(targets), 0,
-                                     np.random.default_rng(0), runs)
-                predictions = run_predictions(fit)
-            except (ValueError, np.linalg.LinAlgError):
-                predictions = {}
-            for method in FAMILY_METHODS[family]:
-                value = predictions.get(method, {}).get("value")
-                errors[method] = None if value is None else [float(v) for v in value / loss[best] - 1]
-        for method in methods:
-            error = errors.get(method)
-            per_method[method].append(np.inf if error is None or not np.all(np.isfinite(error)) else
-                                      float(np.mean(np.abs(error))))
-        report["origins"].append({"budget": origin, "targets": targets, "errors": errors})
-    if report["origins"]:
-        report["score"] = {m: float(np.mean(v)) for m, v in per_method.items()}
+                    model = law.fit(fitted)
+                    predicted = model.loss(later.n[rows], later.d[rows], later.c[rows])
+            except (LawError, np.linalg.LinAlgError):
+                origin["errors"][law.name] = None
+                continue
+            with np.errstate(all="ignore"):
+                log_error = np.log(predicted / later.loss[rows])
+            origin["errors"][law.name] = [
+                {"flops": float(later.c[r]), "level": float(later.levels[r]), "distance": float(later.c[r] / reference),
+                 "log_error": float(e), "rel_error": float(np.expm1(e)), "best": bool(later_best[r])}
+                for r, e in zip(rows, log_error, strict=True)]
+        if origin["errors"]:
+            report["origins"].append(origin)
+    for law in laws:
+        errors = [e for o in report["origins"] for e in (o["errors"].get(law.name) or [])]
+        report["errors"][law.name] = (np.array([e["distance"] for e in errors]),
+                                      np.array([e["log_error"] for e in errors]))
+    report["score"], report["score_rule"] = _scores(laws, report["origins"], distance)
     return report
+
+
+def _scores(laws: list[Law], origins: list[dict], distance: float) -> tuple[dict[str, float], str | None]:
+    """Each law's mean over origins of mean |rel error| on the best runs at >= distance (else the farthest level)."""
+    far = any(e["distance"] >= distance for o in origins for errs in o["errors"].values() for e in (errs or ()))
+    rule = (f"best run of every level >= {distance:g}x the compute fitted" if far else
+            "best run of the farthest level from each origin (no level is " f"{distance:g}x beyond an origin)")
+    per_law: dict[str, list[float]] = {law.name: [] for law in laws}
+    for origin in origins:
+        chosen = [e for errs in origin["errors"].values() for e in (errs or ())]
+        if not chosen:
+            continue
+        top = max(e["level"] for e in chosen)
+        for law in laws:
+            if law.name not in origin["errors"]:
+                continue  # too few runs at this origin for this law
+            errors = origin["errors"][law.name]
+            if errors is None:
+                per_law[law.name].append(np.inf)
+                continue
+            picked = [abs(e["rel_error"]) for e in errors if e["best"] and
+                      (e["distance"] >= distance if far else e["level"] == top)]
+            if picked:
+                per_law[law.name].append(float(np.mean(picked)) if np.all(np.isfinite(picked)) else np.inf)
+    scores = {name: float(np.mean(v)) for name, v in per_law.items() if v}
+    return scores, (rule if scores else None)
+
+
+__all__ = ["DISTANCE", "MIN_LEVELS", "MIN_LAW_RUNS", "MIN_SIZES", "rolling_origin", "cuts"]

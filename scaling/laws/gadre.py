@@ -12,11 +12,11 @@ Fit: least squares in the loss, the objective of Gadre et al. (their code runs s
 Levenberg-Marquardt, from 128 starting points and keeps the smallest residual). Here the same objective is minimised
 without starting points: for a fixed η the law is linear in (E, A, B), solved by non-negative least squares (E, A,
 B ≥ 0), and η is found on a grid over ETA_BOUNDS refined by a bounded 1-D search (variable projection). The bounds
-are the optimizer's: scaling/validate.py marks a fit whose bootstrap CI reaches them. Bootstrap: rows resampled with
+are the optimizer's: scaling/select.py marks a fit whose bootstrap CI reaches them. Bootstrap: rows resampled with
 replacement. Compute-optimal allocation (α = β): N_opt = G·(C/6)^½, D_opt = (C/6)^½/G, G = (a/b)^(1/(4η)), where
 L_opt(C) = E + 2·√(a·b)·C^(−η).
 
-Pure functions of arrays (N, D, loss); scaling/fit.py turns them into the report and the CLI.
+``Gadre`` is the law (scaling/laws/base.py protocol); the functions below are its math on arrays.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize_scalar, nnls
 
-from scaling.data import stack_samples
+from scaling.laws import register
+from scaling.laws.base import Bound, Fitted, Law
+from scaling.runs import Runs
 
 ETA_BOUNDS = (0.005, 1.5)  # η = α/2: Chinchilla's exponents α, β ∈ (0.01, 3)
 ETA_GRID = 150
@@ -93,26 +95,43 @@ def fit_gadre(params: np.ndarray, tokens: np.ndarray, loss: np.ndarray) -> tuple
     return GadreLaw(float(e), float(a_coef * 6.0 ** eta), float(b_coef * 6.0 ** eta), eta), objective
 
 
-def gadre_stats(law: GadreLaw, targets: np.ndarray,
-                runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """Flat stats: the law, N_opt/D_opt power laws, predictions at ``targets``; ``runs`` (N, D, C): L(N, D)."""
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a = 0 or b = 0: no optimum (inf/nan)
-        n, d = law.n_opt(targets), law.d_opt(targets)
-        stats = {"E": law.E, "a": law.a, "b": law.b, "eta": law.eta, "A": law.A, "B": law.B, "G": law.G,
-                 "n_opt.coef": law.G * 6 ** -0.5, "n_opt.exponent": 0.5, "d_opt.coef": np.divide(6 ** -0.5, law.G),
-                 "d_opt.exponent": 0.5, "pred.n_opt": n, "pred.d_opt": d, "pred.loss": law.loss(n, d)}
-    if runs is not None:
-        stats["pred.run_loss"] = law.loss(runs[0], runs[1])
-    return {k: np.asarray(v, dtype=float) for k, v in stats.items()}
+@dataclass(frozen=True)
+class FittedGadre(Fitted):
+    law: Law
+    fit: GadreLaw
+    objective: float
+
+    def parameters(self) -> dict[str, float]:
+        f = self.fit
+        return {"E": f.E, "a": f.a, "b": f.b, "eta": f.eta, "A": f.A, "B": f.B, "G": f.G}
+
+    def loss(self, n, d, c) -> np.ndarray:
+        return self.fit.loss(n, d)
+
+    def n_opt(self, c) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a = 0 or b = 0: no optimum
+            return self.fit.n_opt(c)
+
+    def d_opt(self, c) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return self.fit.d_opt(c)
+
+    def loss_opt(self, c) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return self.fit.loss(self.n_opt(c), self.d_opt(c))
+
+    def details(self) -> dict:
+        return {"objective": self.objective}
 
 
-def bootstrap_gadre(params: np.ndarray, tokens: np.ndarray, loss: np.ndarray, targets: np.ndarray, n_boot: int,
-                    rng: np.random.Generator, runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-                    ) -> tuple[dict[str, np.ndarray], int]:
-    """Refit on rows resampled with replacement; returns (stacked stats, 0 skipped). Every resample is kept: one
-    whose a or b is 0 (no compute-optimal allocation: NaN N_opt, D_opt and optimal loss) puts that CI at the bound."""
-    samples = []
-    for _ in range(n_boot):
-        idx = rng.integers(0, len(params), size=len(params))
-        samples.append(gadre_stats(fit_gadre(params[idx], tokens[idx], loss[idx])[0], targets, runs))
-    return stack_samples(samples), 0
+@register
+class Gadre(Law):
+    name = "gadre"
+    title = ("Gadre et al. 2024 eq. 4: L(C, M) = E + (a*M^eta + b*M^-eta)*C^-eta, M = D/N, C = 6ND (Chinchilla with "
+             "alpha = beta = 2*eta); least squares in loss")
+    n_params = 4
+    bounds = {"E": Bound(0.0, np.inf), "a": Bound(0.0, np.inf), "b": Bound(0.0, np.inf), "eta": Bound(*ETA_BOUNDS)}
+
+    def fit(self, runs: Runs, warm: Fitted | None = None) -> FittedGadre:
+        law, objective = fit_gadre(runs.n, runs.d, runs.loss)
+        return FittedGadre(self, law, objective)

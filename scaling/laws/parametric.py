@@ -8,7 +8,7 @@ gtol = 1e-14 (default ftol stops at ~1e-7 relative loss error on an exact law; t
 rows resampled with replacement, each refit warm-started at the full-data optimum. With C = 6ND the compute-optimal
 allocation is N_opt = G·(C/6)^(β/(α+β)), D_opt = G⁻¹·(C/6)^(α/(α+β)), G = (αA/(βB))^(1/(α+β)).
 
-Pure functions of arrays (N, D, loss); scaling/fit.py turns them into the report and the CLI.
+``Parametric`` is the law (scaling/laws/base.py protocol); the functions below are its math on arrays.
 """
 
 from __future__ import annotations
@@ -20,13 +20,15 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
-from scaling.data import stack_samples
+from scaling.laws import register
+from scaling.laws.base import Bound, Fitted, Law
+from scaling.runs import Runs
 
 HUBER_DELTA = 1e-3
 # the box L-BFGS-B searches, for theta = (a, b, e, α, β) = (ln A, ln B, ln E, α, β): wide enough for any real LM
 # (Chinchilla: a, b ≈ 6, E = 1.69, α, β ≈ 0.3). E has no floor that matters (as Epoch fitted it: E = e^e, e down
 # to ln 1e-6), so a fit whose data do not pin the irreducible loss shows E -> 0 instead of stopping at an
-# arbitrary 0.01; scaling/validate.py flags a parameter whose bootstrap CI reaches the box in the table
+# arbitrary 0.01; scaling/select.py flags a parameter whose bootstrap CI reaches the box in the table
 THETA_BOUNDS = ((-10.0, 50.0), (-10.0, 50.0), (float(np.log(1e-6)), float(np.log(1e2))), (0.0, 3.0), (0.0, 3.0))
 # initialisation grid of Besiroglu et al. 2024, columns (a, b, e, alpha, beta): 6·6·5·5·5 = 4500 starts
 START_GRID = np.array(list(itertools.product(np.arange(0, 26, 5.0), np.arange(0, 26, 5.0), np.arange(-1, 1.01, 0.5),
@@ -114,34 +116,43 @@ def fit_parametric(params: np.ndarray, tokens: np.ndarray, loss: np.ndarray, del
     return law, res.x, float(res.fun)
 
 
-def parametric_stats(law: ParametricLaw, targets: np.ndarray,
-                     runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """Flat stats: the law, N_opt/D_opt power laws, predictions at ``targets``; ``runs`` (N, D, C): L(N, D)."""
-    n, d = law.n_opt(targets), law.d_opt(targets)
-    stats = {"E": law.E, "A": law.A, "B": law.B, "alpha": law.alpha, "beta": law.beta, "G": law.G,
-             "n_opt.coef": law.G * 6 ** -law.n_exponent, "n_opt.exponent": law.n_exponent,
-             "d_opt.coef": 6 ** (law.n_exponent - 1) / np.float64(law.G),  # G underflows to 0: inf, not a raise
-             "d_opt.exponent": 1 - law.n_exponent,
-             "pred.n_opt": n, "pred.d_opt": d, "pred.loss": law.loss(n, d)}
-    if runs is not None:
-        stats["pred.run_loss"] = law.loss(runs[0], runs[1])
-    return {k: np.asarray(v, dtype=float) for k, v in stats.items()}
+@dataclass(frozen=True)
+class FittedParametric(Fitted):
+    law: Law
+    fit: ParametricLaw
+    theta: np.ndarray
+    objective: float
+
+    def parameters(self) -> dict[str, float]:
+        f = self.fit
+        return {"E": f.E, "A": f.A, "B": f.B, "alpha": f.alpha, "beta": f.beta, "G": f.G}
+
+    def loss(self, n, d, c) -> np.ndarray:
+        return self.fit.loss(n, d)
+
+    def n_opt(self, c) -> np.ndarray:
+        return self.fit.n_opt(c)
+
+    def d_opt(self, c) -> np.ndarray:
+        return self.fit.d_opt(c)
+
+    def details(self) -> dict:
+        return {"huber_delta": HUBER_DELTA, "objective": self.objective}
 
 
-def bootstrap_parametric(params: np.ndarray, tokens: np.ndarray, loss: np.ndarray, theta: np.ndarray,
-                         targets: np.ndarray, n_boot: int, rng: np.random.Generator, delta: float = HUBER_DELTA,
-                         runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-                         ) -> tuple[dict[str, np.ndarray], int]:
-    """Refit on rows resampled with replacement (warm start at ``theta``); returns (stacked stats, skipped)."""
-    samples, skipped = [], 0
-    for _ in range(n_boot):
-        idx = rng.integers(0, len(params), size=len(params))
-        with np.errstate(all="ignore"):  # a degenerate resample overflows; it is counted as skipped below
-            law, _, objective = fit_parametric(params[idx], tokens[idx], loss[idx], delta, init=theta, polish=False)
-            stats = parametric_stats(law, targets, runs)
-        if np.isfinite(objective) and all(np.all(np.isfinite(v)) for v in stats.values()):
-            samples.append(stats)
-        else:
-            skipped += 1
-    return stack_samples(samples), skipped
+_LOG_A, _LOG_B, _LOG_E, _ALPHA, _BETA = THETA_BOUNDS
 
+
+@register
+class Parametric(Law):
+    name = "parametric"
+    title = "Besiroglu et al. 2024 approach 3: L = E + A/N^alpha + B/D^beta, Huber(1e-3) on log L, L-BFGS-B from a grid"
+    n_params = 5
+    bounds = {"A": Bound(*np.exp(_LOG_A), log=True), "B": Bound(*np.exp(_LOG_B), log=True),
+              "E": Bound(*np.exp(_LOG_E), log=True), "alpha": Bound(*_ALPHA), "beta": Bound(*_BETA)}
+
+    def fit(self, runs: Runs, warm: Fitted | None = None) -> FittedParametric:
+        init = warm.theta if isinstance(warm, FittedParametric) else None
+        with np.errstate(all="ignore"):  # a degenerate resample overflows; the caller checks the result is finite
+            law, theta, objective = fit_parametric(runs.n, runs.d, runs.loss, init=init, polish=init is None)
+        return FittedParametric(self, law, theta, objective)
