@@ -58,6 +58,13 @@ def plot_isoflop_curves(frame: pd.DataFrame, labels: np.ndarray, iso: FittedIsof
     return _save(fig, path)
 
 
+def _allocation(fitted, flops: np.ndarray) -> bool:
+    """Whether a law's N_opt(C) can be drawn on log axes (Gadre with a = 0 or b = 0 has none)."""
+    with np.errstate(all="ignore"):
+        values = np.concatenate([fitted.n_opt(flops), fitted.d_opt(flops)])
+    return bool(np.all(np.isfinite(values)) and np.all(values > 0))
+
+
 def plot_optimal_allocation(result: FitResult, targets: np.ndarray, path: Path) -> Path:
     """N_opt(C) and D_opt(C): the IsoFLOP budgets' vertices and best runs, and every fitted law's N_opt and D_opt,
     extrapolated to the targets (stars)."""
@@ -73,11 +80,10 @@ def plot_optimal_allocation(result: FitResult, targets: np.ndarray, path: Path) 
             ax.scatter(budgets, [getattr(b, f"grid_{quantity}") for b in iso.budgets], marker="s", s=22,
                        facecolor="none", color="black", label="budget best runs")
         for (name, fitted), style in zip(fits.items(), ("-", ":", "--", "-.") * 4, strict=False):
-            with np.errstate(all="ignore"):
-                curve = getattr(fitted, quantity)
-                values, at_targets = curve(flops), curve(targets)
-            if not np.all(np.isfinite(values)) or np.any(values <= 0):
-                continue  # a law without a compute-optimal allocation (Gadre with a = 0 or b = 0)
+            if not _allocation(fitted, flops):
+                continue
+            curve = getattr(fitted, quantity)
+            values, at_targets = curve(flops), curve(targets)
             line = ax.plot(flops, values, style, lw=1, label=name)[0]
             ax.scatter(targets, at_targets, marker="*", s=110, color=line.get_color(), zorder=3)
         for target in targets:
@@ -131,7 +137,7 @@ def plot_all(frame: pd.DataFrame, result: FitResult, targets: np.ndarray, out_di
     paths = []
     if "isoflop" in fits and result.runs.budget is not None:
         paths.append(plot_isoflop_curves(frame, result.runs.budget, fits["isoflop"], out_dir / "isoflop_curves.png"))
-    if fits:
+    if "isoflop" in fits or any(_allocation(f, targets) for f in fits.values()):
         paths.append(plot_optimal_allocation(result, targets, out_dir / "optimal_allocation.png"))
     if law is not None:
         paths.append(plot_parametric_contours(frame, law, targets, out_dir / "parametric_contours.png"))

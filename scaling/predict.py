@@ -112,10 +112,11 @@ def fit_and_predict(frame: pd.DataFrame, targets: Sequence[float] = (1e23, 1e24)
     held = None if holdout is None else tuple(holdout[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops"))
     fits = {name: _fit_one(law, runs, targets, held, bootstrap, seed) for name, law in laws.items()}
     fitted_laws = [f.law for f in fits.values() if f.fitted is not None]
-    rolling = rolling_origin(fitted_laws, runs)
+    max_c = float(runs.c.max())
+    asked = np.concatenate([targets, held[2] if held is not None else []]) / max_c
+    rolling = rolling_origin(fitted_laws, runs, float(asked.max()))
     valid = {name: validity(f.law, f.fitted, f.error, runs, f.samples or {}) for name, f in fits.items()}
     selection = select(laws, valid, rolling)
-    max_c = float(runs.c.max())
     predictions, law_sections = [], {}
     for name, fit in fits.items():
         if fit.fitted is None:

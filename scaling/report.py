@@ -146,8 +146,8 @@ def _validation_lines(report: dict) -> list[str]:
     for name, check in report["validity"].items():
         if not check["valid"]:
             lines.append(f"invalid: {name}: {'; '.join(check['reasons'])}")
-        elif check["at_bound"]:
-            lines.append(f"at bound: {name}: {'; '.join(check['notes'])}")
+        elif check["notes"]:
+            lines.append(f"{'at bound' if check['at_bound'] else 'not pinned'}: {name}: {'; '.join(check['notes'])}")
     return lines + [selection_line(report)]
 
 

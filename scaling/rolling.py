@@ -7,8 +7,10 @@ smallest run. At a cut each law is refitted on the runs at or below it (no boots
 compute levels and MIN_LAW_RUNS runs; >= 3 budgets with >= 3 sizes for a law fitted on budgets), and predicts every
 later run from its N, D and C alone (a law that predicts each budget's best run: those only). Each error is kept
 with its distance, the run's C over the largest C fitted. The selection score of a law is the mean over origins of
-its mean |relative error| on each later level's best run at >= ``DISTANCE`` x the compute fitted (without such
-targets: on the farthest level from each origin); a law that cannot be refitted at an origin scores infinity.
+its mean |relative error| on each later level's best run at the horizon of use (``horizon``: the distance of the
+farthest prediction asked for, at least ``DISTANCE`` and at most what two origins reach; without such targets: on
+the farthest level from each origin); a law that cannot be refitted at an origin (too few bracketed
+budgets there, say) is not scored at that origin (``skipped``), and a prediction that is not finite scores infinity.
 Forecasting practice (Tashman 2000, "Out-of-sample tests of forecasting accuracy"): evaluate at the horizon of use,
 from several origins, never on the points fitted.
 """
@@ -43,6 +45,7 @@ def enough(law: Law, fitted: Runs) -> bool:
 
 
 def rolling_origin(laws: list[Law], runs: Runs, distance: float = DISTANCE) -> dict:
+    # distance: the farthest prediction asked for, as a multiple of the largest C fitted (``horizon`` caps it)
     """{"distance", "origins": [{"cut", "fitted_flops", "errors": {law: [{"flops", "distance", "log_error",
     "rel_error", "best"}] | None}}], "errors": {law: (distances, ln errors)} (every error, for the intervals),
     "score": {law: selection score}, "score_rule"}."""
@@ -65,8 +68,8 @@ def rolling_origin(laws: list[Law], runs: Runs, distance: float = DISTANCE) -> d
                 with np.errstate(all="ignore"):
                     model = law.fit(fitted)
                     predicted = model.loss(later.n[rows], later.d[rows], later.c[rows])
-            except (LawError, np.linalg.LinAlgError):
-                origin["errors"][law.name] = None
+            except (LawError, np.linalg.LinAlgError) as exc:  # too little at this origin for this law (e.g. no
+                origin.setdefault("skipped", {})[law.name] = str(exc)  # bracketed budgets yet): not scored here
                 continue
             with np.errstate(all="ignore"):
                 log_error = np.log(predicted / later.loss[rows])
@@ -80,8 +83,18 @@ def rolling_origin(laws: list[Law], runs: Runs, distance: float = DISTANCE) -> d
         errors = [e for o in report["origins"] for e in (o["errors"].get(law.name) or [])]
         report["errors"][law.name] = (np.array([e["distance"] for e in errors]),
                                       np.array([e["log_error"] for e in errors]))
+    report["distance"] = distance = horizon(report["origins"], distance)
     report["score"], report["score_rule"] = _scores(laws, report["origins"], distance)
     return report
+
+
+def horizon(origins: list[dict], wanted: float) -> float:
+    """The distance the selection scores at: the distance of use (``wanted``: the farthest prediction asked for),
+    no nearer than DISTANCE and no farther than what at least two origins reach (one origin is one draw)."""
+    reach = sorted((max((e["distance"] for errs in o["errors"].values() for e in (errs or ())), default=0.0)
+                    for o in origins), reverse=True)
+    measured = reach[1] if len(reach) >= 2 else (reach[0] if reach else DISTANCE)
+    return float(max(DISTANCE, min(wanted, measured)))
 
 
 def _scores(laws: list[Law], origins: list[dict], distance: float) -> tuple[dict[str, float], str | None]:

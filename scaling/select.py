@@ -7,9 +7,9 @@ table, the headline metrics and the leaderboard; each reason is printed) when:
 3. a law in N and D sees runs on fewer than 3 compute levels (N and D move together: it cannot separate them);
 4. a law in N and D puts its own N_opt(C) outside the sampled N of an IsoFLOP budget (the data never saw the
    optimum it extrapolates to). Only true budgets count (scaling/runs.py): scattered runs form none.
-A parameter whose bootstrap 95 % CI reaches the optimizer's bounds (``Law.bounds``; without a bootstrap, the point
-estimate at one) is ``at_bound``: the law is kept but never selected over a valid law without one; when it is the
-only one, the selection says its predictions are bound-limited.
+A parameter whose fitted value sits at the optimizer's bounds (``Law.bounds``) is ``at_bound``: the law is kept but
+never selected over a valid law without one; when it is the only one, the selection says its predictions are
+bound-limited. A parameter whose bootstrap 95 % CI merely reaches a bound is ``unpinned``: a note.
 
 ``select`` (``--method auto``): among the valid laws (those without a parameter at a bound, when there are any), the
 one of smallest rolling-origin score (scaling/rolling.py); ties within TIE go to the fewest parameters; without a
@@ -41,27 +41,29 @@ def _side(value: float, lo: float, hi: float, log: bool) -> float | None:
     return None if hit is None else float(np.exp(hit) if log else hit)
 
 
-def at_bound(law: Law, fitted: Fitted, samples: dict[str, np.ndarray]) -> dict[str, str]:
-    """{parameter: why} for each bounded parameter whose bootstrap 95 % CI (the point estimate without a bootstrap)
-    reaches its bound."""
-    out = {}
+def at_bound(law: Law, fitted: Fitted, samples: dict[str, np.ndarray]) -> tuple[dict[str, str], dict[str, str]]:
+    """({parameter: why} for each bounded parameter whose fitted value sits at its bound (a degenerate law: the
+    bound, not the data, sets it), {parameter: why} for each other one whose bootstrap 95 % CI reaches a bound (the
+    runs do not pin it down: a note))."""
+    at, unpinned = {}, {}
     values = fitted.parameters()
     for name, bound in law.bounds.items():
         if name in fitted.unpinned():
             continue
+        hit = _side(float(values[name]), bound.lo, bound.hi, bound.log)
+        if hit is not None:
+            at[name] = f"{name} = {values[name]:.4g} sits at the optimizer's bound {hit:.4g}"
+            continue
         ci = percentiles(samples, name)
-        if ci is not None:
-            lo, hi = float(ci[0]), float(ci[1])
-            below, above = _side(lo, bound.lo, bound.hi, bound.log), _side(hi, bound.lo, bound.hi, bound.log)
-            hit = bound.lo if below is not None and np.isclose(below, bound.lo) else \
-                bound.hi if above is not None and np.isclose(above, bound.hi) else None
-            if hit is not None:
-                out[name] = f"{name}'s bootstrap 95% CI [{lo:.4g}, {hi:.4g}] reaches the optimizer's bound {hit:.4g}"
-        else:
-            hit = _side(float(values[name]), bound.lo, bound.hi, bound.log)
-            if hit is not None:
-                out[name] = f"{name} = {values[name]:.4g} sits at the optimizer's bound {hit:.4g} (no bootstrap)"
-    return out
+        if ci is None:
+            continue
+        lo, hi = float(ci[0]), float(ci[1])
+        below, above = _side(lo, bound.lo, bound.hi, bound.log), _side(hi, bound.lo, bound.hi, bound.log)
+        reach = bound.lo if below is not None and np.isclose(below, bound.lo) else \
+            bound.hi if above is not None and np.isclose(above, bound.hi) else None
+        if reach is not None:
+            unpinned[name] = f"{name}'s bootstrap 95% CI [{lo:.4g}, {hi:.4g}] reaches the optimizer's bound {reach:.4g}"
+    return at, unpinned
 
 
 def vertex_reasons(fitted: Fitted, runs: Runs) -> list[str]:
@@ -81,7 +83,7 @@ def validity(law: Law, fitted: Fitted | None, error: str | None, runs: Runs,
              samples: dict[str, np.ndarray]) -> dict:
     """{"valid", "reasons", "notes", "at_bound": [parameter]} of one law on ``runs``."""
     if fitted is None:
-        return {"valid": False, "reasons": [f"fit failed: {error}"], "notes": [], "at_bound": []}
+        return {"valid": False, "reasons": [f"fit failed: {error}"], "notes": [], "at_bound": [], "unpinned": []}
     reasons = []
     if law.needs_budgets and (fitted.budgets_used or 0) < MIN_LEVELS:
         reasons.append(f"{fitted.budgets_used} compute budget(s) with >= 3 model sizes that bracket their optimum, "
@@ -92,8 +94,9 @@ def validity(law: Law, fitted: Fitted | None, error: str | None, runs: Runs,
                        f"terms; need >= {MIN_LEVELS}")
     if law.checks_vertices:
         reasons += vertex_reasons(fitted, runs)
-    bounds = at_bound(law, fitted, samples)
-    return {"valid": not reasons, "reasons": reasons, "notes": list(bounds.values()), "at_bound": list(bounds)}
+    at, unpinned = at_bound(law, fitted, samples)
+    return {"valid": not reasons, "reasons": reasons, "notes": list(at.values()) + list(unpinned.values()),
+            "at_bound": list(at), "unpinned": list(unpinned)}
 
 
 def _order(names: list[str]) -> list[str]:

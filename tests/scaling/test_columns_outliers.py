@@ -37,7 +37,7 @@ def test_columns_map_a_published_table(tmp_path, capsys):
     assert fit.main(argv) == 0
     report = json.loads((out / "fit.json").read_text())
     assert report["validity"]["parametric"]["valid"], report["validity"]
-    law = report["parametric"]
+    law = report["laws"]["parametric"]["parameters"]
     assert law["alpha"]["value"] == pytest.approx(ALPHA, rel=1e-3)
     assert law["beta"]["value"] == pytest.approx(BETA, rel=1e-3)
     assert fit.main([str(table), "--params", "none", "--no-plots", "--out-dir", str(out)]) == 2  # unmapped: no params
@@ -71,7 +71,8 @@ def test_drop_highest_loss_is_off_by_default_and_recorded(tmp_path):
     report = json.loads((out / "fit.json").read_text())
     assert report["outliers"]["rule"] == "drop the 1 highest-loss runs"
     assert [r["loss"] for r in report["outliers"]["dropped"]] == [pytest.approx(frame.loc[3, "loss"])]
-    assert report["parametric"]["alpha"]["value"] == pytest.approx(ALPHA, rel=1e-3)  # exact again without it
+    # exact again without it
+    assert report["laws"]["parametric"]["parameters"]["alpha"]["value"] == pytest.approx(ALPHA, rel=1e-3)
 
 
 def _scattered(path, seed=0):
@@ -82,10 +83,11 @@ def _scattered(path, seed=0):
     pd.DataFrame({"N": n, "D": d, "loss": _law(n, d)}).to_csv(path, index=False)
 
 
-@pytest.mark.parametrize("method", ["both", "auto"])
+@pytest.mark.parametrize("method", ["isoflop,isoflop_grid,parametric", "auto"])
 def test_a_sweep_not_on_shared_budgets_gives_a_valid_law(tmp_path, method):
     """The symptom of issue 34: runs on no shared budget voided every law. Approach 2 is left out with its reason;
-    the parametric law is valid, selected, and predicts, with no parameter at a bound."""
+    the parametric law is valid, selected, and predicts, with no parameter at a bound; refitted on the smaller runs
+    it predicts the larger ones exactly (the rolling origin)."""
     table = tmp_path / "scattered.csv"
     _scattered(table)
     out = tmp_path / "fit"
@@ -95,7 +97,11 @@ def test_a_sweep_not_on_shared_budgets_gives_a_valid_law(tmp_path, method):
     assert report["selection"]["method"] == "parametric"
     assert report["validity"]["parametric"]["valid"], report["validity"]["parametric"]["reasons"]
     assert not any("bound" in r for r in report["validity"]["parametric"]["reasons"])
-    assert report["leave_largest_budget_out"]["parametric"]["rel_error"] == pytest.approx(0, abs=1e-3)
+    assert report["validity"]["parametric"]["at_bound"] == []
+    assert report["rolling_origin"]["score"]["parametric"] == pytest.approx(0, abs=1e-3)
     rows = [r for r in report["predictions"] if r["method"] == "parametric"]
     assert rows and all(r["valid"] for r in rows)
-    assert not report["validity"]["isoflop"]["valid"]  # no budget has three sizes: approach 2 cannot run
+    assert report["layout"].startswith("scattered")
+    for law in ("isoflop", "isoflop_grid"):  # no budgets: approach 2 cannot run
+        assert not report["validity"][law]["valid"]
+        assert any("not laid out on compute budgets" in r for r in report["validity"][law]["reasons"])

@@ -11,7 +11,13 @@ import pandas as pd
 import pytest
 
 from scaling.data import average_repeats, canonicalize, load_results
-from scaling.fit import ParametricLaw, bootstrap_parametric, fit_isoflop, fit_parametric, huber_objective, main
+from scaling.fit import main
+from scaling.intervals import bootstrap
+from scaling.laws import LAWS, LawError
+from scaling.laws.isoflop import IsoflopParabola
+from scaling.laws.parametric import FittedParametric, ParametricLaw, fit_parametric, huber_objective
+from scaling.predict import table_runs
+from scaling.runs import Runs
 
 CHINCHILLA = ParametricLaw(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)
 SHARED_ISOFLOPS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "scaling" / "isoflops_curves.json"
@@ -29,6 +35,13 @@ def isoflop_grid(law: ParametricLaw, budgets: np.ndarray, points: int = 9, noise
             rows.append({"params": n, "tokens": d, "flops": flops,
                          "loss": float(law.loss(n, d)) * float(np.exp(rng.normal(0, noise)))})
     return pd.DataFrame(rows)
+
+
+def fit_isoflop(params: np.ndarray, flops: np.ndarray, loss: np.ndarray):
+    """Approach 2 on runs laid out on the budgets ``flops`` (each run's budget given, as a budget column would):
+    D = C / 6N, as the sweeps above lay the runs out."""
+    params, flops = np.asarray(params, dtype=float), np.asarray(flops, dtype=float)
+    return IsoflopParabola().fit(Runs(params, flops / (6 * params), flops, loss, budget=flops))
 
 
 def test_huber_gradient_matches_finite_differences():
@@ -51,8 +64,12 @@ def test_parametric_recovers_chinchilla_law_and_bootstrap_ci_covers_it():
     assert law.alpha == pytest.approx(0.34, rel=0.05)
     assert law.beta == pytest.approx(0.28, rel=0.05)
     assert law.E == pytest.approx(1.69, rel=0.05)
-    samples, skipped = bootstrap_parametric(n, d, loss, theta, np.array([1e23]), 100, np.random.default_rng(1))
-    assert skipped == 0
+    runs = Runs(n, d, 6 * n * d, loss)  # scattered runs: rows resampled
+    fitted = LAWS["parametric"].fit(runs)
+    assert fitted.fit == law  # the law's fit is fit_parametric's
+    samples, skipped = bootstrap(LAWS["parametric"], runs, fitted, 100, np.random.default_rng(1),
+                                 lambda f: {"loss_opt": f.loss_opt(np.array([1e23]))})
+    assert skipped == 0 and len(samples["alpha"]) == 100
     for name, truth in (("alpha", 0.34), ("beta", 0.28), ("E", 1.69)):
         lo, hi = np.percentile(samples[name], [2.5, 97.5])
         assert lo <= truth <= hi, (name, lo, hi)
@@ -61,9 +78,9 @@ def test_parametric_recovers_chinchilla_law_and_bootstrap_ci_covers_it():
 def test_isoflop_recovers_chinchilla_n_opt_exponent():
     frame = isoflop_grid(CHINCHILLA, np.geomspace(1e18, 1e22, 5), noise=1e-4)
     iso = fit_isoflop(frame["params"].to_numpy(), frame["flops"].to_numpy(), frame["loss"].to_numpy())
-    assert iso.n_opt.exponent == pytest.approx(0.28 / 0.62, rel=0.02)  # β/(α+β)
-    assert iso.d_opt.exponent == pytest.approx(0.34 / 0.62, rel=0.02)  # α/(α+β)
-    assert iso.loss.E == pytest.approx(1.69, rel=0.05)
+    assert iso.n_law.exponent == pytest.approx(0.28 / 0.62, rel=0.02)  # β/(α+β)
+    assert iso.d_law.exponent == pytest.approx(0.34 / 0.62, rel=0.02)  # α/(α+β)
+    assert iso.loss_law.E == pytest.approx(1.69, rel=0.05)
 
 
 @pytest.mark.skipif(not SHARED_ISOFLOPS.is_file(), reason=f"{SHARED_ISOFLOPS} not present")
@@ -72,8 +89,10 @@ def test_parametric_reproduces_shared_isoflops_curves_exactly():
     n, d, loss = (frame[k].to_numpy() for k in ("params", "tokens", "loss"))
     law, _, _ = fit_parametric(n, d, loss)
     assert np.max(np.abs(law.loss(n, d) / loss - 1)) < 1e-6
-    iso = fit_isoflop(n, frame["flops"].to_numpy(), loss)  # approach 2 agrees with the exact law to ~1%
-    assert iso.n_opt.exponent == pytest.approx(law.n_exponent, rel=0.02)
+    runs, layout = table_runs(frame)  # its compute_budget column is each run's budget
+    assert runs.budget is not None and "budget column" in layout
+    iso = IsoflopParabola().fit(runs)  # approach 2 agrees with the exact law to ~1%
+    assert iso.n_law.exponent == pytest.approx(law.n_exponent, rel=0.02)
 
 
 @pytest.mark.parametrize("csv, expected", [
@@ -98,9 +117,9 @@ def test_isoflop_leaves_out_budgets_with_fewer_than_three_sizes():
     frame = isoflop_grid(CHINCHILLA, np.array([1e18, 1e19, 1e20]))
     short = frame[(frame["flops"] != 1e20) | (frame.index % 9 < 2)]  # the 1e20 budget keeps 2 runs
     fit = fit_isoflop(short["params"].to_numpy(), short["flops"].to_numpy(), short["loss"].to_numpy())
-    assert [b.flops for b in fit.budgets] == [1e18, 1e19] and fit.skipped_budgets == ((1e20, 2),)
+    assert [b.flops for b in fit.budgets] == [1e18, 1e19] and fit.skipped == ((1e20, 2),)
     one_left = short[short["flops"] != 1e18]
-    with pytest.raises(ValueError, match=r">= 2 compute budgets with >= 3 model sizes that bracket their optimum, "
+    with pytest.raises(LawError, match=r">= 2 compute budgets with >= 3 model sizes that bracket their optimum, "
                                          r"found 1 \(1 budget"):
         fit_isoflop(one_left["params"].to_numpy(), one_left["flops"].to_numpy(), one_left["loss"].to_numpy())
 
@@ -119,12 +138,12 @@ def test_a_budget_that_does_not_bracket_its_optimum_is_left_out_not_fatal():
     frame.loc[edge, "loss"] = CHINCHILLA.loss(frame.loc[edge, "params"], frame.loc[edge, "tokens"])
     fit = fit_isoflop(frame["params"].to_numpy(), frame["flops"].to_numpy(), frame["loss"].to_numpy())
     assert [b.flops for b in fit.budgets] == [1e18, 1e21]
-    assert [c for c, _ in fit.unbracketed_budgets] == [1e19, 1e20]
-    assert "no minimum" in fit.unbracketed_budgets[0][1] and "outside the sampled N" in fit.unbracketed_budgets[1][1]
+    assert [c for c, _ in fit.unbracketed] == [1e19, 1e20]
+    assert "no minimum" in fit.unbracketed[0][1] and "outside the sampled N" in fit.unbracketed[1][1]
     kept = frame[frame["flops"].isin([1e18, 1e21])]
     alone = fit_isoflop(kept["params"].to_numpy(), kept["flops"].to_numpy(), kept["loss"].to_numpy())
-    assert fit.n_opt == alone.n_opt and fit.loss == alone.loss
-    with pytest.raises(ValueError, match=r"found 1 \(0 budget\(s\) with fewer sizes and 2 unbracketed left out\)"):
+    assert fit.n_law == alone.n_law and fit.d_law == alone.d_law and fit.loss_law == alone.loss_law
+    with pytest.raises(LawError, match=r"found 1 \(0 budget\(s\) with fewer sizes and 2 unbracketed left out\)"):
         rest = frame[frame["flops"] != 1e18]
         fit_isoflop(rest["params"].to_numpy(), rest["flops"].to_numpy(), rest["loss"].to_numpy())
 
@@ -133,7 +152,9 @@ def test_aliases_and_json_input(tmp_path):
     records = [{"parameters": 1e8, "compute_budget": 6e18, "final_loss": 3.5, "d_model": 512}]
     (tmp_path / "runs.json").write_text(json.dumps(records))
     frame = load_results(tmp_path / "runs.json")
-    assert list(frame.columns) == ["params", "tokens", "flops", "loss", "d_model"]
+    # compute_budget is C and, being a budget column's name too, each run's IsoFLOP budget (scaling/data.py)
+    assert list(frame.columns) == ["params", "tokens", "flops", "loss", "budget", "d_model"]
+    assert frame.loc[0, "flops"] == frame.loc[0, "budget"] == 6e18
     assert frame.loc[0, "tokens"] == pytest.approx(6e18 / (6 * 1e8))  # D = C / 6N
     frame = canonicalize(pd.DataFrame({"N": [2e8], "D": [5e9], "val_loss": [3.1], "loss": [2.9]}))
     assert frame.loc[0, "flops"] == pytest.approx(6 * 2e8 * 5e9) and frame.loc[0, "loss"] == 2.9  # canonical wins
@@ -148,9 +169,9 @@ def test_cli_writes_fit_predictions_and_plots(tmp_path, capsys, monkeypatch):
     assert main(argv) == 0
     out_dir = tmp_path / "sweep_fit"
     report = json.loads((out_dir / "fit.json").read_text())
-    assert {"isoflop", "parametric", "predictions"} <= set(report)
+    assert set(report["laws"]) == {"isoflop", "isoflop_grid", "parametric", "gadre"} and "predictions" in report
     predictions = pd.read_csv(out_dir / "predictions.csv")
-    assert set(predictions["method"]) == {"isoflop", "isoflop_grid", "parametric"}
+    assert set(predictions["method"]) == {"isoflop", "isoflop_grid", "parametric", "gadre"}  # auto: every law
     assert {"target_flops", "n_opt", "n_opt_lo", "n_opt_hi", "d_opt", "loss", "loss_hi"} <= set(predictions.columns)
     assert sorted(p.name for p in out_dir.glob("*.png")) == [
         "isoflop_curves.png", "optimal_allocation.png", "parametric_contours.png"]
@@ -175,10 +196,16 @@ def test_cli_metrics_are_a_flat_headline_with_every_prediction_in_details(tmp_pa
     assert main([str(results), "--target-flops", "1e23", "1e24", "--bootstrap", "0", "--no-plots",
                  "--metrics", str(metrics), "--params", "none"]) == 0
     details = json.loads((tmp_path / "metrics" / "details" / "fit.json").read_text())
-    assert set(details) == {f"{m}@1e+{e}" for m in ("isoflop", "isoflop_grid", "parametric") for e in (23, 24)}
-    best = details["parametric@1e+24"]
-    assert json.loads(metrics.read_text()) == {"flops": 1e24, "params": best["n_opt"], "tokens": best["d_opt"],
-                                               "loss": best["loss"]}
+    assert set(details) == {f"{m}@1e+{e}" for m in ("isoflop", "isoflop_grid", "parametric", "gadre")
+                            for e in (23, 24)}
+    selected = json.loads((tmp_path / "sweep_fit" / "fit.json").read_text())["selection"]["method"]
+    assert selected == "parametric"  # the law the runs were drawn from
+    assert [m for m, row in details.items() if row["selected"]] == [f"{selected}@1e+23", f"{selected}@1e+24"]
+    best = details[f"{selected}@1e+24"]  # the selected law at the largest target
+    assert best["valid"] and best["loss_lo"] < best["loss"] < best["loss_hi"]
+    assert json.loads(metrics.read_text()) == {"selected": selected, "flops": 1e24, "params": best["n_opt"],
+                                               "tokens": best["d_opt"], "loss": best["loss"],
+                                               "loss_lo": best["loss_lo"], "loss_hi": best["loss_hi"]}
 
 
 def test_cli_params_section_is_strict_and_sets_the_defaults(tmp_path, capsys, monkeypatch):
@@ -193,28 +220,58 @@ def test_cli_params_section_is_strict_and_sets_the_defaults(tmp_path, capsys, mo
     params.write_text("scaling_fit:\n  method: parametric\n  bootstrap: 0\n  target_flops: [1.0e+22]\n")
     assert main([str(results), "--no-plots", "--params", str(params)]) == 0
     report = json.loads((tmp_path / "sweep_fit" / "fit.json").read_text())
-    assert "isoflop" not in report and report["bootstrap"] == 0 and report["target_flops"] == [1e22]
+    assert set(report["laws"]) == {"parametric"} and report["bootstrap"] == 0 and report["target_flops"] == [1e22]
+
+
+DEGENERATE = ParametricLaw(E=1.0, A=1e-300, B=1e300, alpha=0.05, beta=0.05)  # G underflows to 0.0
+
+
+def degenerate_fit() -> FittedParametric:
+    law = DEGENERATE
+    theta = np.array([np.log(law.A), np.log(law.B), np.log(law.E), law.alpha, law.beta])
+    return FittedParametric(LAWS["parametric"], law, theta, 0.0)
 
 
 def test_parametric_stats_of_a_law_whose_allocation_underflows_is_infinite_not_an_error():
     """A bootstrap resample can drive G = (alpha A / (beta B))^(1/(alpha+beta)) to 0.0 in floating point: the
     stats must come back non-finite (the resample is then skipped), not raise ZeroDivisionError."""
-    from scaling.parametric import ParametricLaw, parametric_stats
-    law = ParametricLaw(E=1.0, A=1e-300, B=1e300, alpha=0.05, beta=0.05)
-    assert law.G == 0.0
+    assert DEGENERATE.G == 0.0
+    fitted = degenerate_fit()
     with np.errstate(all="ignore"):
-        stats = parametric_stats(law, np.array([1e20]))
-    assert not np.isfinite(stats["d_opt.coef"])
+        assert fitted.parameters()["G"] == 0.0
+        assert not np.all(np.isfinite(fitted.d_opt(np.array([1e20]))))
+        assert not np.all(np.isfinite(fitted.loss_opt(np.array([1e20]))))
+
+    class Degenerate(type(LAWS["parametric"])):  # every refit lands on the degenerate law (not registered)
+        def fit(self, runs, warm=None):
+            return degenerate_fit()
+
+    runs = Runs([1e6, 2e6, 4e6], [1e8, 1e8, 1e8], [6e14, 1.2e15, 2.4e15], [3.0, 2.9, 2.8])
+    samples, skipped = bootstrap(Degenerate(), runs, fitted, 4, np.random.default_rng(0),
+                                 lambda f: {"loss_opt": f.loss_opt(np.array([1e20]))})
+    assert samples == {} and skipped == 4  # each resample skipped, none raised
+
+
+def degenerate_plots(tmp_path) -> list[Path]:
+    from scaling.plots import plot_all
+    from scaling.predict import FitResult, LawFit
+    frame = pd.DataFrame({"params": [1e5, 2e5], "tokens": [1e6, 2e6], "flops": [6e11, 2.4e12], "loss": [3.0, 2.8]})
+    runs = Runs(*(frame[k].to_numpy() for k in ("params", "tokens", "flops", "loss")))
+    result = FitResult({}, {"parametric": LawFit(LAWS["parametric"], degenerate_fit())}, runs)
+    with np.errstate(all="ignore"):
+        return plot_all(frame, result, np.array([1e13]), tmp_path)
 
 
 def test_plots_skip_a_degenerate_parametric_law(tmp_path):
     """A law whose N_opt is 0 everywhere (G underflowed) cannot be drawn on log axes: the other plots still are."""
-    from scaling.parametric import ParametricLaw
-    from scaling.plots import plot_all
-    frame = pd.DataFrame({"params": [1e5, 2e5], "tokens": [1e6, 2e6], "flops": [6e11, 2.4e12], "loss": [3.0, 2.8]})
-    law = ParametricLaw(E=1.0, A=1e-300, B=1e300, alpha=0.05, beta=0.05)
-    with np.errstate(all="ignore"):
-        assert plot_all(frame, None, law, np.array([1e13]), tmp_path) == []
+    paths = degenerate_plots(tmp_path)
+    assert "parametric_contours.png" not in [p.name for p in paths]
+    assert not (tmp_path / "parametric_contours.png").exists()
+
+
+def test_a_degenerate_law_alone_draws_no_empty_allocation_plot(tmp_path):
+    """Nothing to draw (no IsoFLOP budgets, the only law degenerate): no PNG at all."""
+    assert degenerate_plots(tmp_path) == []
 
 
 def test_several_seeds_are_fitted_as_the_mean_of_each_point(tmp_path, capsys):

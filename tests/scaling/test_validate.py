@@ -1,4 +1,5 @@
-"""Held-out predictions, honest fits and the choice of law (scaling/validate.py, scaling/gadre.py, the fit CLI).
+"""Held-out predictions, honest fits and the choice of law (scaling/select.py, scaling/rolling.py,
+scaling/intervals.py, scaling/laws/gadre.py, the fit CLI).
 
 Every expected prediction is computed here from the fitted parameters in fit.json with the law written out in the
 test; every synthetic sweep is generated from a law written out here."""
@@ -13,7 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scaling.fit import GadreLaw, ParametricLaw, fit_gadre, main
+from scaling.fit import NO_VALID_LAW, main
+from scaling.intervals import prediction_interval
+from scaling.laws.gadre import GadreLaw, fit_gadre
+from scaling.laws.parametric import ParametricLaw
 
 # α ≠ β, so the Gadre law (one exponent) cannot represent it
 ASYMMETRIC = ParametricLaw(E=1.69, A=406.4, B=410.7, alpha=0.45, beta=0.25)
@@ -53,6 +57,10 @@ def fit_json(out: Path) -> dict:
     return json.loads((out / "fit.json").read_text())
 
 
+def parameters(report: dict, law: str, *names: str) -> dict[str, float]:
+    return {k: report["laws"][law]["parameters"][k]["value"] for k in names}
+
+
 # ---------------------------------------------------------------- the Gadre law
 def test_gadre_law_is_chinchilla_with_one_exponent_and_its_fit_recovers_it():
     rng = np.random.default_rng(0)
@@ -82,19 +90,20 @@ def test_holdout_predictions_match_the_laws_written_out(tmp_path):
                         "--bootstrap", "0", "--holdout", str(holdout), "--metrics", str(tmp_path / "m" / "fit.json"))
     assert code == 0
     report, table = fit_json(out), pd.read_csv(out / "holdout.csv")
-    assert list(table.columns) == ["run_id", "N", "D", "C", "loss", "method", "predicted_loss", "rel_error"]
+    assert list(table.columns) == ["run_id", "N", "D", "C", "loss", "method", "predicted_loss", "pi_lo", "pi_hi",
+                                   "rel_error", "covered", "valid", "selected"]
     n, d, loss = np.array([2e10, 6e10]), np.array([4e11, 2e12]), np.array([2.25, 2.1])
     c = 6 * n * d
-    par = {k: report["parametric"][k]["value"] for k in ("E", "A", "B", "alpha", "beta")}
-    gad = {k: report["gadre"][k]["value"] for k in ("E", "a", "b", "eta")}
+    par = parameters(report, "parametric", "E", "A", "B", "alpha", "beta")
+    gad = parameters(report, "gadre", "E", "a", "b", "eta")
     m = d / n  # Gadre's token multiplier
     expected = {
         "parametric": par["E"] + par["A"] / n ** par["alpha"] + par["B"] / d ** par["beta"],
         "gadre": gad["E"] + (gad["a"] * m ** gad["eta"] + gad["b"] * m ** -gad["eta"]) * c ** -gad["eta"],
     }
-    for variant, method in (("parabola", "isoflop"), ("grid_minimum", "isoflop_grid")):  # L_opt at the run's C
-        law = report["isoflop"][variant]["loss"]
-        expected[method] = law["E"]["value"] + law["A"]["value"] * c ** -law["gamma"]["value"]
+    for method in ("isoflop", "isoflop_grid"):  # L_opt = E + A·C^-gamma at the run's C
+        law = parameters(report, method, "E", "A", "gamma")
+        expected[method] = law["E"] + law["A"] * c ** -law["gamma"]
     assert sorted(set(table["method"])) == sorted(expected)
     for method, values in expected.items():
         rows = table[table["method"] == method]
@@ -102,6 +111,11 @@ def test_holdout_predictions_match_the_laws_written_out(tmp_path):
         np.testing.assert_allclose(rows["C"], c, rtol=1e-12)
         np.testing.assert_allclose(rows["predicted_loss"], values, rtol=1e-9)
         np.testing.assert_allclose(rows["rel_error"], values / loss - 1, rtol=1e-9)
+        # a 95 % prediction interval around each prediction, and "covered" is the measured loss inside it
+        assert (rows["pi_lo"] < rows["predicted_loss"]).all() and (rows["predicted_loss"] < rows["pi_hi"]).all()
+        assert list(rows["covered"]) == list((rows["pi_lo"] <= loss) & (loss <= rows["pi_hi"]))
+        assert list(rows["valid"]) == [report["validity"][method]["valid"]] * 2
+        assert list(rows["selected"]) == [method == report["selection"]["method"]] * 2
     top = report["holdout"]  # the largest held-out run, as the issue spells it
     assert top["run_id"] == "bigger" and top["actual_loss"] == 2.1 and top["flops"] == pytest.approx(c[1])
     assert top["predicted_loss"]["gadre"] == pytest.approx(expected["gadre"][1], rel=1e-9)
@@ -126,8 +140,8 @@ def test_the_fit_never_looks_at_the_held_out_loss(tmp_path):
         outputs.append(fit_json(out))
     first, second = outputs
     assert first["holdout"]["predicted_loss"] == second["holdout"]["predicted_loss"]
-    assert first["holdout"]["ci95"] == second["holdout"]["ci95"]
-    for key in ("predictions", "validity", "selection", "leave_largest_budget_out", "parametric", "gadre"):
+    assert first["holdout"]["interval"] == second["holdout"]["interval"]
+    for key in ("predictions", "validity", "selection", "rolling_origin", "laws"):
         assert first[key] == second[key], key
 
 
@@ -167,23 +181,34 @@ def test_bad_holdout_exits_2_naming_the_file(tmp_path, capsys, text, expected):
 # ---------------------------------------------------------------- honest fits
 def test_validity_flags_trip_when_every_vertex_sits_at_the_edge(tmp_path, capsys):
     # every budget's runs start just above its optimum: the data never bracket it
-    code, out = run_cli(tmp_path, sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt, offset=1.9), "--method", "auto",
-                        "--bootstrap", "0")
-    assert code == 0
-    validity = fit_json(out)["validity"]
-    for method in ("parametric", "gadre", "isoflop", "isoflop_grid"):
+    frame = sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt, offset=1.9)
+    code, out = run_cli(tmp_path, frame, "--method", "auto", "--bootstrap", "0")
+    assert code == NO_VALID_LAW == 3  # no law is valid: an error exit, nothing selected
+    report = fit_json(out)
+    validity = report["validity"]
+    for method in ("parametric", "gadre"):  # laws in N and D: their own N_opt(C) lies beyond every budget's runs
         assert not validity[method]["valid"], method
-        assert any("lies outside the sampled N" in r or "fit failed" in r for r in validity[method]["reasons"])
-    assert any("the law's N_opt(C)" in r for r in validity["parametric"]["reasons"])
+        assert any("the law's N_opt(C)" in r and "lies outside the sampled N" in r
+                   for r in validity[method]["reasons"]), validity[method]
+    for method in ("isoflop", "isoflop_grid"):  # approach 2: no budget brackets its optimum
+        assert not validity[method]["valid"], method
+        assert any("fit failed" in r or "bracket their optimum" in r for r in validity[method]["reasons"])
+    assert report["selection"]["method"] is None and report["selection"]["valid"] is False
     predictions = pd.read_csv(out / "predictions.csv")
-    assert not predictions["valid"].any()
+    assert not predictions["valid"].any() and not predictions["selected"].any()
     captured = capsys.readouterr()
-    assert "warning: parametric fit invalid" in captured.err and "(no valid fit: no predictions)" in captured.out
+    assert "error: no valid law" in captured.err and "invalid: parametric: " in captured.out
+    assert "(no valid law: no predictions)" in captured.out
+    # --allow-no-valid: the same outputs, a warning, exit 0 (the dvc fit stage)
+    code, out = run_cli(tmp_path / "allow", frame, "--method", "auto", "--bootstrap", "0", "--allow-no-valid")
+    assert code == 0 and fit_json(out)["selection"]["method"] is None
+    assert "warning: no valid law" in capsys.readouterr().err
     # the same law, sampled around its optimum: nothing trips
     code, out = run_cli(tmp_path / "ok", sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt), "--method", "auto",
                         "--bootstrap", "0")
-    assert code == 0 and fit_json(out)["validity"]["parametric"] == {"valid": True, "reasons": [], "notes": [],
-                                                                     "at_bound": []}
+    check = fit_json(out)["validity"]["parametric"]
+    assert code == 0 and {k: check[k] for k in ("valid", "reasons", "notes", "at_bound")} == {
+        "valid": True, "reasons": [], "notes": [], "at_bound": []}
 
 
 def test_one_unbracketed_budget_leaves_isoflop_valid_and_named(tmp_path, capsys):
@@ -195,65 +220,90 @@ def test_one_unbracketed_budget_leaves_isoflop_valid_and_named(tmp_path, capsys)
     code, out = run_cli(tmp_path, frame, "--method", "auto", "--bootstrap", "0")
     assert code == 0
     report = fit_json(out)
-    assert [b["flops"] for b in report["isoflop"]["unbracketed_budgets"]] == [BUDGETS[0]]
-    assert len(report["isoflop"]["budgets"]) == 4
+    for method in ("isoflop", "isoflop_grid"):
+        assert [b["flops"] for b in report["laws"][method]["unbracketed_budgets"]] == [BUDGETS[0]]
+        assert len(report["laws"][method]["budgets"]) == 4
     assert report["validity"]["isoflop"]["valid"] and report["validity"]["isoflop_grid"]["valid"]
     assert "budget(s) whose runs do not bracket the optimum left out of approach 2: C=1e+18" in capsys.readouterr().out
 
 
 def test_a_parameter_at_its_bound_is_flagged_in_the_table_not_voided(tmp_path, capsys):
     no_floor = ParametricLaw(E=0.0, A=406.4, B=410.7, alpha=0.45, beta=0.25)  # loss -> 0: E at its lower bound
-    for boot, wording in (("0", "sits at the optimizer's bound"), ("10", "bootstrap 95% CI")):
+    for boot in ("0", "10"):
         code, out = run_cli(tmp_path / boot, sweep(no_floor.loss, ASYMMETRIC.n_opt), "--method", "parametric",
                             "--bootstrap", boot)
         assert code == 0
         check = fit_json(out)["validity"]["parametric"]
         # E has no arbitrary floor (Epoch: E = e^e): it runs down to the box's 1e-06, and the table says so
-        assert any(r.startswith("E") and wording in r and "1e-06" in r for r in check["notes"]), check
+        assert any(r.startswith("E") and "the optimizer's bound 1e-06" in r for r in check["notes"]), check
         assert check["valid"] and check["at_bound"] == ["E"]
         rows = pd.read_csv(out / "predictions.csv")
         assert (rows[rows["method"] == "parametric"]["at_bound"] == "E").all()
-        table = [line for line in capsys.readouterr().out.splitlines() if re.match(r"parametric +1e\+2", line)]
+        table = [line for line in capsys.readouterr().out.splitlines()
+                 if re.match(r"parametric( \*)? +1e\+2", line)]  # " *": the selected law
         assert table and all(line.endswith(" E") for line in table)
 
 
-def test_the_left_out_budget_is_checked_against_a_prediction_interval_with_residual_scatter(tmp_path):
-    frame = sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt, noise=1e-3)
-    frame.loc[frame["flops"] == frame["flops"].max(), "loss"] *= 1.05  # the largest budget leaves the law
-    code, out = run_cli(tmp_path, frame, "--method", "parametric", "--bootstrap", "20")
-    assert code == 0
-    report = fit_json(out)
-    check = report["leave_largest_budget_out"]["parametric"]
-    assert check["budget"] == pytest.approx(1e21) and check["within_pi"] is False
-    assert check["rel_error"] == pytest.approx(check["predicted_loss"] / check["run"]["loss"] - 1)
-    # the interval by hand: the CI's relative half-width and 1.96 residual sds, in quadrature, around the prediction
-    lo, hi = check["ci95"]
-    value, sd = check["predicted_loss"], check["residual_sd"]
-    half = np.hypot((hi - lo) / 2 / value, 1.96 * sd)
-    assert check["pi95"] == pytest.approx([value * (1 - half), value * (1 + half)])
-    assert 0 < sd < 0.01  # the fitted budgets follow the law to their 1e-3 noise
-    parametric = report["validity"]["parametric"]
-    assert parametric["valid"] and any("outside its 95% prediction interval" in r for r in parametric["notes"])
-    code, out = run_cli(tmp_path, frame, "--method", "parametric", "--bootstrap", "20", "--strict", "true")
-    assert code == 0
-    assert any("outside its 95% prediction interval" in r for r in fit_json(out)["validity"]["parametric"]["reasons"])
-    # a miss inside the residual scatter is no miss: the same sweep with 3% noise on every run
-    noisy = sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt, noise=3e-2, seed=1)
-    code, out = run_cli(tmp_path / "noisy", noisy, "--method", "parametric", "--bootstrap", "20", "--strict", "true")
-    check = fit_json(out)["leave_largest_budget_out"]["parametric"]
-    assert code == 0 and check["within_pi"] is True and check["pi95"][1] - check["pi95"][0] > \
-        check["ci95"][1] - check["ci95"][0]
+def test_prediction_interval_by_hand():
+    """The 95 % prediction interval of scaling/intervals.py, written out: in ln L, the bootstrap predictions'
+    2.5-97.5 percentile half-width, 1.96 residual sds and the split-conformal quantile of the rolling-origin |errors|
+    at >= the prediction's distance (the ceil((n+1)·0.95)-th smallest); the half-width is the extrapolation part, or
+    the other two in quadrature when larger."""
+    from scipy.stats import norm
+    rng = np.random.default_rng(0)
+    value, sd = 2.0, 0.004
+    boot = value * np.exp(rng.normal(0, 0.01, 200))
+    distances, errors = np.linspace(2, 16, 40), rng.normal(0, 0.02, 40)
+    lo, hi = np.percentile(np.log(boot), [2.5, 97.5])
+    parameters, scatter = (hi - lo) / 2, norm.ppf(0.975) * sd
+    far = np.abs(errors[distances >= 4.0])
+    assert len(far) >= 19
+    extrapolation = np.sort(far)[int(np.ceil((len(far) + 1) * 0.95)) - 1]
+    half = max(extrapolation, np.hypot(parameters, scatter))
+    pi = prediction_interval(value, boot, sd, 4.0, (distances, errors))
+    assert pi["pi95"] == pytest.approx([value * np.exp(-half), value * np.exp(half)], rel=1e-12)
+    assert pi["parts"] == pytest.approx({"parameters": parameters, "scatter": scatter,
+                                         "extrapolation": extrapolation}, rel=1e-12)
+    assert pi["dominant"] == "extrapolation"
+    quiet = prediction_interval(value, boot * np.exp(rng.normal(0, 0.1, 200)), sd, 4.0, (distances, errors))
+    assert quiet["halfwidth_log"] == pytest.approx(np.hypot(quiet["parts"]["parameters"], scatter), rel=1e-12)
+    assert quiet["dominant"] == "parameters"
+    assert pi["dominant"] == max(pi["parts"], key=pi["parts"].get) and "conformal" in pi["calibration"]
+    # beyond every error's distance: the 19 farthest, scaled to it by ln distance, their conformal quantile (the 19th)
+    farthest = np.argsort(-distances)[:19]
+    scaled = np.abs(errors[farthest] * np.log(40.0) / np.log(distances[farthest]))
+    pi = prediction_interval(value, boot, sd, 40.0, (distances, errors))
+    assert pi["parts"]["extrapolation"] == pytest.approx(np.max(scaled), rel=1e-12)
+    # inside the sweep: no extrapolation part
+    pi = prediction_interval(value, boot, sd, 0.5, (distances, errors))
+    assert pi["pi95"] == pytest.approx([value * np.exp(-np.hypot(parameters, scatter)),
+                                        value * np.exp(np.hypot(parameters, scatter))], rel=1e-12)
+    # no rolling-origin error at all: the extrapolation is unmeasured and the two other parts doubled
+    pi = prediction_interval(value, boot, sd, 4.0, None)
+    assert pi["pi95"] == pytest.approx([value * np.exp(-2 * np.hypot(parameters, scatter)),
+                                        value * np.exp(2 * np.hypot(parameters, scatter))], rel=1e-12)
+    assert "unmeasured" in pi["calibration"]
+
+
+def test_one_rolling_origin_error_is_a_measured_extrapolation_error():
+    """An IsoFLOP law on 4 budgets has one rolling origin and one error (its next budget's best run). The interval
+    must carry it (intervals.py: only "without any rolling-origin error" is the extrapolation part unmeasured):
+    Student t(0.975, 1) x |error|, scaled by ln distance from 10x to 100x."""
+    from scipy.stats import t
+    pi = prediction_interval(2.0, None, 5e-4, 100.0, (np.array([10.0]), np.array([-0.05])))
+    assert "no rolling-origin error" not in pi["calibration"]
+    assert pi["parts"]["extrapolation"] == pytest.approx(t.ppf(0.975, 1) * 0.05 * np.log(100) / np.log(10))
 
 
 def test_single_budget_prints_no_silent_parametric_predictions(tmp_path, capsys):
     code, out = run_cli(tmp_path, sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt, budgets=[1e20]), "--bootstrap", "0",
                         "--metrics", str(tmp_path / "fit_metrics.json"))
-    assert code == 0
+    assert code == NO_VALID_LAW
     captured = capsys.readouterr()
-    assert "warning: parametric fit invalid" in captured.err and "runs on 1 compute budget(s)" in captured.err
+    assert "error: no valid law" in captured.err and "parametric: runs on 1 compute level(s)" in captured.err
     assert not [line for line in captured.out.splitlines() if line.startswith("parametric ") and "e+" in line[:25]]
     assert not pd.read_csv(out / "predictions.csv")["valid"].any()
-    assert json.loads((tmp_path / "fit_metrics.json").read_text()) == {}  # no headline prediction from it
+    assert json.loads((tmp_path / "fit_metrics.json").read_text()) == {"selected": "none"}  # no headline prediction
 
 
 # ---------------------------------------------------------------- choosing the law
@@ -269,24 +319,27 @@ def test_auto_picks_the_law_that_generated_the_data(tmp_path, capsys, truth, fra
     assert code == 0
     report = fit_json(out)
     selection = report["selection"]
-    assert selection["method"] == truth and selection["mode"] == "auto"
+    assert selection["method"] == truth and report["method"] == "auto"
     assert "rolling-origin" in selection["why"]
     scores = report["rolling_origin"]["score"]
     assert set(scores) == {"isoflop", "isoflop_grid", "parametric", "gadre"}
     assert scores[truth] <= min(scores.values()) + 1e-4
     assert len(report["rolling_origin"]["origins"]) >= 2
-    assert set(selection["lobo_rel_error"]) == set(scores)  # still reported beside it
+    assert selection["scores"] == scores
     assert f"selected: {truth}" in capsys.readouterr().out
     predictions = pd.read_csv(out / "predictions.csv")
     assert set(predictions[predictions["selected"]]["method"]) == {truth}
 
 
-def test_both_and_single_methods_still_run(tmp_path):
+def test_single_and_listed_methods_run(tmp_path, capsys):
     frame = sweep(ASYMMETRIC.loss, ASYMMETRIC.n_opt)
-    for method, expected in (("both", {"isoflop", "isoflop_grid", "parametric"}), ("gadre", {"gadre"}),
-                             ("isoflop", {"isoflop", "isoflop_grid"})):
+    for method, expected in (("gadre", {"gadre"}), ("isoflop", {"isoflop"}),
+                             ("isoflop,isoflop_grid,parametric", {"isoflop", "isoflop_grid", "parametric"})):
         code, out = run_cli(tmp_path / method, frame, "--method", method, "--bootstrap", "0")
         assert code == 0 and set(pd.read_csv(out / "predictions.csv")["method"]) == expected
+        assert set(fit_json(out)["laws"]) == expected
+    code, _ = run_cli(tmp_path / "both", frame, "--method", "both")  # gone: auto or law names
+    assert code == 2 and "got 'both'" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- CLI hygiene
