@@ -7,7 +7,7 @@ training run (``summary.json``, ``config.json``, ``metrics.csv``), the sweep's `
 ``reports/data_funnel.csv`` — and writes:
 
 - ``leaderboard.csv``: one row per run (the default pretraining run, every sweep run, every aligned model) plus
-  one per scaling-law prediction of a valid fit (scaling/validate.py; an invalid fit's rows are left out) and one
+  one per scaling-law prediction of a valid fit (scaling/select.py; an invalid fit's rows are left out) and one
   ``holdout_check`` per held-out run the fit predicted (the fit's selected method's ``predicted_loss`` beside the
   run's measured ``val_loss``, its ``rel_error``, and N, D, C as the fit counted them), with the columns of the
   CS336 leaderboards (data recipe, tokenizer, model shape, params, tokens, FLOPs (C = 6·N·D for every run, the
@@ -41,7 +41,7 @@ from pathlib import Path
 import pandas as pd
 
 from leaderboard import plots
-from scaling.data import HEADLINE_METHODS, frontier_note
+from scaling.report import frontier_note
 from workbench.files import details_path, write_bytes, write_metrics
 from workbench.params import ParamsError, params_path, parse_config, read_params
 
@@ -219,7 +219,7 @@ def aligned_rows(alignment: Path, metrics: dict, tokenizer: str | None) -> list[
 
 def predictions(fit_dir: Path, metrics: dict) -> pd.DataFrame | None:
     """method, target_flops, n_opt, d_opt, loss, selected of the valid fits: the fit's predictions.csv, else
-    metrics/fit.json's {method}@{C} entries. A row marked ``valid`` false (scaling/validate.py) is left out."""
+    metrics/fit.json's {method}@{C} entries. A row marked ``valid`` false (scaling/select.py) is left out."""
     frame = read_csv(fit_dir / "predictions.csv", ("method", "target_flops", "n_opt", "d_opt", "loss"))
     if frame is not None:
         frame = frame.assign(valid=_flags(frame, "valid", True), selected=_flags(frame, "selected", False))
@@ -251,6 +251,8 @@ def holdout(fit_dir: Path, metrics: dict) -> tuple[pd.DataFrame | None, str | No
     and fit.json, else the ``holdout`` section of metrics/fit.json; (None, None) when the fit had none."""
     columns = ["run_id", "N", "D", "C", "loss", "method", "predicted_loss", "rel_error"]
     frame = read_csv(fit_dir / "holdout.csv", tuple(columns))
+    if frame is not None and {"pi_lo", "pi_hi"} <= set(frame.columns):
+        columns += ["pi_lo", "pi_hi"]
     fit_json = (read_json(fit_dir / "fit.json") or {}) if frame is not None else {}
     details = metrics.get("fit") or {}
     section = fit_json.get("holdout") or details.get("holdout")
@@ -264,7 +266,7 @@ def holdout(fit_dir: Path, metrics: dict) -> tuple[pd.DataFrame | None, str | No
         return None, None
     selected = section.get("selected_method") if isinstance(section, dict) else None
     if selected not in set(frame["method"]):
-        selected = next((m for m in HEADLINE_METHODS if m in set(frame["method"])), None)
+        selected = None  # no valid law: no prediction is the selected one
     # each method's validity: fit.json's ``validity``, else the ``valid`` flags of the metrics' predictions
     valid = {m: bool(v.get("valid")) for m, v in (fit_json.get("validity") or {}).items() if isinstance(v, dict)}
     for key, value in details.items():
@@ -308,8 +310,14 @@ def holdout_markdown(frame: pd.DataFrame | None, selected: str | None) -> str | 
     table = table.rename(columns={"loss": "actual_loss"})
     table["rel_error"] = [f"{v:+.2%}" if _num(v) is not None else "" for v in table["rel_error"]]
     table["valid fit"] = [{True: "yes", False: "no"}.get(v, "") for v in table["valid"]]
-    return md_table(table[["run_id", "N", "D", "C", "method", "actual_loss", "predicted_loss", "rel_error",
-                           "valid fit"]])
+    shown = ["run_id", "N", "D", "C", "method", "actual_loss", "predicted_loss", "rel_error", "valid fit"]
+    if "pi_lo" in table:  # the 95 % prediction interval (scaling/intervals.py) and whether it holds the run
+        table["95% PI"] = [f"[{lo:.4g}, {hi:.4g}]" if _num(lo) is not None else "" for lo, hi in
+                           zip(table["pi_lo"], table["pi_hi"], strict=True)]
+        table["inside"] = ["yes" if lo <= y <= hi else "no" if _num(lo) is not None else "" for lo, hi, y in
+                           zip(table["pi_lo"], table["pi_hi"], table["actual_loss"], strict=True)]
+        shown[7:7] = ["95% PI", "inside"]
+    return md_table(table[shown])
 
 
 # ---------------------------------------------------------------- summary.md
@@ -339,24 +347,64 @@ def stage_seconds(metrics: dict, sweep: Path) -> pd.DataFrame:
     return pd.DataFrame({"stage": order, "seconds": [float(rows[n]) for n in order]})
 
 
-def fit_notes(fit_dir: Path) -> str | None:
-    """From the fit's fit.json: the selected law and why, each law left out and why, and the frontier's warning
-    (scaling/frontier.py) when the sweep's best loss falls faster at its larger budgets; None without fit.json."""
+def fit_notes(fit_dir: Path, train_tokens: float | None = None, sweep_tokens: float | None = None) -> str | None:
+    """From the fit's fit.json: the selected law and why (or that no law is valid), each law left out and why, why
+    this sweep extrapolates poorly when it does (a transient: scaling/frontier.py; repeated data: tokens over the
+    ``train_tokens`` of the train split) with its measured rolling-origin error, and the frontier's warning; None
+    without fit.json."""
     report = read_json(fit_dir / "fit.json")
     if not report:
         return None
     lines = []
     selection = report.get("selection") or {}
     if selection.get("method"):
-        lines.append(f"- **selected: {selection['method']}**{'' if selection.get('valid') else ' (INVALID)'}: "
-                     f"{selection.get('why', '')}")
+        lines.append(f"- **selected: {selection['method']}**: {selection.get('why', '')}")
+        if selection.get("bound_limited"):
+            lines.append(f"- **bound-limited**: {', '.join(selection['bound_limited'])} of the selected law sits at "
+                         f"the optimizer's bound: its predictions are set by that bound, not by the runs")
+    else:
+        lines.append(f"- **no valid law: nothing selected** ({selection.get('why', '')})")
     for method, check in (report.get("validity") or {}).items():
         if not check.get("valid", True):
             lines.append(f"- left out: {method}: {'; '.join(check.get('reasons') or [])}")
+    poorly = extrapolation_note(report, train_tokens, sweep_tokens)
+    if poorly:
+        lines.append(f"- {poorly}")
     note = frontier_note(report.get("frontier"))
     if note:
         lines.append(f"- {note}")
     return "\n".join(lines) or None
+
+
+def extrapolation_note(report: dict, train_tokens: float | None, sweep_tokens: float | None) -> str | None:
+    """One line: why this sweep extrapolates poorly (its frontier still in a transient, its runs repeating the train
+    split), with the selected law's measured rolling-origin error and the held-out run's interval; None when neither
+    cause is seen."""
+    causes = []
+    if (report.get("frontier") or {}).get("accelerating"):
+        causes.append("its best loss per budget still falls faster at the larger budgets (a training transient no "
+                      "law here can follow)")
+    holdout = report.get("holdout") or {}
+    epochs = {name: tokens / train_tokens for name, tokens in (("its largest runs", sweep_tokens),
+                                                               ("the held-out run", holdout.get("d")))
+              if tokens and train_tokens}
+    if any(e > 1 for e in epochs.values()):
+        causes.append("its runs repeat the train split (" + ", ".join(f"{k} {v:.1f} epochs" for k, v in
+                                                                      epochs.items()) + ")")
+    if not causes:
+        return None
+    method = (report.get("selection") or {}).get("method")
+    rolling = report.get("rolling_origin") or {}
+    score = (rolling.get("score") or {}).get(method)
+    measured = f"; measured: the selected law ({method}) misses runs {rolling['distance']:g}x beyond what it was " \
+               f"fitted on by {score:.1%} on average (rolling origin)" if score is not None else ""
+    interval = ""
+    if method and method in (holdout.get("interval") or {}):
+        lo, hi = holdout["interval"][method]["pi95"]
+        predicted = holdout["predicted_loss"][method]
+        interval = (f"; the held-out run {holdout['run_id']}: predicted {predicted:.4g}, 95% prediction interval "
+                    f"[{lo:.4g}, {hi:.4g}] (half-width {(hi - lo) / 2 / predicted:.0%})")
+    return f"**This sweep extrapolates poorly**: {' and '.join(causes)}{measured}{interval}."
 
 
 def summary_markdown(board: pd.DataFrame, seconds: pd.DataFrame, funnel: pd.DataFrame | None,
@@ -423,14 +471,13 @@ def report_stats(board: pd.DataFrame, seconds: pd.DataFrame) -> dict:
 
 def headline(stats: dict, selected: str | None = None) -> dict:
     """metrics/report.json for ``dvc metrics show``, flat: the default run's val_loss, the best aligned accuracy,
-    the best sweep loss, the predicted loss at the largest budget (by the fit's selected method, else the first of
-    scaling's HEADLINE_METHODS fitted), the held-out run's relative error (``holdout_rel_error``, the largest
+    the best sweep loss, the predicted loss at the largest budget (by the fit's selected law; none when no law is
+    valid), the held-out run's relative error (``holdout_rel_error``, the largest
     held-out run by C) and the summed stage seconds."""
     out = {k: stats[k] for k in ("val_loss", "best_sweep_loss") if k in stats}
     predicted = stats.get("predicted_loss") or {}
     by_method = {run_id.partition("@")[0]: loss for run_id, loss in predicted.items()}
-    method = selected if selected in by_method else \
-        next((m for m in HEADLINE_METHODS if m in by_method), next(iter(by_method), None))
+    method = selected if selected in by_method else None  # no valid law: no predicted loss
     if method is not None:
         out["predicted_loss"] = by_method[method]
     checks = list((stats.get("holdout") or {}).values())
@@ -481,8 +528,12 @@ def build_report(cfg: LeaderboardConfig, params: dict) -> tuple[pd.DataFrame, di
     if funnel is None:
         warn(f"no {funnel_path}: data funnel table left out")
     seconds = stage_seconds(metrics, results)
+    sweep_frame = read_csv(results) if results.is_file() else None
+    sweep_tokens = float(pd.to_numeric(sweep_frame["tokens"], errors="coerce").max()) \
+        if sweep_frame is not None and "tokens" in sweep_frame else None
+    train_tokens = _num((metrics.get("shards") or {}).get("train_tokens"))
     text = summary_markdown(board, seconds, funnel, images, out_dir, cfg.top, holdout_markdown(held_out, selected),
-                            fit_notes(fit_dir))
+                            fit_notes(fit_dir, train_tokens, sweep_tokens))
     written.append(write_bytes(out_dir / "summary.md", text.encode()))
     stats = report_stats(board, seconds)
     chosen = preds[preds["selected"]]["method"] if preds is not None and len(preds) else []

@@ -13,9 +13,9 @@ all three covered as often, 100 %, at a 1.2x wider median interval). The parts:
   distances >= r; with n >= 19 of them the half-width is their split-conformal quantile (the ceil((n+1)·0.95)-th
   smallest |error|: Vovk et al. 2005, Angelopoulos & Bates 2021). With fewer, the 19 errors of largest distance
   r' are scaled to r as an error that grows with ln r (error · ln r / ln r') and their quantile taken (conformal
-  with 19, else Student's t_(0.975, n) times their root mean square, widened for the few: with one error, t(1) = 12.7):
-  the interval says which (``calibration``). Without any rolling-origin error the extrapolation part is unmeasured, the other
-  two are doubled, and the interval says so.
+  with 19, else Student's t_(0.975, n) times their root mean square, widened for the few: with one error,
+  t(1) = 12.7): the interval says which (``calibration``). Without any rolling-origin error the extrapolation part
+  is unmeasured, the other two are doubled, and the interval says so.
 Inside the sweep (r <= 1) there is no extrapolation part.
 """
 

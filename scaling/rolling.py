@@ -7,9 +7,9 @@ smallest run. At a cut each law is refitted on the runs at or below it (no boots
 compute levels and MIN_LAW_RUNS runs; >= 3 budgets with >= 3 sizes for a law fitted on budgets), and predicts every
 later run from its N, D and C alone (a law that predicts each budget's best run: those only). Each error is kept
 with its distance, the run's C over the largest C fitted. The selection score of a law is the mean over origins of
-its mean |relative error| on each later level's best run at the horizon of use (``horizon``: the distance of the
-farthest prediction asked for, at least ``DISTANCE`` and at most what two origins reach; without such targets: on
-the farthest level from each origin); a law that cannot be refitted at an origin (too few bracketed
+its mean |relative error| on each later level's best run as far out as the sweep can check (``horizon``: the
+farthest distance two origins reach, at least ``DISTANCE``; without such targets: on the farthest level from each
+origin); a law that cannot be refitted at an origin (too few bracketed
 budgets there, say) is not scored at that origin (``skipped``), and a prediction that is not finite scores infinity.
 Forecasting practice (Tashman 2000, "Out-of-sample tests of forecasting accuracy"): evaluate at the horizon of use,
 from several origins, never on the points fitted.
@@ -44,15 +44,14 @@ def enough(law: Law, fitted: Runs) -> bool:
     return len(np.unique(compute_levels(fitted.c))) >= MIN_LEVELS and len(fitted) >= MIN_LAW_RUNS
 
 
-def rolling_origin(laws: list[Law], runs: Runs, distance: float = DISTANCE) -> dict:
-    # distance: the farthest prediction asked for, as a multiple of the largest C fitted (``horizon`` caps it)
+def rolling_origin(laws: list[Law], runs: Runs) -> dict:
     """{"distance", "origins": [{"cut", "fitted_flops", "errors": {law: [{"flops", "distance", "log_error",
     "rel_error", "best"}] | None}}], "errors": {law: (distances, ln errors)} (every error, for the intervals),
     "score": {law: selection score}, "score_rule"}."""
     levels = runs.levels
     best = np.zeros(len(runs), dtype=bool)
     best[runs.best_runs()] = True
-    report: dict = {"distance": distance, "origins": [], "errors": {}, "score": {}, "score_rule": None}
+    report: dict = {"distance": DISTANCE, "origins": [], "errors": {}, "score": {}, "score_rule": None}
     for cut in cuts(runs):
         inside = levels <= cut * (1 + 1e-9)
         fitted = runs.take(np.flatnonzero(inside))
@@ -83,18 +82,19 @@ def rolling_origin(laws: list[Law], runs: Runs, distance: float = DISTANCE) -> d
         errors = [e for o in report["origins"] for e in (o["errors"].get(law.name) or [])]
         report["errors"][law.name] = (np.array([e["distance"] for e in errors]),
                                       np.array([e["log_error"] for e in errors]))
-    report["distance"] = distance = horizon(report["origins"], distance)
+    report["distance"] = distance = horizon(report["origins"])
     report["score"], report["score_rule"] = _scores(laws, report["origins"], distance)
     return report
 
 
-def horizon(origins: list[dict], wanted: float) -> float:
-    """The distance the selection scores at: the distance of use (``wanted``: the farthest prediction asked for),
-    no nearer than DISTANCE and no farther than what at least two origins reach (one origin is one draw)."""
+def horizon(origins: list[dict]) -> float:
+    """The distance the selection scores at: as far out as the sweep can check itself (the farthest distance that
+    at least two origins reach: one origin is one draw), and no nearer than DISTANCE. It depends on the runs alone,
+    so the same runs give the same selection whatever is predicted from them."""
     reach = sorted((max((e["distance"] for errs in o["errors"].values() for e in (errs or ())), default=0.0)
                     for o in origins), reverse=True)
     measured = reach[1] if len(reach) >= 2 else (reach[0] if reach else DISTANCE)
-    return float(max(DISTANCE, min(wanted, measured)))
+    return float(max(DISTANCE, measured))
 
 
 def _scores(laws: list[Law], origins: list[dict], distance: float) -> tuple[dict[str, float], str | None]:

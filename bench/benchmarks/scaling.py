@@ -34,7 +34,7 @@ STAGES = ("train", "sweep", "fit")
 def vertex_rows(fit: dict, results: list[dict]) -> list[Result]:
     """Per budget: the best run's loss and the parabola vertex against the sampled N range."""
     rows = []
-    budgets = (fit.get("isoflop") or {}).get("budgets") or []
+    budgets = ((fit.get("laws") or {}).get("isoflop") or {}).get("budgets") or []
     for budget in budgets:
         c = float(budget["flops"])
         runs = [r for r in results if abs(float(r["flops"]) / c - 1) < 1e-2]
@@ -69,16 +69,14 @@ def holdout_rows(fit: dict) -> list[Result]:
     return rows
 
 
-METHODS = ("isoflop", "isoflop_grid", "parametric", "gadre")
+METHODS = ("isoflop", "isoflop_grid")  # the laws whose N_opt exponent is a fitted parameter
 
 
 def exponent(fit: dict, method: str) -> tuple[float, list[float]] | None:
-    """(N_opt exponent, its 95% CI) of one method's fit, None when that fit is absent."""
-    section = fit.get("isoflop", {}).get("parabola" if method == "isoflop" else "grid_minimum") \
-        if method.startswith("isoflop") else fit.get(method)
-    if not section:
+    """(N_opt exponent, its 95% CI) of one IsoFLOP law's fit, None when that fit is absent."""
+    stat = (((fit.get("laws") or {}).get(method) or {}).get("parameters") or {}).get("n_opt.exponent")
+    if not stat or not stat.get("ci95"):
         return None
-    stat = section["n_opt"]["exponent"]
     return float(stat["value"]), [float(v) for v in stat["ci95"]]
 
 
@@ -102,37 +100,35 @@ def seed_rows(first: dict, second: dict) -> list[Result]:
 
 
 def published_fit_rows(fit: dict) -> list[Result]:
-    """A fit of published IsoFLOP runs (the CS336 data): each method's N_opt exponent with its CI, its predictions
-    at the target budgets, its leave-the-largest-budget-out error, and the parametric law's parameters."""
+    """A fit of published IsoFLOP runs (the CS336 data): each IsoFLOP law's N_opt exponent with its CI, each law's
+    rolling-origin error, the predictions at the target budgets (95% prediction intervals of the loss), and the
+    parametric law's parameters."""
     rows = []
-    methods = {"isoflop": fit.get("isoflop", {}).get("parabola"), "isoflop_grid": fit.get("isoflop", {}).get(
-        "grid_minimum"), "parametric": fit.get("parametric")}
-    for method, section in methods.items():
-        if not section:
-            continue
-        stat = section["n_opt"]["exponent"]
-        lo, hi = stat["ci95"]
-        rows.append(Result(method, "n_opt_exponent", float(stat["value"]), f"95% CI [{lo:.4g}, {hi:.4g}]"))
-        lobo = (fit.get("leave_largest_budget_out") or {}).get(method)
-        if lobo and "rel_error" in lobo:
-            rows.append(Result(method, "lobo_rel_error", float(lobo["rel_error"]),
-                               f"best run of C={lobo['budget']:.3g} predicted from the smaller budgets"))
+    for method in METHODS:
+        stat = exponent(fit, method)
+        if stat:
+            (lo, hi) = stat[1]
+            rows.append(Result(method, "n_opt_exponent", stat[0], f"95% CI [{lo:.4g}, {hi:.4g}]"))
+    rolling = fit.get("rolling_origin") or {}
+    for method, score in (rolling.get("score") or {}).items():
+        rows.append(Result(method, "rolling_origin_error", float(score), f"mean |rel error| at >= "
+                                                                        f"{rolling['distance']:g}x the compute fitted"))
     for pred in fit.get("predictions", []):
         c = f"C={pred['target_flops']:.0e}"
-        for q, unit in (("n_opt", "params"), ("d_opt", "tokens"), ("loss", "nats/token")):
+        for q, unit in (("n_opt", "params, 95% CI"), ("d_opt", "tokens, 95% CI"), ("loss", "nats/token, 95% PI")):
             rows.append(Result(f"{pred['method']} @ {c}", q, float(pred[q]),
-                               f"{unit}, 95% CI [{pred[q + '_lo']:.4g}, {pred[q + '_hi']:.4g}]"))
-    law = fit.get("parametric")
+                               f"{unit} [{pred[q + '_lo']:.4g}, {pred[q + '_hi']:.4g}]"))
+    law = (fit.get("laws") or {}).get("parametric")
     if law:
-        rows += [Result("parametric", name, float(law[name]["value"]), "law parameter") for name in
+        rows += [Result("parametric", name, float(law["parameters"][name]["value"]), "law parameter") for name in
                  ("E", "A", "B", "alpha", "beta")]
-        rows.append(Result("parametric", "max_rel_loss_error", float(law["max_rel_loss_error"]), "over the runs"))
+        rows.append(Result("parametric", "residual_sd", float(law["residual_sd"]), "sd of ln(predicted / measured)"))
     return rows
 
 
 def run_published_fit(path: Path, python: str = sys.executable) -> dict:
     out = Path("data/scaling_published_fit")
-    subprocess.run([python, "-m", "scaling.fit", str(path), "--target-flops", "1e23", "1e24", "--method", "both",
+    subprocess.run([python, "-m", "scaling.fit", str(path), "--target-flops", "1e23", "1e24", "--method", "auto",
                     "--params", "none", "--out-dir", str(out), "--no-plots"], check=True)
     return read_json(out / "fit.json")
 

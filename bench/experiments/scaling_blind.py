@@ -19,13 +19,13 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
+import pandas as pd
 
 from bench.tools.results import RESULTS_DIR, Result, read_rows, record
 from scaling.data import load_many, sweep_counting
-from scaling.fit import FitConfig, run_fits
+from scaling.fit import FitConfig
+from scaling.predict import fit_and_predict
 from scaling.sweep import Run, SweepConfig, plan_runs, read_results, result_row, run_one, sweep_section, write_results
-from scaling.validate import all_run_predictions
 from workbench.params import load_section
 
 AREA = "scaling_blind"
@@ -59,9 +59,9 @@ def predictions(params: str, run: Run, results: Path) -> tuple[dict[str, float],
     counting = sweep_counting(frame)  # N and C as the sweep counted its runs (the fit stage's held-out rule)
     n = float(run.params if counting["params"] == "params" else run.params_non_embedding)
     c = 6.0 * n * run.tokens if counting["flops"] == "6N" else float(run.flops)
-    runs = (np.array([n]), np.array([float(run.tokens)]), np.array([c]))
-    report, fits = run_fits(frame, np.asarray(cfg.target_flops), cfg.method, cfg.bootstrap, cfg.seed, runs)
-    values = {m: float(p["value"][0]) for m, p in all_run_predictions(fits).items()}
+    held = pd.DataFrame({"run_id": [run.run_id], "params": [n], "tokens": [float(run.tokens)], "flops": [c]})
+    report = fit_and_predict(frame, cfg.target_flops, cfg.method, cfg.bootstrap, cfg.seed, held).report
+    values = {m: float(v) for m, v in report["holdout"]["runs"][0]["predicted_loss"].items()}
     return values, report["selection"]["method"]
 
 

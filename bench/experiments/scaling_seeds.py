@@ -37,9 +37,9 @@ from model.training.checkpoint import load_model
 from model.training.data import load_tokens
 from model.training.train_config import TrainConfig
 from scaling.data import load_many, load_results, load_summary_holdout, sweep_counting
-from scaling.fit import FitConfig, run_fits
+from scaling.fit import FitConfig
+from scaling.predict import fit_and_predict
 from scaling.sweep import sweep_section
-from scaling.validate import all_run_predictions
 from workbench.params import read_params
 
 AREA = "scaling_seeds"
@@ -59,29 +59,42 @@ def train_summary(params: dict, params_file: str, seed: int, python: str = sys.e
 
 def fit_sweep(paths: list[Path], summaries: dict[int, Path], cfg: FitConfig) -> dict:
     """``scaling.fit --method auto`` of ``paths`` (several: averaged per N, D, C) and its prediction of each
-    `train` seed: {selected, lobo, predicted {method: value}, rel_error {method: {train seed: error}}}."""
+    `train` seed: {selected, scores (rolling origin), predicted {law: value}, rel_error {law: {train seed: error}},
+    pi95 {law: [lo, hi]}, covered {law: {train seed: inside}}}."""
     frame = load_many(paths)
-    counting = sweep_counting(frame)
-    held = pd.concat([load_summary_holdout(p, counting) for p in summaries.values()], ignore_index=True)
-    runs = tuple(held[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops"))
-    report, fits = run_fits(frame, np.asarray(cfg.target_flops), "auto", cfg.bootstrap, cfg.seed, runs)
-    predicted = {m: p["value"] for m, p in all_run_predictions(fits).items()}
+    held = pd.concat([load_summary_holdout(p, sweep_counting(frame)) for p in summaries.values()], ignore_index=True)
+    report = fit_and_predict(frame, cfg.target_flops, "auto", cfg.bootstrap, cfg.seed,
+                             held.drop(columns="loss")).report
+    runs = report["holdout"]["runs"]  # one per train seed, predicted from N, D and C alone
     losses = held["loss"].to_numpy(dtype=float)
-    return {"selected": report["selection"]["method"], "lobo": report["selection"].get("lobo_rel_error", {}),
-            "predicted": {m: float(v[0]) for m, v in predicted.items()},
-            "rel_error": {m: {s: float(v[i] / losses[i] - 1) for i, s in enumerate(summaries)}
-                          for m, v in predicted.items()}}
+    laws = list(runs[0]["predicted_loss"])
+    return {"selected": report["selection"]["method"], "scores": report["selection"]["scores"],
+            "predicted": {m: runs[0]["predicted_loss"][m] for m in laws},
+            "rel_error": {m: {s: runs[i]["predicted_loss"][m] / losses[i] - 1 for i, s in enumerate(summaries)}
+                          for m in laws},
+            "pi95": {m: runs[0]["interval"][m]["pi95"] for m in laws},
+            "covered": {m: {s: bool(runs[i]["interval"][m]["pi95"][0] <= losses[i] <= runs[i]["interval"][m]["pi95"][1])
+                            for i, s in enumerate(summaries)} for m in laws},
+            "dominant": {m: runs[0]["interval"][m]["dominant"] for m in laws}}
 
 
 def fit_rows(name: str, fit: dict, first_train_seed: int) -> list[Result]:
     rows = []
     for method in sorted(fit["rel_error"], key=lambda m: (m != fit["selected"], m)):
         errors = fit["rel_error"][method]
-        extra = {"vs_train_seed": errors, "lobo_rel_error": fit["lobo"].get(method),
-                 "selected": method == fit["selected"]}
-        rows.append(Result(name, f"rel_error {method}" + (" (selected)" if method == fit["selected"] else ""),
-                           errors[first_train_seed], f"predicted / measured - 1 (train seed {first_train_seed})",
-                           extra=extra))
+        selected = method == fit["selected"]
+        extra = {"vs_train_seed": errors, "rolling_origin_score": fit["scores"].get(method), "selected": selected,
+                 "pi95": fit["pi95"][method], "covered_by_train_seed": fit["covered"][method],
+                 "dominant": fit["dominant"][method]}
+        tag = " (selected)" if selected else ""
+        lo, hi = fit["pi95"][method]
+        predicted = fit["predicted"][method]
+        rows += [Result(name, f"rel_error {method}{tag}", errors[first_train_seed],
+                        f"predicted / measured - 1 (train seed {first_train_seed})", extra=extra),
+                 Result(name, f"95% PI covers the train run: {method}{tag}",
+                        float(fit["covered"][method][first_train_seed]), "1 = inside", extra=extra),
+                 Result(name, f"95% PI half-width: {method}{tag}", (hi - lo) / 2 / predicted,
+                        "relative, (hi - lo) / 2 / predicted", extra=extra)]
     return rows
 
 
@@ -121,13 +134,12 @@ def left_out_budget_rows(name: str, path: Path, cfg: FitConfig) -> list[Result]:
     the `train` run is, far wider than the optimum): the widest run's error and the mean absolute error."""
     frame = load_many([path])
     largest = frame["flops"] == frame["flops"].max()
-    kept, left = frame[~largest], frame[largest].sort_values("params")
-    runs = tuple(left[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops"))
-    _, fits = run_fits(kept, np.asarray(cfg.target_flops), "auto", 0, cfg.seed, runs)
+    kept, left = frame[~largest], frame[largest].sort_values("params").reset_index(drop=True)
+    report = fit_and_predict(kept, cfg.target_flops, "auto", 0, cfg.seed, left.drop(columns="loss")).report
     loss = left["loss"].to_numpy(dtype=float)
     rows = []
-    for method, prediction in sorted((m, p["value"]) for m, p in all_run_predictions(fits).items()):
-        errors = np.asarray(prediction) / loss - 1
+    for method in sorted(report["holdout"]["runs"][0]["predicted_loss"]):
+        errors = np.array([run["predicted_loss"][method] for run in report["holdout"]["runs"]]) / loss - 1
         extra = {"by_params": {f"{n:.0f}": float(e) for n, e in zip(left["params"], errors, strict=True)}}
         rows += [Result(name, f"left-out budget, widest run: rel_error {method}", float(errors[-1]),
                         f"predicted / measured - 1 (N={left['params'].iloc[-1]:.3g})", extra=extra),

@@ -18,22 +18,18 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
 import yaml
 
 from bench.tools.results import RESULTS_DIR, Result, record
 from scaling.data import load_results
-from scaling.frontier import frontier_trend
-from scaling.rolling import rolling_origin
+from scaling.predict import fit_and_predict
 from scaling.sweep import main as sweep_main
-from scaling.validate import fit_family, run_predictions
 from workbench.params import read_params
 
 AREA = "scaling_variants"
 FOLDER = Path("data/scaling_variants")
 CHECK_DISTANCE = 4.0  # the check runs' budget over the sweep's largest (the default `train` run is at 8.2x)
 CHECK_SHAPES = [[48, 4, 2], [64, 4, 2]]  # the widths on the default's frontier that far out
-FAMILIES = ("isoflop", "parametric", "gadre")
 # name -> {"train": changes to the train section, "sweep": changes to the sweep section}; "default": params.yaml
 MOVED_UP_2X = [8.0e10, 1.13e11, 1.6e11, 2.26e11, 3.2e11, 4.53e11, 6.4e11, 9.05e11, 1.28e12]
 VARIANTS: dict[str, dict] = {
@@ -76,22 +72,17 @@ def measure(name: str, sweep_path: Path, check_path: Path, check_flops: float) -
             raise SystemExit(f"{name}: the sweep of {path} failed")
     sweep = load_results(FOLDER / name / "results.csv")
     check = load_results(FOLDER / name / "check" / "results.csv")
-    n, d, c, loss = (sweep[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops", "loss"))
-    runs = tuple(check[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops"))
     changes = VARIANTS[name]
     out = []
-    with np.errstate(all="ignore"):
-        rolling = rolling_origin(FAMILIES, n, d, c, loss)
-        trend = frontier_trend(c, loss)
-        for family in FAMILIES:
-            fit = fit_family(family, n, d, c, loss, np.array([check_flops]), 0, np.random.default_rng(0), runs)
-            for method, prediction in run_predictions(fit).items():
-                errors = prediction["value"] / check["loss"].to_numpy() - 1
-                out.append(Result(name, f"rolling-origin error {method}", rolling["score"][method],
-                                  "mean abs rel error at >= 4x", extra={"changes": changes}))
-                for error, width in zip(errors, check["d_model"], strict=True):
-                    out.append(Result(name, f"check run d{width}: rel_error {method}", float(error),
-                                      f"predicted / measured - 1 (C={check_flops:g})", extra={"changes": changes}))
+    report = fit_and_predict(sweep, [check_flops], "auto", 0, 0, check.drop(columns="loss")).report
+    rolling, trend = report["rolling_origin"], report["frontier"]
+    for method, score in rolling["score"].items():
+        out.append(Result(name, f"rolling-origin error {method}", score,
+                          f"mean abs rel error at >= {rolling['distance']:g}x", extra={"changes": changes}))
+    for run, loss, width in zip(report["holdout"]["runs"], check["loss"], check["d_model"], strict=True):
+        for method, predicted in run["predicted_loss"].items():
+            out.append(Result(name, f"check run d{width}: rel_error {method}", float(predicted / loss - 1),
+                              f"predicted / measured - 1 (C={check_flops:g})", extra={"changes": changes}))
     out.append(Result(name, "frontier curvature", trend["curvature"], "d2 ln L / d(log2 C)2",
                       extra={"se": trend["curvature_se"], "drop_per_doubling": trend["drop_per_doubling"],
                              "changes": changes}))

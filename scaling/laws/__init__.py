@@ -26,8 +26,13 @@ def unregister(name: str) -> None:
     LAWS.pop(name, None)
 
 
-for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
-    if _module != "base":
-        importlib.import_module(f"{__name__}.{_module}")
+def discover() -> None:
+    """Import every module of this package (each registers its law)."""
+    for module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+        if module != "base":
+            importlib.import_module(f"{__name__}.{module}")
 
-__all__ = ["LAWS", "Bound", "Fitted", "Law", "LawError", "register", "unregister"]
+
+discover()
+
+__all__ = ["LAWS", "Bound", "Fitted", "Law", "LawError", "discover", "register", "unregister"]

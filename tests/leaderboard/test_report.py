@@ -61,8 +61,10 @@ def tree(tmp_path, monkeypatch) -> Path:
                                                           "val_tokens": 50, "tokenizer_sha256": "abcdef0123456789"})
     write_json(tmp_path / "metrics/details/train.json", {"seconds": 10.0, "val_loss": 3.0})
     write_json(tmp_path / "metrics/details/sft.json", {"seconds": 2.5, "accuracy": 0.25})
-    write_json(tmp_path / "metrics/details/fit.json", {"isoflop@1e+10": {"n_opt": 300.0, "d_opt": 5.0e6, "loss": 4.0},
-                                                       "isoflop@1e+12": {"n_opt": 900.0, "d_opt": 2.0e8, "loss": 3.5}})
+    # the fit's selected law (scaling.report.prediction_metrics): only a selected law headlines a predicted loss
+    write_json(tmp_path / "metrics/details/fit.json", {
+        "isoflop@1e+10": {"n_opt": 300.0, "d_opt": 5.0e6, "loss": 4.0, "valid": True, "selected": True},
+        "isoflop@1e+12": {"n_opt": 900.0, "d_opt": 2.0e8, "loss": 3.5, "valid": True, "selected": True}})
     run = tmp_path / "data/runs/default"
     write_json(run / "summary.json", {"params": 1000, "tokens": 2000, "val_loss": 3.0, "val_perplexity": 20.0855,
                                       "seconds": 10.0, "device": "cpu", "hardware": "cpu: 2 threads (Test CPU)"})
@@ -241,11 +243,16 @@ def test_unreadable_alignment_csv_names_the_column(tree, capsys):
     assert "alignment.csv" in err and "accuracy" in err and err.count("\n") == 1
 
 
-def test_predicted_loss_headline_prefers_the_parametric_fit(tree):
-    write(tree / "data/sweep/fit/predictions.csv", "method,target_flops,n_opt,d_opt,loss\n"
-                                                   "isoflop,1e+12,900,2e8,3.5\nparametric,1e+12,800,2.2e8,3.4\n")
+def test_predicted_loss_headline_is_the_selected_law_and_absent_without_one(tree):
+    fit = tree / "data/sweep/fit/predictions.csv"
+    write(fit, "method,target_flops,n_opt,d_opt,loss,valid,selected\n"
+               "isoflop,1e+12,900,2e8,3.5,True,True\nparametric,1e+12,800,2.2e8,3.4,True,False\n")
     assert main([]) == 0
-    assert json.loads((tree / "metrics/report.json").read_text())["predicted_loss"] == 3.4
+    assert json.loads((tree / "metrics/report.json").read_text())["predicted_loss"] == 3.5
+    write(fit, "method,target_flops,n_opt,d_opt,loss,valid,selected\n"
+               "isoflop,1e+12,900,2e8,3.5,True,False\nparametric,1e+12,800,2.2e8,3.4,True,False\n")
+    assert main([]) == 0  # no law selected (none valid, or a fit without a selection): no headline prediction
+    assert "predicted_loss" not in json.loads((tree / "metrics/report.json").read_text())
 
 
 def test_help_shows_the_params_values(tree, capsys):
