@@ -57,7 +57,7 @@ def rolling_origin(laws: list[Law], runs: Runs) -> dict:
         fitted = runs.take(np.flatnonzero(inside))
         reference = float(fitted.c.max())
         later = runs.take(np.flatnonzero(~inside))
-        later_best = best[~inside]
+        later_best, later_levels = best[~inside], levels[~inside]
         origin = {"cut": cut, "fitted_flops": reference, "errors": {}}
         for law in laws:
             if not enough(law, fitted):
@@ -73,7 +73,8 @@ def rolling_origin(laws: list[Law], runs: Runs) -> dict:
             with np.errstate(all="ignore"):
                 log_error = np.log(predicted / later.loss[rows])
             origin["errors"][law.name] = [
-                {"flops": float(later.c[r]), "level": float(later.levels[r]), "distance": float(later.c[r] / reference),
+                {"flops": float(later.c[r]), "level": float(later_levels[r]),
+                 "distance": float(later.c[r] / reference),
                  "log_error": float(e), "rel_error": float(np.expm1(e)), "best": bool(later_best[r])}
                 for r, e in zip(rows, log_error, strict=True)]
         if origin["errors"]:

@@ -15,7 +15,7 @@ def test_vertex_interior_only_when_strictly_inside_the_sampled_range():
                for d, n, loss in ((16, 5e4, 3.5), (32, 1e5, 3.2), (64, 3e5, 3.4))]
     results += [{"run_id": f"C2e12_d{d}", "flops": "2.01e12", "params": str(n), "loss": str(loss)}
                 for d, n, loss in ((16, 5e4, 3.0), (32, 1e5, 3.1), (64, 3e5, 3.3))]
-    fit = {"isoflop": {"budgets": [{"flops": 1e12, "n_opt": 1.2e5}, {"flops": 2e12, "n_opt": 4e4}]}}
+    fit = {"laws": {"isoflop": {"budgets": [{"flops": 1e12, "n_opt": 1.2e5}, {"flops": 2e12, "n_opt": 4e4}]}}}
     rows = vertex_rows(fit, results)
     assert rows_by(rows, "C=1e+12", "interior")[0].value == 1.0
     assert rows_by(rows, "C=2e+12", "interior")[0].value == 0.0  # 4e4 is left of the smallest model (5e4)
@@ -35,22 +35,24 @@ def test_holdout_rows_put_the_selected_method_first_and_mark_invalid_fits():
     assert predicted[0].baseline_value == 2.5 and abs(predicted[0].ratio - 0.98) < 1e-12
 
 
+def _fit(selected: str, **exponents: tuple[float, float, float]) -> dict:
+    """A fit.json with each IsoFLOP law's N_opt exponent (value, CI low, CI high)."""
+    return {"selection": {"method": selected},
+            "laws": {law: {"parameters": {"n_opt.exponent": {"value": v, "ci95": [lo, hi]}}}
+                     for law, (v, lo, hi) in exponents.items()}}
+
+
 def test_seed_check_compares_the_second_exponent_with_the_first_ci():
-    def fit(value, lo, hi):
-        return {"selection": {"method": "parametric"},
-                "parametric": {"n_opt": {"exponent": {"value": value, "ci95": [lo, hi]}}}}
-    inside = seed_rows(fit(0.5, 0.4, 0.6), fit(0.55, 0.3, 0.7))
-    assert rows_by(inside, "parametric (selected) seed 1", "inside_seed0_ci")[0].value == 1.0
-    outside = seed_rows(fit(0.5, 0.4, 0.6), fit(0.65, 0.6, 0.7))
-    assert rows_by(outside, "parametric (selected) seed 1", "inside_seed0_ci")[0].value == 0.0
+    inside = seed_rows(_fit("isoflop", isoflop=(0.5, 0.4, 0.6)), _fit("isoflop", isoflop=(0.55, 0.3, 0.7)))
+    assert rows_by(inside, "isoflop (selected) seed 1", "inside_seed0_ci")[0].value == 1.0
+    outside = seed_rows(_fit("isoflop", isoflop=(0.5, 0.4, 0.6)), _fit("isoflop", isoflop=(0.65, 0.6, 0.7)))
+    assert rows_by(outside, "isoflop (selected) seed 1", "inside_seed0_ci")[0].value == 0.0
 
 
 def test_seed_check_compares_the_same_method_even_when_the_seeds_select_different_ones():
-    first = {"selection": {"method": "parametric"}, "parametric": {"n_opt": {"exponent": {"value": 0.5,
-             "ci95": [0.4, 0.6]}}}, "gadre": {"n_opt": {"exponent": {"value": 0.5, "ci95": [0.5, 0.5]}}}}
-    second = {"selection": {"method": "gadre"}, "parametric": {"n_opt": {"exponent": {"value": 0.45,
-              "ci95": [0.3, 0.6]}}}, "gadre": {"n_opt": {"exponent": {"value": 0.9, "ci95": [0.9, 0.9]}}}}
+    first = _fit("isoflop", isoflop=(0.5, 0.4, 0.6), isoflop_grid=(0.5, 0.5, 0.5))
+    second = _fit("isoflop_grid", isoflop=(0.45, 0.3, 0.6), isoflop_grid=(0.9, 0.9, 0.9))
     rows = seed_rows(first, second)
-    assert rows_by(rows, "parametric (selected) seed 1", "n_opt_exponent")[0].extra["seed0_ci95"] == [0.4, 0.6]
-    assert rows_by(rows, "parametric (selected) seed 1", "inside_seed0_ci")[0].value == 1.0
-    assert rows_by(rows, "gadre seed 1", "inside_seed0_ci")[0].value == 0.0
+    assert rows_by(rows, "isoflop (selected) seed 1", "n_opt_exponent")[0].extra["seed0_ci95"] == [0.4, 0.6]
+    assert rows_by(rows, "isoflop (selected) seed 1", "inside_seed0_ci")[0].value == 1.0
+    assert rows_by(rows, "isoflop_grid seed 1", "inside_seed0_ci")[0].value == 0.0

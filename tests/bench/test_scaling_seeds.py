@@ -10,7 +10,7 @@ import pytest
 
 from bench.experiments import scaling_seeds
 from scaling.fit import FitConfig
-from scaling.parametric import ParametricLaw
+from scaling.laws.parametric import ParametricLaw
 
 LAW = ParametricLaw(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)
 
@@ -50,6 +50,13 @@ def test_errors_are_against_each_train_seed_and_the_mean_sweep_sits_between(tmp_
     assert fits[0]["predicted"]["parametric"] > mean["predicted"]["parametric"] > fits[1]["predicted"]["parametric"]
     rows = scaling_seeds.fit_rows("sweep seed 0", fits[0], 0)
     assert rows[0].metric.endswith("(selected)") and rows[0].extra["selected"]
+    # the interval rows: whether the train seed's loss is inside the law's 95 % prediction interval, and its width
+    for method in fits[0]["predicted"]:
+        (lo, hi), predicted = fits[0]["pi95"][method], fits[0]["predicted"][method]
+        assert fits[0]["covered"][method][0] == (lo <= truth <= hi)
+        width = [r for r in scaling_seeds.fit_rows("s", fits[0], 0) if r.metric.startswith(f"95% PI half-width: "
+                                                                                            f"{method}")]
+        assert width[0].value == pytest.approx((hi - lo) / 2 / predicted)
 
 
 def test_noise_rows_are_the_seeds_standard_deviations(tmp_path, monkeypatch):

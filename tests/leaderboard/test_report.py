@@ -155,6 +155,32 @@ def test_summary_says_which_law_was_selected_and_why_the_others_were_left_out(tr
     assert "still in a transient that no law here can follow" in scaling and "-0.0300 +- 0.0050" in scaling
 
 
+def test_summary_says_in_one_line_why_the_sweep_extrapolates_poorly_with_the_train_runs_interval(tree):
+    # the shards' train split is 1,000 tokens; the sweep's largest run saw 50,000 and the held-out run 2,000
+    write_json(tree / "data/sweep/fit/fit.json", {
+        "selection": {"method": "parametric", "valid": True, "why": "smallest rolling-origin error"},
+        "validity": {"parametric": {"valid": True, "reasons": []}},
+        "rolling_origin": {"distance": 4.0, "score": {"parametric": 0.1234}},
+        "frontier": {"accelerating": True, "curvature": -0.03, "curvature_se": 0.005},
+        "holdout": {"run_id": "default", "d": 2000.0, "predicted_loss": {"parametric": 2.5},
+                    "interval": {"parametric": {"pi95": [2.0, 3.0]}}}})
+    assert main([]) == 0
+    text = (tree / "reports/summary.md").read_text()
+    line = next(x for x in text.splitlines() if "This sweep extrapolates poorly" in x)
+    assert "faster at the larger budgets" in line and "its largest runs 50.0 epochs" in line
+    assert "the held-out run 2.0 epochs" in line and "by 12.3% on average" in line
+    assert "95% prediction interval [2, 3] (half-width 20%)" in line  # (3 - 2) / 2 / 2.5
+
+
+def test_summary_says_when_no_law_is_valid(tree):
+    write_json(tree / "data/sweep/fit/fit.json", {
+        "selection": {"method": None, "valid": False, "why": "no valid law (gadre: too few budgets)"},
+        "validity": {"gadre": {"valid": False, "reasons": ["too few budgets"]}}})
+    assert main([]) == 0
+    assert "- **no valid law: nothing selected** (no valid law (gadre: too few budgets))" in \
+        (tree / "reports/summary.md").read_text()
+
+
 def test_pngs_are_valid_and_fit_pngs_are_linked_not_redrawn(tree):
     assert main([]) == 0
     for name in ("training_curves.png", "scaling.png"):
