@@ -396,7 +396,7 @@ def extrapolation_note(report: dict, train_tokens: float | None, sweep_tokens: f
     method = (report.get("selection") or {}).get("method")
     rolling = report.get("rolling_origin") or {}
     score = (rolling.get("score") or {}).get(method)
-    measured = f"; measured: the selected law ({method}) misses runs {rolling['distance']:g}x beyond what it was " \
+    measured = f"; measured: the selected law ({method}) misses runs {rolling['distance']:.3g}x beyond what it was " \
                f"fitted on by {score:.1%} on average (rolling origin)" if score is not None else ""
     interval = ""
     if method and method in (holdout.get("interval") or {}):

@@ -101,8 +101,8 @@ def horizon(origins: list[dict]) -> float:
 def _scores(laws: list[Law], origins: list[dict], distance: float) -> tuple[dict[str, float], str | None]:
     """Each law's mean over origins of mean |rel error| on the best runs at >= distance (else the farthest level)."""
     far = any(e["distance"] >= distance for o in origins for errs in o["errors"].values() for e in (errs or ()))
-    rule = (f"best run of every level >= {distance:g}x the compute fitted" if far else
-            "best run of the farthest level from each origin (no level is " f"{distance:g}x beyond an origin)")
+    rule = (f"best run of every level >= {distance:.3g}x the compute fitted" if far else
+            "best run of the farthest level from each origin (no level is " f"{distance:.3g}x beyond an origin)")
     per_law: dict[str, list[float]] = {law.name: [] for law in laws}
     for origin in origins:
         chosen = [e for errs in origin["errors"].values() for e in (errs or ())]

@@ -112,7 +112,7 @@ def published_fit_rows(fit: dict) -> list[Result]:
     rolling = fit.get("rolling_origin") or {}
     for method, score in (rolling.get("score") or {}).items():
         rows.append(Result(method, "rolling_origin_error", float(score), f"mean |rel error| at >= "
-                                                                        f"{rolling['distance']:g}x the compute fitted"))
+                                                                        f"{rolling['distance']:.3g}x the compute fitted"))
     for pred in fit.get("predictions", []):
         c = f"C={pred['target_flops']:.0e}"
         for q, unit in (("n_opt", "params, 95% CI"), ("d_opt", "tokens, 95% CI"), ("loss", "nats/token, 95% PI")):

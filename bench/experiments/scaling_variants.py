@@ -78,7 +78,7 @@ def measure(name: str, sweep_path: Path, check_path: Path, check_flops: float) -
     rolling, trend = report["rolling_origin"], report["frontier"]
     for method, score in rolling["score"].items():
         out.append(Result(name, f"rolling-origin error {method}", score,
-                          f"mean abs rel error at >= {rolling['distance']:g}x", extra={"changes": changes}))
+                          f"mean abs rel error at >= {rolling['distance']:.3g}x", extra={"changes": changes}))
     for run, loss, width in zip(report["holdout"]["runs"], check["loss"], check["d_model"], strict=True):
         for method, predicted in run["predicted_loss"].items():
             out.append(Result(name, f"check run d{width}: rel_error {method}", float(predicted / loss - 1),
