@@ -111,8 +111,8 @@ def published_fit_rows(fit: dict) -> list[Result]:
             rows.append(Result(method, "n_opt_exponent", stat[0], f"95% CI [{lo:.4g}, {hi:.4g}]"))
     rolling = fit.get("rolling_origin") or {}
     for method, score in (rolling.get("score") or {}).items():
-        rows.append(Result(method, "rolling_origin_error", float(score), f"mean |rel error| at >= "
-                                                                        f"{rolling['distance']:.3g}x the compute fitted"))
+        unit = f"mean |rel error| at >= {rolling['distance']:.3g}x the compute fitted"
+        rows.append(Result(method, "rolling_origin_error", float(score), unit))
     for pred in fit.get("predictions", []):
         c = f"C={pred['target_flops']:.0e}"
         for q, unit in (("n_opt", "params, 95% CI"), ("d_opt", "tokens, 95% CI"), ("loss", "nats/token, 95% PI")):
