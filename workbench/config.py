@@ -18,6 +18,7 @@ are looked up in the files, and their built-in defaults live in the stage's code
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,13 @@ def provenance(dotted: str, params: str | Path = DEFAULT_PARAMS) -> tuple[Any, s
     sources = [(str(path), value) for path, data in reversed(layers)
                if (value := _lookup(data.get(section) or {}, keys)) is not _UNSET]
     default_source = f"the built-in default of python -m {SECTION_CLIS[section]}"
-    default = built_in_defaults(section).get(".".join(keys), _UNSET)  # a nested config's flag: model.d_model
+    defaults = built_in_defaults(section)
+    default = defaults.get(".".join(keys), _UNSET)  # a nested config's flag: model.d_model
+    known = set(defaults) | {k for _, data in layers for k in (data.get(section) or {})}
+    if not sources and default is _UNSET and keys[0] not in known and ".".join(keys) not in known:
+        near = difflib.get_close_matches(".".join(keys), sorted(known), n=1, cutoff=0.5)
+        hint = f"did you mean {section}.{near[0]}?" if near else f"keys: {', '.join(sorted(known))}"
+        raise ParamsError(f"{dotted!r}: no such key in section {section!r} ({hint})")
     if default is not _UNSET:
         sources.append((default_source, default))
     if not sources:

@@ -34,3 +34,16 @@ def test_layers_in_order_of_precedence(tmp_path):
 def test_unknown_section_is_a_clear_error(capsys):
     assert config.main(["show", "nope.lr"]) == 2
     assert "unknown section 'nope'" in capsys.readouterr().err
+
+
+def test_an_unknown_key_is_an_error_that_suggests_the_nearest(capsys):
+    # a typo: exit 2, one line, the nearest key named
+    assert config.main(["show", "train.warmup_step"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such key in section 'train'" in err
+    assert "did you mean train.warmup_steps?" in err
+    # nothing near: the section's keys are listed (lr among them)
+    assert config.main(["show", "train.learning_rate"]) == 2
+    assert "keys: " in (err := capsys.readouterr().err) and " lr," in err
+    # a nested key the files do not set keeps its answer: its default lives in the stage's code
+    assert config.main(["show", "filter.steps.langid.min_score"]) == 0
