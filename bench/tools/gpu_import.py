@@ -22,6 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench.tools.migrate_commands import migrate
 from bench.tools.results import RESULTS_DIR, ROOT, Result, record
 
 GPU_CHECK = ROOT / "docs" / "gpu-check"
@@ -86,8 +87,9 @@ def kernel_tables(log: str) -> dict[str, list[Result]]:
 
 
 def short_command(command: str) -> str:
-    """The part's command with the interpreter path as ``python`` and long flag lists elided."""
-    words = command.split()
+    """The part's command with the interpreter path as ``python``, a moved module by its current name
+    (bench.tools.migrate_commands) and long flag lists elided."""
+    words = migrate(command).split()
     words[0] = "python"
     text = " ".join(words)
     return text if len(text) <= 90 else " ".join(words[:3]) + " … (flags in the summary)"

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import datetime
 import functools
+import importlib.util
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -31,6 +33,7 @@ from workbench.files import write_text
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "benchmarks" / "results"
+COMMAND_MODULE = re.compile(r"(python3? -m )([\w.]+)")
 
 
 @dataclass
@@ -88,11 +91,35 @@ def commit_at_start() -> str:
     return git_commit()
 
 
+def runnable_command(command: str) -> str:
+    """``command`` with a ``python -m bench...`` module that does not exist replaced by the bench module that is
+    running (a row must name a command a reader can run); ValueError when neither exists."""
+    def fix(match: re.Match) -> str:
+        module = match.group(2)
+        if not module.startswith("bench.") or module_exists(module):
+            return match.group(0)
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        if spec is not None and spec.name.startswith("bench.") and module_exists(spec.name):
+            return match.group(1) + spec.name
+        raise ValueError(f"record: the command names {module}, which does not exist")
+
+    return COMMAND_MODULE.sub(fix, command)
+
+
+def module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 def record(area: str, results: list[Result], command: str, results_dir: Path | None = None, **meta) -> Path:
-    """Append ``results`` as rows of ``<results_dir>/<area>.jsonl`` (atomically: the whole file is rewritten).
+    """Append ``results`` as rows of ``<results_dir>/<area>.jsonl`` (atomically: the whole file is rewritten); the
+    command names a module that exists (``runnable_command``).
 
     ``meta`` (machine=, date=, commit=) overrides this machine, today and HEAD: for rows imported from a run made
     elsewhere (bench.tools.gpu_import)."""
+    command = runnable_command(command)
     path = Path(results_dir or RESULTS_DIR) / f"{area}.jsonl"
     unknown = set(meta) - {"machine", "date", "commit"}
     if unknown:
