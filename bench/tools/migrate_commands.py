@@ -62,7 +62,8 @@ def missing(results_dir: Path = RESULTS_DIR) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.tools.migrate_commands", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.tools.migrate_commands", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 on a row naming a missing module")
     ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="folder of the results rows")
     args = ap.parse_args(argv)
