@@ -4,9 +4,9 @@ Each `python -m MODULE ...` in README.md and docs/ (fenced blocks, with `\\` con
 spans) is read up to the first shell operator or comment. For a first-party module the check is that the module
 exists and that every `--flag` it is given is one of its CLI's flags: the parser its `main(["--help"])` would
 print, captured by workbench.cli_docs (nothing runs). In a generated results section, whose "Measured ... by" lines
-quote a command as it ran at a named commit, only the module is checked. `python -m pipeline STEP` is checked against the step's own
-CLI; a subcommand (`show`, `predict`) against its sub-parser. `make test` runs the check through
-tests/workbench/test_doc_commands.py; without `--check` the problems are printed, one a line.
+quote a command as it ran at a named commit, only the module is checked. `python -m pipeline STEP` is checked
+against the step's own CLI; a subcommand (`show`, `predict`) against its sub-parser. `make test` runs the check
+through tests/workbench/test_doc_commands.py; without `--check` the problems are printed, one a line.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ FIRST_PARTY = ("workbench", "tokenizer", "pipeline", "model", "kernels", "scalin
 COMMAND = re.compile(r"python3? -m ([\w.]+)(.*)")
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 INLINE = re.compile(r"`([^`\n]*python3? -m [^`\n]*)`")
+FLAG = re.compile(r"--[\w.-]+")  # "--lr=3e-4", "--check]`." (a usage line in prose): the flag itself
 GENERATED = re.compile(r"<!-- results .*?<!-- /results -->", re.S)
 OPERATORS = {"|", "||", "&&", ";", ">", ">>", "2>", "2>&1", "<", "&", "#"}
 
@@ -108,7 +109,7 @@ def _pipeline_step(step: str) -> str | None:
 
 def problem(cmd: DocCommand, parsers: dict[str, argparse.ArgumentParser]) -> str | None:
     """Why `cmd` would not run as written, or None."""
-    module, args = cmd.module, [a.strip("[]") for a in cmd.args]  # a usage line's [--flag] is the flag
+    module, args = cmd.module, [a.lstrip("[") for a in cmd.args]  # a usage line's [--flag] is the flag
     if module.split(".")[0] not in FIRST_PARTY or module.endswith(".") or (args and args[0].startswith("<")):
         return None  # not ours, or a placeholder (`python -m alignment.<name>`, `python -m pipeline <step>`)
     if importlib.util.find_spec(module) is None:
@@ -134,7 +135,8 @@ def problem(cmd: DocCommand, parsers: dict[str, argparse.ArgumentParser]) -> str
         if name is not None:
             parser = sub.choices[name]
     known = {s for a in parser._actions for s in a.option_strings}
-    unknown = [a.split("=")[0] for a in args if a.startswith("--") and a.split("=")[0] not in known]
+    flags = [m.group(0) for a in args if (m := FLAG.match(a))]
+    unknown = [f for f in flags if f not in known]
     if unknown:
         return f"{module}: unrecognized flag(s) {' '.join(unknown)}"
     return None
