@@ -13,7 +13,7 @@ bound-limited. A parameter whose bootstrap 95 % CI merely reaches a bound is ``u
 
 ``select`` (``--method auto``): among the valid laws (those without a parameter at a bound, when there are any), the
 one of smallest rolling-origin score (scaling/rolling.py); ties within TIE go to the fewest parameters; without a
-rolling origin, the first of PREFERENCE. When no law is valid, nothing is selected.
+rolling origin, the valid law of lowest ``Law.preference``. When no law is valid, nothing is selected.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from scaling.runs import Runs, compute_levels
 
 BOUND_RTOL = 1e-3  # "reaches": within this fraction of the bounded range (exactly, for a bound of 0 with no upper)
 TIE = 1e-4  # rolling-origin scores within 0.01 percentage points: a tie, below what a loss measurement resolves
-PREFERENCE = ("parametric", "isoflop", "isoflop_grid", "gadre")  # without a rolling origin
 
 
 def _side(value: float, lo: float, hi: float, log: bool) -> float | None:
@@ -99,10 +98,6 @@ def validity(law: Law, fitted: Fitted | None, error: str | None, runs: Runs,
             "at_bound": list(at), "unpinned": list(unpinned)}
 
 
-def _order(names: list[str]) -> list[str]:
-    return sorted(names, key=lambda m: PREFERENCE.index(m) if m in PREFERENCE else len(PREFERENCE))
-
-
 def select(laws: dict[str, Law], valid: dict[str, dict], rolling: dict | None) -> dict:
     """{"method" (None when no law is valid), "valid", "why", "scores", "bound_limited": [parameter]}."""
     ok = [m for m in laws if valid[m]["valid"]]
@@ -118,7 +113,7 @@ def select(laws: dict[str, Law], valid: dict[str, dict], rolling: dict | None) -
     if scored:
         smallest = min(scores[m] for m in scored)
         tied = [m for m in scored if scores[m] <= smallest + TIE]
-        method = min(tied, key=lambda m: (laws[m].n_params, _order(tied).index(m)))
+        method = min(tied, key=lambda m: (laws[m].n_params, laws[m].preference))
         listing = ", ".join(f"{m} {scores[m]:.2%}" + ("" if m in pool else " (not eligible)")
                             for m in sorted(scores, key=scores.get))
         tie = f"; tied within {TIE:.0e} with {', '.join(m for m in tied if m != method)}, won by the fewest " \
@@ -126,8 +121,9 @@ def select(laws: dict[str, Law], valid: dict[str, dict], rolling: dict | None) -
         why = (f"smallest rolling-origin error (mean |error| on the {rolling['score_rule']}, over "
                f"{len(rolling['origins'])} origin(s)): {listing}{tie}{note}")
     else:
-        method = _order(pool)[0]
-        why = f"no rolling origin (too few compute levels to refit on): the first valid of {', '.join(_order(pool))}" \
-              f"{note}"
+        ordered = sorted(pool, key=lambda m: laws[m].preference)
+        method = ordered[0]
+        why = f"no rolling origin (too few compute levels to refit on): the first valid of {', '.join(ordered)} " \
+              f"(Law.preference){note}"
     return {"method": method, "valid": True, "why": why, "scores": scores,
             "bound_limited": list(valid[method]["at_bound"])}

@@ -72,6 +72,7 @@ class Law(ABC):
     name: ClassVar[str]  # predictions.csv's ``method``
     title: ClassVar[str]  # one line: the law and how it is fitted, with its source
     n_params: ClassVar[int]  # fitted parameters: the fewer wins a tie
+    preference: ClassVar[int] = 100  # without a rolling origin to choose by, the lowest is selected
     bounds: ClassVar[dict[str, Bound]] = {}
     needs_budgets: ClassVar[bool] = False  # fitted on IsoFLOP budgets (runs laid out on them)
     predicts_best_run: ClassVar[bool] = False  # predicts each budget's best run (L_opt(C)), scored on those only

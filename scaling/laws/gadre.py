@@ -127,6 +127,7 @@ class FittedGadre(Fitted):
 @register
 class Gadre(Law):
     name = "gadre"
+    preference = 3
     title = ("Gadre et al. 2024 eq. 4: L(C, M) = E + (a*M^eta + b*M^-eta)*C^-eta, M = D/N, C = 6ND (Chinchilla with "
              "alpha = beta = 2*eta); least squares in loss")
     n_params = 4

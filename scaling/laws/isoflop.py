@@ -190,6 +190,7 @@ class FittedIsoflop(Fitted):
 @register
 class IsoflopParabola(Law):
     name = "isoflop"
+    preference = 1
     title = ("Hoffmann et al. 2022 approach 2: per-budget parabola in ln N, N_opt and D_opt power laws in C through "
              "the vertices, L_opt(C) = E + A*C^-gamma by least squares")
     n_params = 7

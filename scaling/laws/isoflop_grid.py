@@ -11,6 +11,7 @@ from scaling.laws.isoflop import IsoflopParabola
 @register
 class IsoflopGrid(IsoflopParabola):
     name = "isoflop_grid"
+    preference = 2
     title = ("Hoffmann et al. 2022 approach 2 through each budget's best run (grid minimum): N_opt, D_opt power laws "
              "in C, L_opt(C) = E + A*C^-gamma by least squares")
     point = ("grid_n_opt", "grid_d_opt", "grid_loss")

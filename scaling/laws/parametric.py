@@ -146,6 +146,7 @@ _LOG_A, _LOG_B, _LOG_E, _ALPHA, _BETA = THETA_BOUNDS
 @register
 class Parametric(Law):
     name = "parametric"
+    preference = 0
     title = "Besiroglu et al. 2024 approach 3: L = E + A/N^alpha + B/D^beta, Huber(1e-3) on log L, L-BFGS-B from a grid"
     n_params = 5
     bounds = {"A": Bound(*np.exp(_LOG_A), log=True), "B": Bound(*np.exp(_LOG_B), log=True),
