@@ -193,24 +193,26 @@ def timing_row(n_runs: int, n_boot: int, seed: int) -> Result:
 
 def plot(results: list[dict], path: Path) -> Path:
     """Predicted against measured loss of every scored held-out run, the selected law's with its 95 % interval."""
+    from matplotlib import colormaps
     from matplotlib.figure import Figure
 
     from workbench.files import atomic_path
 
-    fig = Figure(figsize=(7, 6.5), layout="constrained")
+    fig = Figure(figsize=(7.5, 8), layout="constrained")
     ax = fig.subplots()
-    for res in results:
+    colors = colormaps["tab20"].colors
+    for k, res in enumerate(results):
         entries = res["per_law"].get(res["selected"], [])
         x = np.array([e["loss"] for e in entries])
         y = np.array([e["predicted"] for e in entries])
         err = np.array([[e["predicted"] - e["lo"] for e in entries], [e["hi"] - e["predicted"] for e in entries]])
-        ax.errorbar(x, y, yerr=err, fmt="o", ms=4, capsize=2, lw=0.8,
+        ax.errorbar(x, y, yerr=err, fmt="os^D"[k % 4], ms=4, capsize=2, lw=0.8, color=colors[k % len(colors)],
                     label=f"{res['name']} ({res['selected']})")
     lo, hi = ax.get_xlim()
     ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
     ax.set(xscale="log", yscale="log", xlabel="measured loss", ylabel="predicted loss (selected law, 95% PI)",
            title="Backtest: fit C <= Cmax/16, predict the largest budget")
-    ax.legend(fontsize=6, ncols=2)
+    fig.legend(fontsize=6, ncols=2, loc="outside lower center")
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
     return path
