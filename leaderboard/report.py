@@ -528,9 +528,7 @@ def build_report(cfg: LeaderboardConfig, params: dict) -> tuple[pd.DataFrame, di
     if funnel is None:
         warn(f"no {funnel_path}: data funnel table left out")
     seconds = stage_seconds(metrics, results)
-    sweep_frame = read_csv(results) if results.is_file() else None
-    sweep_tokens = float(pd.to_numeric(sweep_frame["tokens"], errors="coerce").max()) \
-        if sweep_frame is not None and "tokens" in sweep_frame else None
+    sweep_tokens = _num(pd.to_numeric(board.loc[board["kind"] == "sweep", "tokens"], errors="coerce").max())
     train_tokens = _num((metrics.get("shards") or {}).get("train_tokens"))
     text = summary_markdown(board, seconds, funnel, images, out_dir, cfg.top, holdout_markdown(held_out, selected),
                             fit_notes(fit_dir, train_tokens, sweep_tokens))

@@ -34,14 +34,12 @@ from scaling.runs import Runs
 Z95 = 1.959963984540054
 LEVEL = 0.95
 CONFORMAL_MIN = math.ceil(LEVEL / (1 - LEVEL))  # 19: the fewest errors with a finite 95 % conformal quantile
-PARTS = ("parameters", "scatter", "extrapolation")
 
 
-def resample(runs: Runs, rng: np.random.Generator) -> np.ndarray:
-    """Row indices of one bootstrap resample: within each budget when laid out on budgets, else over all rows."""
-    if runs.budget is None:
-        return rng.integers(0, len(runs), size=len(runs))
-    groups = [np.flatnonzero(runs.budget == b) for b in np.unique(runs.budget)]
+def resample(n_rows: int, groups: list[np.ndarray] | None, rng: np.random.Generator) -> np.ndarray:
+    """Row indices of one bootstrap resample: within each budget's rows (``groups``), else over all rows."""
+    if groups is None:
+        return rng.integers(0, n_rows, size=n_rows)
     return np.concatenate([rng.choice(g, size=len(g), replace=True) for g in groups])
 
 
@@ -51,10 +49,11 @@ def bootstrap(law: Law, runs: Runs, fitted: Fitted, n_boot: int, rng: np.random.
     stacked along a new first axis, and how many resamples could not be fitted (skipped)."""
     samples: list[dict[str, np.ndarray]] = []
     skipped = 0
+    groups = None if runs.budget is None else [np.flatnonzero(runs.budget == b) for b in np.unique(runs.budget)]
     for _ in range(n_boot):
         try:
             with np.errstate(all="ignore"):
-                refit = law.fit(runs.take(resample(runs, rng)), warm=fitted)
+                refit = law.fit(runs.take(resample(len(runs), groups, rng)), warm=fitted)
                 values = {k: np.asarray(v, dtype=float) for k, v in refit.parameters().items()} | predict(refit)
         except (LawError, np.linalg.LinAlgError):
             skipped += 1

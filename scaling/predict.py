@@ -146,26 +146,25 @@ def fit_and_predict(frame: pd.DataFrame, targets: Sequence[float] = (1e23, 1e24)
               "rolling_origin": {k: v for k, v in rolling.items() if k != "errors"}, "selection": selection,
               "frontier": frontier_trend(runs.c, runs.loss), "predictions": predictions}
     if holdout is not None:
-        report["holdout"] = holdout_section(holdout, fits, selection["method"], max_c, rolling, valid)
+        report["holdout"] = holdout_section(holdout, held, fits, selection["method"], max_c, rolling, valid)
     return FitResult(report, fits, runs)
 
 
-def holdout_section(holdout: pd.DataFrame, fits: dict[str, LawFit], selected: str | None, max_c: float,
-                    rolling: dict, valid: dict) -> dict:
+def holdout_section(holdout: pd.DataFrame, held: tuple[np.ndarray, np.ndarray, np.ndarray], fits: dict[str, LawFit],
+                    selected: str | None, max_c: float, rolling: dict, valid: dict) -> dict:
     """fit.json's ``holdout``: each held-out run's prediction by every law with its interval, then (the first place
     the held-out losses are read) the measured loss and the errors. The largest run (by C) is also spelt out at the
     top level; ``runs`` lists every run."""
-    n, d, c = (holdout[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops"))
+    n, d, c = held
     ids = holdout["run_id"].astype(str).tolist() if "run_id" in holdout else [f"run{i + 1}" for i in range(len(n))]
+    with np.errstate(all="ignore"):
+        losses = {name: fit.fitted.loss(n, d, c) for name, fit in fits.items() if fit.fitted is not None}
     runs = []
     for i in range(len(n)):
         predicted, intervals = {}, {}
-        for name, fit in fits.items():
-            if fit.fitted is None:
-                continue
-            with np.errstate(all="ignore"):
-                value = float(fit.fitted.loss(n[i:i + 1], d[i:i + 1], c[i:i + 1])[0])
-            pi = _interval(fit, "loss_run", i, value, c[i], max_c, rolling)
+        for name, values in losses.items():
+            value = float(values[i])
+            pi = _interval(fits[name], "loss_run", i, value, c[i], max_c, rolling)
             predicted[name] = value
             intervals[name] = {"pi95": pi["pi95"], "dominant": pi["dominant"], "calibration": pi["calibration"],
                                "parts": pi["parts"], "distance": float(c[i] / max_c)}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from scaling.laws import Law, LawError
-from scaling.runs import MIN_SIZES, Runs, compute_levels
+from scaling.runs import MIN_SIZES, Runs
 
 DISTANCE = 4.0  # selection: targets at >= 4x the largest C fitted (the default `train` run is 8x the sweep's largest)
 MIN_LEVELS = 3  # compute levels (budgets) a law needs to separate its terms
@@ -41,7 +41,7 @@ def enough(law: Law, fitted: Runs) -> bool:
     """Whether the runs at an origin can fit ``law`` at all."""
     if law.needs_budgets:
         return len(fitted.budgets()) >= MIN_LEVELS
-    return len(np.unique(compute_levels(fitted.c))) >= MIN_LEVELS and len(fitted) >= MIN_LAW_RUNS
+    return fitted.n_compute_levels >= MIN_LEVELS and len(fitted) >= MIN_LAW_RUNS
 
 
 def rolling_origin(laws: list[Law], runs: Runs) -> dict:

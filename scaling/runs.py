@@ -10,6 +10,7 @@ budgets: no IsoFLOP law is fitted on them and no law is checked against a budget
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -77,10 +78,15 @@ class Runs:
         return Runs(self.n[idx], self.d[idx], self.c[idx], self.loss[idx],
                     None if self.budget is None else self.budget[idx])
 
-    @property
+    @cached_property
     def levels(self) -> np.ndarray:
         """Each run's compute level: its budget when laid out, else its C grouped within BUDGET_RTOL."""
         return self.budget if self.budget is not None else compute_levels(self.c)
+
+    @cached_property
+    def n_compute_levels(self) -> int:
+        """How many distinct C the runs hold (within BUDGET_RTOL), whatever their layout."""
+        return len(np.unique(compute_levels(self.c)))
 
     def budgets(self) -> list[tuple[float, np.ndarray]]:
         """(C, row indices) of every IsoFLOP budget with >= MIN_SIZES model sizes; [] for scattered runs."""

@@ -23,7 +23,7 @@ import numpy as np
 from scaling.intervals import percentiles
 from scaling.laws import Fitted, Law
 from scaling.rolling import MIN_LEVELS
-from scaling.runs import Runs, compute_levels
+from scaling.runs import Runs
 
 BOUND_RTOL = 1e-3  # "reaches": within this fraction of the bounded range (exactly, for a bound of 0 with no upper)
 TIE = 1e-4  # rolling-origin scores within 0.01 percentage points: a tie, below what a loss measurement resolves
@@ -87,7 +87,7 @@ def validity(law: Law, fitted: Fitted | None, error: str | None, runs: Runs,
     if law.needs_budgets and (fitted.budgets_used or 0) < MIN_LEVELS:
         reasons.append(f"{fitted.budgets_used} compute budget(s) with >= 3 model sizes that bracket their optimum, "
                        f"need >= {MIN_LEVELS}")
-    levels = len(np.unique(compute_levels(runs.c)))
+    levels = runs.n_compute_levels
     if not law.needs_budgets and levels < MIN_LEVELS:
         reasons.append(f"runs on {levels} compute level(s): N and D move together, so the law cannot separate their "
                        f"terms; need >= {MIN_LEVELS}")

@@ -20,8 +20,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.dvc_deps import FIRST_PARTY
+
 ROOT = Path(__file__).resolve().parent.parent
-FIRST_PARTY = ("workbench", "tokenizer", "pipeline", "model", "kernels", "scaling", "alignment", "leaderboard", "bench")
 COMMAND = re.compile(r"python3? -m ([\w.]+)(.*)")
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 INLINE = re.compile(r"`([^`\n]*python3? -m [^`\n]*)`")

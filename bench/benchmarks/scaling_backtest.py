@@ -36,7 +36,7 @@ from scipy.special import logsumexp
 from bench.tools.results import ROOT, Result, record
 from scaling.data import canonicalize
 from scaling.laws import LAWS
-from scaling.predict import fit_and_predict
+from scaling.predict import fit_and_predict, table_runs
 
 AREA = "scaling_backtest"
 DATA = ROOT.parent / "shared" / "data" / "scaling"
@@ -126,11 +126,9 @@ def epoch_baseline(fit: pd.DataFrame, held: pd.DataFrame, n_boot: int, rng: np.r
 
 # ---------------------------------------------------------------- scoring
 def scored_rows(held: pd.DataFrame, law_name: str) -> np.ndarray:
-    """The held-out rows a law is scored on: each budget's best run for an IsoFLOP law, else every run."""
-    if LAWS[law_name].predicts_best_run:
-        level = held["budget"] if "budget" in held else held["flops"]
-        return np.array([held.index[level == b][np.argmin(held["loss"][level == b])] for b in np.unique(level)])
-    return held.index.to_numpy()
+    """The held-out rows a law is scored on (``Law.scored``: each budget's best run for an IsoFLOP law, else every
+    run)."""
+    return LAWS[law_name].scored(table_runs(held)[0])
 
 
 def scores(entries: list[dict]) -> dict:

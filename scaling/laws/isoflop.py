@@ -14,7 +14,7 @@ The grid-minimum variant (scaling/laws/isoflop_grid.py) uses each budget's lowes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy.optimize import minimize_scalar
@@ -180,8 +180,6 @@ class FittedIsoflop(Fitted):
         return {"E"} if len(self.budgets) < 4 else set()  # E is held at 0 below 4 budgets (fit_loss_law)
 
     def details(self) -> dict:
-        from dataclasses import asdict
-
         return {"budgets": [asdict(b) for b in self.budgets],
                 "skipped_budgets": [{"flops": c, "model_sizes": k} for c, k in self.skipped],
                 "unbracketed_budgets": [{"flops": c, "why": why} for c, why in self.unbracketed]}
