@@ -45,9 +45,9 @@ from alignment.tasks.datasets import DATA_DIR, load_gsm8k, load_math, load_mmlu,
 from alignment.tasks.digits import SPLITS, digit_splits, digits_reward
 from alignment.tasks.prompts import format_prompt
 from alignment.tasks.rewards import extract_answer, gsm8k_reward, parse_mmlu_letter, r1_zero_reward_fn
-from model.training.checkpoint import load_model
+from model.training.checkpoint import check_tokenizer, load_model
 from tokenizer.encoder import Tokenizer
-from workbench.files import write_jsonl
+from workbench.files import tokenizer_identity, write_jsonl
 
 TASKS = ("digits", "arithmetic", "gsm8k", "math", "mmlu", "safety")
 CSV_COLUMNS = ("timestamp", "stage", "task", "model", "n", "accuracy", "format_rate", "refusal_rate",
@@ -219,7 +219,7 @@ def _our_tokenizer(tokenizer_dir: str | None):
     vocab, merges = find("vocab.json"), find("merges.txt")
     if vocab is None or merges is None:
         raise ValueError(f"--tokenizer {tokenizer_dir}: no vocab.json + merges.txt there")
-    return Tokenizer.from_files(vocab, merges, ["<|endoftext|>"])
+    return Tokenizer.from_files(vocab, merges, ["<|endoftext|>"]), (vocab, merges)
 
 
 def load_model_and_tokenizer(model_path: str, tokenizer_dir: str | None = None, device: str = "cpu"):
@@ -235,8 +235,10 @@ def load_model_and_tokenizer(model_path: str, tokenizer_dir: str | None = None, 
         tok.padding_side = "left"
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True).to(device).eval()
         return model, tok
-    tok = _our_tokenizer(tokenizer_dir)
-    return load_model(path, device=device), tok
+    tok, files = _our_tokenizer(tokenizer_dir)
+    model = load_model(path, device=device)
+    check_tokenizer(model.tokenizer_identity, tokenizer_identity(tokenizer_dir, *files), model_path, tokenizer_dir)
+    return model, tok
 
 
 # ---- CLI -----------------------------------------------------------------------------------------

@@ -130,7 +130,7 @@ def save_trained(cfg, stage: str, model, tokenizer, optimizer, summary: dict, st
     if is_ours(model):
         state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": cfg.steps,
                  "model_config": model.cfg.to_dict(), f"{stage}_config": asdict(cfg),
-                 "seconds": time.perf_counter() - started}
+                 "tokenizer": getattr(model, "tokenizer_identity", None), "seconds": time.perf_counter() - started}
         path = save_checkpoint(out_dir, cfg.steps, state, keep_last=1)
     else:
         path = out_dir / "hf"

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import json
 import logging
 import math
 import os
@@ -44,7 +46,15 @@ from model.training.progress import Monitor
 from model.training.train_config import TrainConfig
 from workbench.files import write_json, write_metrics
 from workbench.hardware import peak_flops_of
-from workbench.params import add_config_flags, add_params_flag, load_section, params_path, parse_config
+from workbench.params import (
+    add_config_flags,
+    add_params_flag,
+    field_names,
+    flatten,
+    load_section,
+    params_path,
+    parse_config,
+)
 
 log = logging.getLogger("model.train")
 
@@ -186,6 +196,7 @@ class Run:
     train_tokens: np.ndarray
     val_tokens: np.ndarray
     peak: float | None  # peak FLOP/s of all ranks together (None when unknown: no MFU)
+    tokenizer: dict | None = None  # the shards' tokenizer identity: config.json and every checkpoint record it
     step: int = 0
     bad_steps: int = 0
     elapsed: float = 0.0
@@ -234,6 +245,33 @@ def _check_shards(cfg: TrainConfig, mcfg: ModelConfig, meta: dict, train_tokens,
                              f"{cfg.model.context_length} needs more")
 
 
+def shards_tokenizer(meta: dict) -> dict | None:
+    """The identity of the tokenizer the shards were encoded with (``workbench.files.tokenizer_identity``), from
+    their meta.json; None for shards written without it."""
+    if "tokenizer_sha256" not in meta:
+        return None
+    return {"vocab_size": int(meta["vocab_size"]), "sha256": meta["tokenizer_sha256"]}
+
+
+def _check_same_tokenizer(cfg: TrainConfig, out_dir: Path, tokenizer: dict | None) -> None:
+    """Resuming on shards of another tokenizer than the run's (its config.json) is a ValueError."""
+    recorded = read_run_config(out_dir).get("tokenizer")
+    if recorded and tokenizer and recorded["sha256"] != tokenizer["sha256"]:
+        raise ValueError(f"{cfg.data} was encoded with another tokenizer (sha256 {tokenizer['sha256'][:12]}) than "
+                         f"the run in {out_dir} (sha256 {recorded['sha256'][:12]}): resume on the run's shards")
+
+
+def read_run_config(out_dir: str | Path) -> dict:
+    """A run folder's config.json ({} when there is none yet)."""
+    path = Path(out_dir) / "config.json"
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ValueError(f"{path}: unreadable ({exc})") from None
+
+
 def _amp_dtype(cfg: TrainConfig, device: str) -> torch.dtype | None:
     """The low-precision compute dtype on CUDA (None on CPU and for fp32)."""
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}[cfg.dtype]
@@ -273,18 +311,23 @@ def setup(cfg: TrainConfig, resume: bool, parallel: Parallel) -> Run:
     train_tokens, val_tokens = load_tokens(cfg.data, "train"), load_tokens(cfg.data, "val")
     mcfg = resolve_kernels(model_config(cfg, int(meta["vocab_size"])), device)
     _check_shards(cfg, mcfg, meta, train_tokens, val_tokens)
+    tokenizer = shards_tokenizer(meta)
 
     out_dir = Path(cfg.out_dir)
     fsdp = cfg.parallel == "fsdp"
     found = load_latest(out_dir, map_location=device) if resume and not fsdp else None
     if not resume and (any(out_dir.glob("ckpt-*.pt")) or (out_dir / "dcp" / "latest").exists()):
         raise ValueError(f"{out_dir} already holds checkpoints: pass --resume to continue, or remove it")
+    if resume:
+        _check_same_tokenizer(cfg, out_dir, tokenizer)
     if parallel.is_main:
-        write_json(out_dir / "config.json", {"model": mcfg.to_dict(), "train": cfg.to_dict()}, sort_keys=False)
+        write_json(out_dir / "config.json", {"model": mcfg.to_dict(), "train": cfg.to_dict(), "tokenizer": tokenizer},
+                   sort_keys=False)
 
     amp_dtype = _amp_dtype(cfg, device)
     torch.manual_seed(cfg.seed)
     model = TransformerLM(mcfg, device=device)
+    model.tokenizer_identity = tokenizer
     if found is not None:
         model.load_state_dict(found[1]["model"])
     # FSDP computes in the low-precision dtype itself (fp32 master weights); the others autocast.
@@ -297,7 +340,7 @@ def setup(cfg: TrainConfig, resume: bool, parallel: Parallel) -> Run:
     forward = torch.compile(wrapped) if cfg.compile else wrapped
     peak = peak_flops(device, cfg.peak_flops)
     return Run(cfg, parallel, device, mcfg, model, forward, optimizer, scaler, amp_dtype, train_tokens, val_tokens,
-               peak * parallel.world_size if peak else None, step, bad_steps, elapsed, resumed)
+               peak * parallel.world_size if peak else None, tokenizer, step, bad_steps, elapsed, resumed)
 
 
 def announce(run: Run, entropy: float) -> None:
@@ -406,7 +449,7 @@ def save(run: Run, final: bool = False) -> Path | None:
     if not run.main_rank:
         return None
     state = {"model": model_state, "optimizer": optimizer_state, **trainer, "rng": rng_state(),
-             "model_config": run.mcfg.to_dict(), "train_config": run.cfg.to_dict(),
+             "model_config": run.mcfg.to_dict(), "train_config": run.cfg.to_dict(), "tokenizer": run.tokenizer,
              "data": {"seed": run.cfg.seed, "next_step": run.step, "world_size": run.world}}
     return save_checkpoint(run.out_dir, run.step, state, run.cfg.keep_last)
 
@@ -529,11 +572,50 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# what a resumed run may change: where and how it runs and reports, not what it computes (``data`` too: setup
+# checks that the shards there were encoded with the run's tokenizer)
+RESUME_MAY_CHANGE = frozenset({
+    "data", "out_dir", "metrics", "time_budget_s", "device", "threads", "compile", "tracker", "profile",
+    "profile_steps", "parallel", "bucket_size_mb", "dist_timeout_s", "peak_flops", "log_interval", "eval_interval",
+    "eval_batches", "ckpt_interval", "keep_last", "max_bad_steps"})
+
+
+def given_flags(argv: list[str] | None) -> dict:
+    """{setting: value} of the TrainConfig flags on the command line itself (not the params file's)."""
+    parser = build_parser()
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS
+    given = vars(parser.parse_args(argv))
+    return {key: value for key, value in given.items() if key not in ("params", "resume")}
+
+
+def resumed_config(cfg: TrainConfig, argv: list[str] | None) -> TrainConfig:
+    """``--resume``: the run's own settings, from its config.json (the params file is not read for them), with
+    the flags given that only change how it runs; a flag that contradicts the run is a ValueError."""
+    recorded = read_run_config(cfg.out_dir).get("train")
+    if recorded is None:  # nothing written yet: a fresh start (setup says so)
+        return cfg
+    run = TrainConfig.from_dict(recorded)
+    settings = flatten(run.to_dict(), field_names(TrainConfig))
+    changes = {"out_dir": cfg.out_dir}
+    for key, value in given_flags(argv).items():
+        if value == settings[key]:
+            continue
+        if key not in RESUME_MAY_CHANGE:
+            raise ValueError(f"--{key.replace('_', '-')} {value} contradicts the run in {cfg.out_dir} (its "
+                             f"config.json has {key} = {settings[key]!r}): drop the flag to continue the run, or "
+                             "give another --out-dir to start a new one")
+        changes[key] = value
+    return dataclasses.replace(run, **changes)
+
+
 def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Namespace]:
-    """TrainConfig from dataclass defaults < the params file's ``train`` section < flags. A section key that is
-    not a TrainConfig field is a ValueError naming it, the section and the file."""
+    """TrainConfig from dataclass defaults < the params file's ``train`` section < flags; with ``--resume``, the
+    run's config.json (``resumed_config``). A section key that is not a TrainConfig field is a ValueError naming
+    it, the section and the file."""
     load_section("train", params_path(argv), known=TrainConfig)
-    return parse_config(TrainConfig, "train", argv, parser=build_parser())
+    cfg, args = parse_config(TrainConfig, "train", argv, parser=build_parser())
+    return (resumed_config(cfg, argv) if args.resume else cfg), args
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,7 +30,7 @@ from tokenizer.encoder import Tokenizer
 from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
 from workbench.documents import EOT, document_paths, iter_texts
 from workbench.executor import add_executor_flags, make_executor
-from workbench.files import atomic_path, write_json
+from workbench.files import atomic_path, tokenizer_identity, write_json
 from workbench.stage import TaskWriter, finished_stats, map_tasks, mark_done, write_stage_metrics
 from workbench.stage_cli import need, run_step, step_parser
 
@@ -45,10 +45,7 @@ def is_val(doc_id: str, val_fraction: float, seed: int) -> bool:
 
 
 def tokenizer_checksum(tokenizer_dir: str | Path) -> str:
-    h = hashlib.sha256()
-    for name in ("vocab.json", "merges.txt"):
-        h.update((Path(tokenizer_dir) / name).read_bytes())
-    return h.hexdigest()
+    return tokenizer_identity(tokenizer_dir)["sha256"]
 
 
 def load_tokenizer(tokenizer_dir: str | Path, special_tokens: list[str] | None = None) -> Tokenizer:

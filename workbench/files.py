@@ -114,6 +114,22 @@ def file_sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+def tokenizer_identity(tokenizer_dir: str | os.PathLike, vocab: str | os.PathLike | None = None,
+                       merges: str | os.PathLike | None = None) -> dict:
+    """What a run records of the tokenizer its shards were encoded with, and what generate, export and the alignment
+    loaders check a given tokenizer against: {"vocab_size": entries of vocab.json, "sha256": of vocab.json's bytes
+    then merges.txt's}. ``vocab`` and ``merges`` name the two files where they are not ``tokenizer_dir``'s
+    vocab.json and merges.txt (GPT-2's gpt2_vocab.json)."""
+    root = Path(tokenizer_dir)
+    vocab, merges = Path(vocab or root / "vocab.json"), Path(merges or root / "merges.txt")
+    digest = hashlib.sha256()
+    for path in (vocab, merges):
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: missing (expected a tokenizer folder with vocab.json and merges.txt)")
+        digest.update(path.read_bytes())
+    return {"vocab_size": len(json.loads(vocab.read_text(encoding="utf-8"))), "sha256": digest.hexdigest()}
+
+
 def expand_inputs(inputs: Iterable[str | os.PathLike], list_folder: Callable[[Path], list[Path]],
                   missing: str = "input not found") -> list[Path]:
     """The files of ``inputs``, in order: a file as given, a folder as ``list_folder(folder)``. A path that does

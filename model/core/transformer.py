@@ -100,6 +100,7 @@ class TransformerLM(nn.Module):
                              f"n_layers, n_heads), got {cfg}")
         cfg = resolve_kernels(cfg, device)  # kernels: auto | all | none -> the four switches
         self.cfg = cfg
+        self.tokenizer_identity: dict | None = None  # what checkpoints record of the run's tokenizer
         self.token_embeddings = Embedding(cfg.vocab_size, cfg.d_model, device=device, dtype=dtype)
         rope = RotaryEmbedding(cfg.rope_theta, cfg.d_head, cfg.context_length, device=device)
         self.layers = nn.ModuleList(TransformerBlock(cfg, rope, device=device, dtype=dtype)

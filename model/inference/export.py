@@ -25,8 +25,8 @@ import torch
 from torch import Tensor, nn
 
 from model.core.config import ModelConfig
-from model.training.checkpoint import load_model
-from workbench.files import write_bytes, write_json
+from model.training.checkpoint import check_tokenizer, load_model
+from workbench.files import tokenizer_identity, write_bytes, write_json
 
 # our per-layer suffix -> HF per-layer suffix (under "layers.{i}." and "model.layers.{i}." respectively)
 _LAYER_NAMES = {
@@ -265,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         model = load_model(args.checkpoint)
         overrides = {}
         if args.tokenizer:
+            check_tokenizer(model.tokenizer_identity, tokenizer_identity(args.tokenizer), args.checkpoint,
+                            args.tokenizer)
             vocab = json.loads((args.tokenizer / "vocab.json").read_text(encoding="utf-8"))
             if args.eos_token not in vocab:
                 raise ValueError(f"{args.tokenizer}/vocab.json has no {args.eos_token!r} token")

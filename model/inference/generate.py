@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from model.training.checkpoint import CheckpointError, load_model
+from model.training.checkpoint import CheckpointError, check_tokenizer, load_model
+from workbench.files import tokenizer_identity
 
 
 def processed_probs(logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
@@ -217,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         device = _resolve_device(args.device)
         tokenizer = _load_tokenizer(args.tokenizer, [args.eos] if args.eos else [])
         model = load_model(args.checkpoint, device=device)
+        check_tokenizer(model.tokenizer_identity, tokenizer_identity(args.tokenizer), args.checkpoint, args.tokenizer)
         eos_id = tokenizer.token_to_id(args.eos) if args.eos else None
         prompts = [tokenizer.encode(text) for text in args.prompt]
         completions = generate(model, prompts, args.max_new_tokens, temperature=args.temperature,

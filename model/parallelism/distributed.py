@@ -283,7 +283,7 @@ def export_sharded_checkpoint(run_dir: str | os.PathLike, step: int | None = Non
         dcp_to_torch_save(folder, Path(tmp) / "full.pt")
         full = torch.load(Path(tmp) / "full.pt", weights_only=True)
     state = {"model": full["model"], "optimizer": None, **trainer, "model_config": config["model"],
-             "train_config": config["train"]}
+             "train_config": config["train"], "tokenizer": config.get("tokenizer")}
     return str(save_checkpoint(run_dir, trainer["step"], state, keep_last=10**6))
 
 

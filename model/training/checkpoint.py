@@ -110,8 +110,26 @@ def branch_from(trunk_dir: str | Path, step: int, run_dir: str | Path) -> Path:
     return save_checkpoint(run_dir, step, state, keep_last=1)
 
 
+class TokenizerMismatch(ValueError):
+    pass
+
+
+def check_tokenizer(recorded: dict | None, given: dict, model: str | Path, tokenizer: str | Path) -> None:
+    """A TokenizerMismatch (one line) when the tokenizer ``given`` (``workbench.files.tokenizer_identity``) is not
+    the one the model ``recorded``; a checkpoint written before runs recorded it (None) passes with a warning."""
+    if recorded is None:
+        log.warning("%s records no tokenizer identity (an older checkpoint): %s cannot be checked", model, tokenizer)
+        return
+    if recorded["sha256"] != given["sha256"]:
+        raise TokenizerMismatch(
+            f"tokenizer {tokenizer} (vocab {given['vocab_size']}, sha256 {given['sha256'][:12]}) is not the one "
+            f"{model} was trained with (vocab {recorded['vocab_size']}, sha256 {recorded['sha256'][:12]}): pass the "
+            "tokenizer folder its shards were encoded with")
+
+
 def load_model(path: str | Path, device="cpu", **overrides):
-    """A TransformerLM from a run directory (its newest good checkpoint) or a ckpt-*.pt file.
+    """A TransformerLM from a run directory (its newest good checkpoint) or a ckpt-*.pt file; its
+    ``tokenizer_identity`` is the checkpoint's record of its tokenizer (None in older checkpoints).
 
     ``overrides`` replace ModelConfig fields (e.g. attention='sdpa') before building."""
     path = Path(path)
@@ -127,4 +145,5 @@ def load_model(path: str | Path, device="cpu", **overrides):
     cfg = ModelConfig.from_dict(state["model_config"]).replace(**overrides)
     model = TransformerLM(cfg, device=device)
     model.load_state_dict(state["model"])
+    model.tokenizer_identity = state.get("tokenizer")
     return model.eval()
