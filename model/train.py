@@ -43,6 +43,7 @@ from model.training.checkpoint import load_latest, save_checkpoint
 from model.training.data import batch_rng, get_batch, load_tokens, read_meta, unigram_entropy
 from model.training.optim import AdamW, cosine_schedule, wsd_schedule
 from model.training.progress import Monitor
+from model.training.threads import CpuThreads
 from model.training.train_config import TrainConfig
 from workbench.files import write_json, write_metrics
 from workbench.hardware import peak_flops_of
@@ -197,6 +198,7 @@ class Run:
     val_tokens: np.ndarray
     peak: float | None  # peak FLOP/s of all ranks together (None when unknown: no MFU)
     tokenizer: dict | None = None  # the shards' tokenizer identity: config.json and every checkpoint record it
+    cpu_threads: CpuThreads | None = None  # the thread policy when --threads is not given (model.training.threads)
     step: int = 0
     bad_steps: int = 0
     elapsed: float = 0.0
@@ -305,6 +307,9 @@ def setup(cfg: TrainConfig, resume: bool, parallel: Parallel) -> Run:
     device = parallel.info.device if parallel.info else resolve_device(cfg.device)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    # no --threads: as many as the cores other processes leave free, re-checked as the run goes (a changing count
+    # could change the last bits of a --deterministic run, so that keeps torch's)
+    cpu_threads = CpuThreads() if not cfg.threads and device == "cpu" and not cfg.deterministic else None
     if cfg.deterministic:
         torch.use_deterministic_algorithms(True)
     meta = read_meta(cfg.data)
@@ -340,7 +345,8 @@ def setup(cfg: TrainConfig, resume: bool, parallel: Parallel) -> Run:
     forward = torch.compile(wrapped) if cfg.compile else wrapped
     peak = peak_flops(device, cfg.peak_flops)
     return Run(cfg, parallel, device, mcfg, model, forward, optimizer, scaler, amp_dtype, train_tokens, val_tokens,
-               peak * parallel.world_size if peak else None, tokenizer, step, bad_steps, elapsed, resumed)
+               peak * parallel.world_size if peak else None, tokenizer, cpu_threads, step, bad_steps, elapsed,
+               resumed)
 
 
 def announce(run: Run, entropy: float) -> None:
@@ -490,6 +496,8 @@ def loop(run: Run) -> tuple[float | None, float | None]:
                 continue
             optimizer_step(run, monitor.profiler)
             monitor.stepped(run.tokens_per_step)
+            if run.cpu_threads:
+                run.cpu_threads.update()
 
             do_eval = run.step % cfg.eval_interval == 0 or run.step == total
             stop_early = out_of_time(run, started)

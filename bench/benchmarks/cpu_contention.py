@@ -1,0 +1,119 @@
+"""Training on a busy machine: tokens/s of the default ``train`` run with 1 thread, 2 threads and the default thread
+policy (``model.training.threads``), quiet and with another process keeping one core busy.
+
+Each configuration trains the ``train`` section of ``--params`` (the default run: micro at d_model 64, context 128,
+batch 16) in a fresh process for ``--seconds`` of wall time, ``--repeats`` times, the configurations in turns so
+drift hits them all; the busy core is a Python loop started before the run and stopped after it. The ratio of a
+configuration's quiet tokens/s to its busy tokens/s is its slowdown; torch's own choice (one thread per core) is the
+baseline.
+
+    python -m bench.benchmarks.cpu_contention [--seconds 25] [--repeats 2] [--threads 1 2 auto]
+
+Rows go to benchmarks/results/cpu_contention.jsonl (``--no-record``: print only); docs/benchmarks/model.md shows them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.tools.results import RESULTS_DIR, ROOT, Result, record
+
+BUSY_LOOP = "while True: pass"
+
+
+@contextlib.contextmanager
+def busy_core(busy: bool):
+    """Another process keeping one core busy for the duration (nothing when not ``busy``)."""
+    if not busy:
+        yield
+        return
+    proc = subprocess.Popen([sys.executable, "-c", BUSY_LOOP])
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def train_tokens_per_s(params: Path, threads: str, seconds: float, busy: bool) -> float:
+    """tokens/s of the params file's ``train`` run, ``seconds`` long, in a fresh process (``threads``: a count or
+    ``auto``, the default policy)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "model.train", "--params", str(params), "--out-dir", f"{tmp}/run",
+               "--metrics", "none", "--time-budget-s", str(seconds), "--eval-interval", "100000",
+               "--eval-batches", "1", "--ckpt-interval", "100000", "--device", "cpu"]
+        if threads != "auto":
+            cmd += ["--threads", threads]
+        with busy_core(busy):
+            done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
+        if done.returncode:
+            raise SystemExit(f"error: {' '.join(cmd)} failed: {done.stderr.strip().splitlines()[-1:]}")
+        return json.loads(Path(tmp, "run", "summary.json").read_text())["tokens_per_s"]
+
+
+def label(threads: str) -> str:
+    return "default policy (auto)" if threads == "auto" else f"{threads} thread{'s' if threads != '1' else ''}"
+
+
+def measure(params: Path, threads: list[str], seconds: float, repeats: int) -> dict:
+    """{(threads, busy): [tokens/s per repeat]}, the configurations in turns."""
+    runs = {(t, busy): [] for t in threads for busy in (False, True)}
+    for i in range(repeats):
+        for (t, busy), values in runs.items():
+            values.append(train_tokens_per_s(params, t, seconds, busy))
+            print(f"  repeat {i + 1}: {label(t):>22} {'busy' if busy else 'quiet'}: {values[-1]:,.0f} tokens/s",
+                  flush=True)
+    return runs
+
+
+def results(runs: dict, torch_default: str) -> list[Result]:
+    rows = []
+    for (t, busy), values in runs.items():
+        med = statistics.median(values)
+        rows.append(Result(f"{label(t)}, {'one core busy' if busy else 'quiet'}", "tokens_per_s", round(med),
+                           "tokens/s", repeats=len(values), min=min(values), median=med, max=max(values)))
+    for t in sorted({t for t, _ in runs}):
+        quiet, busy = (statistics.median(runs[t, b]) for b in (False, True))
+        base_quiet, base_busy = (statistics.median(runs[torch_default, b]) for b in (False, True))
+        rows.append(Result(label(t), "slowdown_one_core_busy", round(quiet / busy, 2), "x",
+                           f"torch's choice ({label(torch_default)})", round(base_quiet / base_busy, 2),
+                           ratio=round((base_quiet / base_busy) / (quiet / busy), 2), repeats=len(runs[t, True])))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                 prog="python -m bench.benchmarks.cpu_contention", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--params", type=Path, default=ROOT / "params.yaml", help="params file whose train run is timed")
+    ap.add_argument("--seconds", type=float, default=25.0, help="wall time of each training run")
+    ap.add_argument("--repeats", type=int, default=2, help="runs of each configuration")
+    ap.add_argument("--threads", nargs="+", default=["1", str(os.cpu_count() or 1), "auto"],
+                    help="thread settings to time: counts, and auto (the default policy)")
+    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the rows go, as cpu_contention.jsonl")
+    ap.add_argument("--no-record", action="store_true", help="print only")
+    args = ap.parse_args(argv)
+    torch_default = str(os.cpu_count() or 1)  # torch's intra-op pool: one thread per core
+    if torch_default not in args.threads:
+        ap.error(f"--threads must include {torch_default}, torch's own choice on this machine (the baseline)")
+    runs = measure(args.params, args.threads, args.seconds, args.repeats)
+    rows = results(runs, torch_default)
+    for row in rows:
+        print(f"{row.name:>40} {row.metric:>24}: {row.value:,}" +
+              (f" (baseline {row.baseline}: {row.baseline_value})" if row.baseline else ""))
+    if not args.no_record:
+        command = f"python -m bench.benchmarks.cpu_contention --seconds {args.seconds:g} --repeats {args.repeats}"
+        print(f"rows appended to {record('cpu_contention', rows, command, args.results_dir)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
