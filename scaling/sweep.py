@@ -79,9 +79,9 @@ class SweepConfig:
     # the design has no default: a sweep is the project's choice (params.yaml's sweep section)
     budgets: tuple[float, ...]  # compute budgets C in FLOPs
     shapes: tuple[tuple[int, int, int], ...]  # [d_model, n_layers, n_heads]
-    data: str = "data/shards"  # train.bin, val.bin, meta.json
-    out_dir: str = "data/sweep/runs"  # one folder per run: <out_dir>/<run_id>
-    results: str = "data/sweep/results.csv"
+    data: str = "shards"  # train.bin, val.bin, meta.json
+    out_dir: str = "sweep/runs"  # one folder per run: <out_dir>/<run_id>
+    results: str = "sweep/results.csv"
     flops_per_token: str = "6N"  # 6N | exact
     total_flops: float = 3e12  # hard cap on everything the results CSV records plus what is planned
     # only for the printed time estimate: micro trains ~4k tokens/s (6.8e10 FLOP/s) on 2 CPU cores, but the tiny
@@ -163,7 +163,7 @@ class SweepConfig:
         missing = [name for name in ("budgets", "shapes") if name not in data]
         if missing:
             raise ValueError(f"SweepConfig: no {' or '.join(missing)}: a sweep's design is the project's choice "
-                             "(params.yaml's sweep section)")
+                             f"(params.yaml's sweep section, or {' and '.join('--' + m for m in missing)})")
         return cls(**{**data, "train": data.get("train") or {}})  # __post_init__ checks it (_check_train)
 
 
@@ -459,26 +459,58 @@ def _results(todo: list[Run], workers: int):
 
 
 # ---------------------------------------------------------------- CLI
-FLAGS = ("results", "out_dir", "total_flops", "workers", "seeds")  # SweepConfig fields that are also flags
+def _shape_flag(text: str) -> list[int]:
+    try:
+        shape = [int(v) for v in text.split(",")]
+    except ValueError:
+        shape = []
+    if len(shape) != 3:
+        raise argparse.ArgumentTypeError(f"expected D_MODEL,N_LAYERS,N_HEADS such as 64,4,2, got {text!r}")
+    return shape
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """One flag per SweepConfig field but ``train`` (the runs' settings: the ``train`` section, less what the sweep
+    sets per run, under the section's own ``train:`` mapping)."""
     parser = argparse.ArgumentParser(prog="python -m scaling.sweep", description=__doc__.split("\n\n")[0],
                                      epilog="Defaults: built-in sweep < `sweep:` section of --params < flags.")
     add_params_flag(parser, "sweep")
-    parser.add_argument("--results", default=SweepConfig.results,
-                        help="results CSV, one row per finished run (default: %(default)s)")
-    parser.add_argument("--out-dir", default=SweepConfig.out_dir,
-                        help="folder of run folders <out-dir>/<run_id> (default: %(default)s)")
-    parser.add_argument("--total-flops", type=float, default=SweepConfig.total_flops,
-                        help="hard cap on spent + planned FLOPs (default: %(default)s)")
-    parser.add_argument("--workers", type=int, default=SweepConfig.workers,
-                        help="runs trained at once, one process each (default: %(default)s)")
-    parser.add_argument("--seeds", type=int, nargs="*", default=list(SweepConfig.seeds),
-                        help="extra seeds: every run again with each (run ids _s<seed>; scaling.fit averages them) "
-                             "(default: %(default)s)")
-    parser.add_argument("--dry-run", action="store_true", help="print the plan and the budget check, run nothing")
+    add = parser.add_argument
+    add("--budgets", type=float, nargs="+", help="compute budgets C in FLOPs (default: %(default)s)")
+    add("--shapes", type=_shape_flag, nargs="+", metavar="D,L,H",
+        help="model shapes d_model,n_layers,n_heads, e.g. 32,4,1 64,4,2 (default: %(default)s)")
+    add("--data", default=SweepConfig.data, help="token shards: train.bin, val.bin, meta.json (default: %(default)s)")
+    add("--results", default=SweepConfig.results, help="results CSV, one row per finished run (default: %(default)s)")
+    add("--out-dir", default=SweepConfig.out_dir,
+        help="folder of run folders <out-dir>/<run_id> (default: %(default)s)")
+    add("--flops-per-token", choices=("6N", "exact"), default=SweepConfig.flops_per_token,
+        help="6N (N = all parameters, Chinchilla) or exact (PaLM 6 N_matmul + 12 L d T) (default: %(default)s)")
+    add("--total-flops", type=float, default=SweepConfig.total_flops,
+        help="hard cap on spent + planned FLOPs (default: %(default)s)")
+    add("--est-flops-per-s", type=float, default=SweepConfig.est_flops_per_s,
+        help="only for the printed time estimate (default: %(default)s)")
+    add("--workers", type=int, default=SweepConfig.workers,
+        help="runs trained at once, one process each (default: %(default)s)")
+    add("--min-run-steps", type=int, default=SweepConfig.min_run_steps,
+        help="leave out runs of fewer optimizer steps: still in the warm-up transient (default: %(default)s)")
+    add("--max-run-steps", type=int, default=SweepConfig.max_run_steps,
+        help="leave out runs of more steps (0: no cap) (default: %(default)s)")
+    add("--lr-rule", choices=("constant", "inverse_width"), default=SweepConfig.lr_rule,
+        help="each shape's learning rate: train.lr, or train.lr * lr_base_width / d_model (default: %(default)s)")
+    add("--lr-base-width", type=int, default=SweepConfig.lr_base_width,
+        help="the width whose rate is train.lr under inverse_width (the train run's, from params) "
+             "(default: %(default)s)")
+    add("--branches", action=argparse.BooleanOptionalAction, default=SweepConfig.branches,
+        help="WSD cooldown branches: one constant-LR trunk per shape, each budget a cooldown off it "
+             "(default: %(default)s)")
+    add("--seeds", type=int, nargs="*", default=list(SweepConfig.seeds),
+        help="extra seeds: every run again with each (run ids _s<seed>; scaling.fit averages them) "
+             "(default: %(default)s)")
+    add("--dry-run", action="store_true", help="print the plan and the budget check, run nothing")
     return parser
+
+
+FLAGS = tuple(f.name for f in dataclasses.fields(SweepConfig) if f.name != "train")  # all but the runs' train mapping
 
 
 def load_config(argv: list[str] | None) -> tuple[SweepConfig, argparse.Namespace]:
@@ -488,7 +520,8 @@ def load_config(argv: list[str] | None) -> tuple[SweepConfig, argparse.Namespace
     section = sweep_section(params_path(argv))
     parser.set_defaults(**{k: v for k, v in section.items() if k in FLAGS})
     args = parser.parse_args(argv)
-    return SweepConfig.from_dict(section | {k: getattr(args, k) for k in FLAGS}), args
+    given = {k: getattr(args, k) for k in FLAGS if getattr(args, k) is not None}  # budgets, shapes: no default
+    return SweepConfig.from_dict(section | given), args
 
 
 def print_plan(runs: list[Run], skipped: list[str], done: dict[str, dict], cfg: SweepConfig) -> tuple[float, float]:

@@ -222,9 +222,11 @@ def headline(metrics: dict) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     p = step_parser("python -m tokenizer.shards", "shards",
                     "Encode documents into uint16/uint32 token shards plus meta.json.")
-    p.add_argument("--input", type=Path, help="documents file or folder (default: %(default)s)")
-    p.add_argument("--tokenizer", type=Path, help="folder with vocab.json + merges.txt (default: %(default)s)")
-    p.add_argument("--out-dir", type=Path, help="writes train.bin, val.bin, meta.json (default: %(default)s)")
+    p.add_argument("input", nargs="?", type=Path, help="documents file or folder (default: %(default)s)")
+    p.add_argument("--tokenizer", type=Path, default=Path("tokenizer"),
+                   help="folder with vocab.json + merges.txt (default: %(default)s)")
+    p.add_argument("--out-dir", type=Path, default=Path("shards"),
+                   help="writes train.bin, val.bin, meta.json (default: %(default)s)")
     p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
     p.add_argument("--val-fraction", type=float, default=0.05,
                    help="share of documents in val.bin (default: %(default)s)")

@@ -79,10 +79,11 @@ def headline(metrics: dict) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     p = step_parser("python -m tokenizer.train", "tokenizer",
                     "Train a byte-level BPE tokenizer (GPT-2 pre-tokenization) on documents.")
-    p.add_argument("--input", type=Path, help="documents file or folder (default: %(default)s)")
-    p.add_argument("--out-dir", type=Path, help="writes vocab.json, merges.txt, tokenizer.json (default: %(default)s)")
+    p.add_argument("input", nargs="?", type=Path, help="documents file or folder (default: %(default)s)")
+    p.add_argument("--out-dir", type=Path, default=Path("tokenizer"),
+                   help="writes vocab.json, merges.txt, tokenizer.json (default: %(default)s)")
     p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
-    p.add_argument("--vocab-size", type=int, help="final vocabulary size, bytes and specials included "
+    p.add_argument("--vocab-size", type=int, default=1024, help="final vocabulary size, bytes and specials included "
                                                   "(default: %(default)s)")
     p.add_argument("--special-tokens", nargs="*", default=[EOT],
                    help="special tokens, the end-of-text separator first (default: %(default)s)")

@@ -28,8 +28,9 @@ _f = setting  # short: every field below is one
 
 @dataclass(frozen=True)
 class TrainConfig:
-    data: str = _f("data/shards", "folder with train.bin, val.bin and meta.json")
-    out_dir: str = _f("data/runs/default", "run folder: config.json, checkpoints, latest, metrics.csv")
+    data: str = _f("shards", "folder with train.bin, val.bin and meta.json (`python -m pipeline tokenize` writes them)")
+    out_dir: str = _f("runs/train", "run folder: config.json (model, settings, tokenizer identity), checkpoints, "
+                                    "latest, metrics.csv; --resume continues the run found here")
     metrics: str | None = _f(None, "also write the run summary JSON here (e.g. metrics/train.json)")
     # the model: preset, then the `model` mapping's fields over it (model.train.model_config)
     preset: str = _f("micro", "model preset from model.core.config.PRESETS (nano, micro, tiny, small, ...): the "

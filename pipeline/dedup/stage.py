@@ -406,8 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = step_parser("python -m pipeline.dedup.stage", "dedup",
                     "Drop exact and near duplicates (pipeline/dedup/stage.py) across every documents file.")
     p.add_argument("inputs", nargs="*", type=Path, help="documents files or folders (default: %(default)s)")
-    p.add_argument("--out-dir", type=Path, help="kept documents, one file per input (default: %(default)s)")
-    p.add_argument("--rejected-dir", type=Path,
+    p.add_argument("--out-dir", type=Path, default=Path("dedup"),
+                   help="kept documents, one file per input (default: %(default)s)")
+    p.add_argument("--rejected-dir", type=Path, default=Path("rejected/dedup"),
                    help="dropped documents with reason and cluster (default: %(default)s)")
     p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
     add_config_flags(p, DedupConfig, CONFIG_HELP)

@@ -212,8 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "Run the filter chain (pipeline/filters/stage.py) over every documents file; the chain is the "
                     "`steps` mapping of the params section.")
     p.add_argument("inputs", nargs="*", type=Path, help="documents files or folders (default: %(default)s)")
-    p.add_argument("--out-dir", type=Path, help="kept documents, one file per input (default: %(default)s)")
-    p.add_argument("--rejected-dir", type=Path,
+    p.add_argument("--out-dir", type=Path, default=Path("filter"),
+                   help="kept documents, one file per input (default: %(default)s)")
+    p.add_argument("--rejected-dir", type=Path, default=Path("rejected/filter"),
                    help="dropped documents with their reason (default: %(default)s)")
     p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
     p.add_argument("--workers", type=int, default=FilterConfig.workers,

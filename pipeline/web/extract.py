@@ -330,7 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "Extract main text from WARC response / WET conversion records.")
     p.add_argument("inputs", nargs="*", type=Path,
                    help="WARC/WET files, or folders of *.warc[.gz] / *.wet[.gz] (default: %(default)s)")
-    p.add_argument("--out-dir", type=Path, help="folder for <input>.jsonl.gz documents (default: %(default)s)")
+    p.add_argument("--out-dir", type=Path, default=Path("extract"),
+                   help="folder for <input>.jsonl.gz documents (default: %(default)s)")
     p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
     p.add_argument("--extractor", choices=EXTRACTORS, default=defaults.extractor,
                    help="main-text extractor (default: %(default)s)")

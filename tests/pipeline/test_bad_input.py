@@ -105,7 +105,7 @@ def test_extract_names_a_warc_cut_short_and_keeps_what_came_before(tmp_path, par
 def tokenizer_dir(tmp_path, params):
     write_jsonl(tmp_path / "good" / "good.jsonl.gz", GOOD_DOCS)
     out = tmp_path / "tok"
-    assert main(params + ["train-tokenizer", "--input", str(tmp_path / "good"), "--out-dir", str(out),
+    assert main(params + ["train-tokenizer", str(tmp_path / "good"), "--out-dir", str(out),
                           "--vocab-size", "270"]) == 0
     return out
 
@@ -114,9 +114,9 @@ def _stage(stage: str, inputs, tmp_path, params, tokenizer_dir=None) -> int:
     """Run a documents stage on ``inputs`` (a file or folder) with its outputs under tmp_path."""
     out, metrics = str(tmp_path / f"out-{stage}"), str(tmp_path / "m" / f"{stage}.json")
     if stage == "train-tokenizer":
-        args = ["--input", str(inputs), "--vocab-size", "270"]
+        args = [str(inputs), "--vocab-size", "270"]
     elif stage == "tokenize":
-        args = ["--input", str(inputs), "--tokenizer", str(tokenizer_dir)]
+        args = [str(inputs), "--tokenizer", str(tokenizer_dir)]
     else:
         args = [str(inputs), "--rejected-dir", str(tmp_path / f"rej-{stage}")]
     return main(params + [stage, *args, "--out-dir", out, "--metrics", metrics])
