@@ -263,6 +263,15 @@ def _check_same_tokenizer(cfg: TrainConfig, out_dir: Path, tokenizer: dict | Non
                          f"the run in {out_dir} (sha256 {recorded['sha256'][:12]}): resume on the run's shards")
 
 
+def _check_same_batches(cfg: TrainConfig, state: dict, world: int) -> None:
+    """A step draws micro-batches ``grad_accum`` x ranks (``Parallel.batch_index``): resuming on another number of
+    ranks must keep that product, or the batches (and the weights) are not the run's."""
+    grad_accum, ranks = state.get("train_config", {}).get("grad_accum"), state.get("data", {}).get("world_size")
+    if grad_accum and ranks and grad_accum * ranks != cfg.grad_accum * world:
+        raise ValueError(f"grad_accum {cfg.grad_accum} x {world} rank(s) is not the run's {grad_accum} x {ranks}: "
+                         f"give --grad-accum {grad_accum * ranks // world} on {world} rank(s) to resume it")
+
+
 def read_run_config(out_dir: str | Path) -> dict:
     """A run folder's config.json ({} when there is none yet)."""
     path = Path(out_dir) / "config.json"
@@ -325,6 +334,8 @@ def setup(cfg: TrainConfig, resume: bool, parallel: Parallel) -> Run:
         raise ValueError(f"{out_dir} already holds checkpoints: pass --resume to continue, or remove it")
     if resume:
         _check_same_tokenizer(cfg, out_dir, tokenizer)
+    if found is not None:
+        _check_same_batches(cfg, found[1], parallel.world_size)
     if parallel.is_main:
         write_json(out_dir / "config.json", {"model": mcfg.to_dict(), "train": cfg.to_dict(), "tokenizer": tokenizer},
                    sort_keys=False)
@@ -580,12 +591,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# what a resumed run may change: where and how it runs and reports, not what it computes (``data`` too: setup
-# checks that the shards there were encoded with the run's tokenizer)
-RESUME_MAY_CHANGE = frozenset({
-    "data", "out_dir", "metrics", "time_budget_s", "device", "threads", "compile", "tracker", "profile",
-    "profile_steps", "parallel", "bucket_size_mb", "dist_timeout_s", "peak_flops", "log_interval", "eval_interval",
-    "eval_batches", "ckpt_interval", "keep_last", "max_bad_steps"})
+# the machine a resumed run goes on with: this invocation's (flags, params file, defaults), not the run's
+THIS_MACHINE = ("device", "threads", "compile", "parallel", "bucket_size_mb", "dist_timeout_s", "peak_flops")
+# what else a flag may change on resume: how it reports and stops, not what it computes; ``data`` (setup checks
+# the shards there were encoded with the run's tokenizer) and ``grad_accum`` (on another number of ranks, as long
+# as grad_accum x ranks stays: setup checks it)
+RESUME_MAY_CHANGE = frozenset(THIS_MACHINE) | {
+    "data", "out_dir", "metrics", "time_budget_s", "tracker", "profile", "profile_steps", "log_interval",
+    "eval_interval", "eval_batches", "ckpt_interval", "keep_last", "max_bad_steps", "grad_accum"}
 
 
 def given_flags(argv: list[str] | None) -> dict:
@@ -598,14 +611,15 @@ def given_flags(argv: list[str] | None) -> dict:
 
 
 def resumed_config(cfg: TrainConfig, argv: list[str] | None) -> TrainConfig:
-    """``--resume``: the run's own settings, from its config.json (the params file is not read for them), with
-    the flags given that only change how it runs; a flag that contradicts the run is a ValueError."""
+    """``--resume``: the run's own settings, from its config.json (the params file is not read for them), on this
+    machine (``THIS_MACHINE``), with the flags given that only change how it runs; a flag that contradicts the run
+    is a ValueError."""
     recorded = read_run_config(cfg.out_dir).get("train")
     if recorded is None:  # nothing written yet: a fresh start (setup says so)
         return cfg
     run = TrainConfig.from_dict(recorded)
     settings = flatten(run.to_dict(), field_names(TrainConfig))
-    changes = {"out_dir": cfg.out_dir}
+    changes = {"out_dir": cfg.out_dir} | {key: getattr(cfg, key) for key in THIS_MACHINE}
     for key, value in given_flags(argv).items():
         if value == settings[key]:
             continue

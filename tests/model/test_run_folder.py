@@ -94,6 +94,14 @@ def test_resume_refuses_a_flag_that_contradicts_the_run(run, tmp_path, monkeypat
     assert load_latest(resumed)[1]["step"] == 4  # nothing trained
 
 
+def test_resume_refuses_another_number_of_micro_batches_per_step(run, tmp_path, monkeypatch, capsys):
+    resumed = _interrupted_copy(run, tmp_path / "resumed", at_step=4)
+    monkeypatch.chdir(tmp_path)
+    assert train_main(["--out-dir", str(resumed), "--resume", "--grad-accum", "2"]) == 2  # 1 rank: the run's 1 x 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is not the run's 1 x 1" in err
+
+
 def test_resume_refuses_shards_of_another_tokenizer(run, corpus, tmp_path, monkeypatch, capsys):
     other_shards = tmp_path / "other_shards"
     write_shards(corpus["docs"], corpus["other"], other_shards, val_fraction=0.1)
