@@ -23,6 +23,7 @@ from alignment.core.policy import is_ours
 from alignment.evaluate import append_report_row, load_model_and_tokenizer
 from alignment.tasks.arithmetic import HELD_OUT
 from model.training.checkpoint import save_checkpoint
+from model.training.threads import CpuThreads
 from workbench.files import atomic_path, write_json, write_metrics
 from workbench.params import parse_config
 
@@ -169,6 +170,8 @@ def cli_main(config_cls, train_fn, stage: str, argv: list[str] | None = None, do
     line and exit 2."""
     try:
         cfg = parse_stage_config(config_cls, stage, argv, doc, helps)
+        if cfg.device == "cpu":
+            CpuThreads()  # threads for the cores other processes leave free, measured at the start
         model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
     except Exception as exc:
         return _error(exc)
