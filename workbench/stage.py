@@ -8,8 +8,9 @@ After datatrove's ``PipelineStep``: the base owns the iteration, the writers and
 - the writers: ``TaskWriter`` opens one task's output files (kept and rejected documents, or token parts) together
   and writes them atomically, so a task that raises leaves no file under a final name; the task's completion
   marker (``_stats/<name>.json``: its stats, without timings, so a rerun writes the same bytes) is written last;
-- resume: a file whose marker and outputs exist is not run again (``finished_stats``); its marker's stats count
-  as if it had been;
+- resume: a file whose marker and outputs exist, and whose marker records the input file as it is now (size and
+  SHA-256: ``input_identity``), is not run again (``finished_stats``); its marker's stats count as if it had been. A
+  changed input is redone, and the stage says so in one line;
 - the metrics: per-file stats summed (``sum_stats``) into the stage's metrics, written atomically with their
   headline (``write_stage_metrics``: ``metrics/<stage>.json`` and ``metrics/details/<stage>.json``); a stage none
   of whose inputs could be read then fails (``workbench.bad_input``).
@@ -32,7 +33,7 @@ from tqdm import tqdm
 
 from workbench.bad_input import require_readable
 from workbench.documents import output_name
-from workbench.files import atomic_open, read_json, write_json, write_metrics
+from workbench.files import atomic_open, file_sha256, read_json, write_json, write_metrics
 from workbench.stage_cli import funnel_headline
 
 STATS_FOLDER = "_stats"  # beside a stage's outputs: one completion marker per input file (or one for the stage)
@@ -50,10 +51,17 @@ def finished_stats(marker: Path, *outputs: Path) -> dict | None:
     return None
 
 
-def mark_done(marker: Path, stats: dict) -> dict:
-    """Write a task's completion marker (after its outputs): its ``stats``, key-sorted, atomically."""
-    write_json(marker, stats)
+def mark_done(marker: Path, stats: dict, source: Path | None = None) -> dict:
+    """Write a task's completion marker (after its outputs): its ``stats``, key-sorted, atomically; with ``source``,
+    also that input file's identity (``input_identity``), so that a changed input is redone."""
+    write_json(marker, stats | ({"input_identity": input_identity(source)} if source is not None else {}))
     return stats
+
+
+def input_identity(path: Path) -> dict:
+    """What a marker records of its input file: its size and the SHA-256 of its bytes (not its path or mtime: the
+    marker must be the same bytes on every machine)."""
+    return {"size": Path(path).stat().st_size, "sha256": file_sha256(path)}
 
 
 class TaskWriter:
@@ -170,12 +178,19 @@ class FileStage:
         return marker_path(self.out_dir, self.output_name(path))
 
     def finished(self) -> dict[Path, dict]:
-        """The stats of every input whose output and marker exist (none when ``force``)."""
+        """The stats of every input whose output and marker exist and whose marker records the input as it is now
+        (none when ``force``); an input changed since says so in one line and is redone."""
         done = {}
         for path in self.files if not self.force else ():
             stats = finished_stats(self.marker(path), self.out_dir / self.output_name(path))
-            if stats is not None:
-                done[path] = stats
+            if stats is None:
+                continue
+            recorded = stats.pop("input_identity", None)  # None: a marker written without it (mark_done's source)
+            if recorded is not None and recorded != input_identity(path):
+                tqdm.write(f"{self.name}: {path} is not the input {self.out_dir / self.output_name(path)} was made "
+                           "from (it changed since): doing it again")
+                continue
+            done[path] = stats
         return done
 
     def run_tasks(self, executor, todo: list[Path]) -> list[dict]:

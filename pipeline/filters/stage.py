@@ -134,7 +134,7 @@ def filter_file(task: tuple[Path, Path, Path, FilterConfig]) -> dict:
     result = {"input": str(path), "docs_in": counts["docs_in"], "docs_out": out.counts["kept"],
               "bad_json": len(issues.skipped), "chars_in": counts["chars_in"], "chars_out": counts["chars_out"],
               "steps": {k: {**v.to_dict(), "seconds": 0.0} for k, v in stats.items()}, **issues.stats()}
-    mark_done(marker_path(out_dir, name), result)  # written last: marks the file as done; no timings in it
+    mark_done(marker_path(out_dir, name), result, path)  # written last: marks the file as done; no timings in it
     return {**result, "seconds": time.perf_counter() - t0, "step_seconds": {k: v.seconds for k, v in stats.items()}}
 
 

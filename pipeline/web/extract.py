@@ -244,7 +244,7 @@ def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool: Supervise
     # "generated": the input is our generated crawl (its warcinfo says so); the filter's provenance check reads it.
     stats = {"input": str(path), "generated": is_generated_crawl(path), "records": counts["records"],
              "docs": counts["docs"], "drops": dict(sorted(drops.items())), **issues.stats()}
-    return mark_done(marker_path(out_dir, output_name(path)), stats)  # written last: marks the input as done
+    return mark_done(marker_path(out_dir, output_name(path)), stats, path)  # written last: marks the input as done
 
 
 def extract_file_task(task: tuple[Path, Path, ExtractConfig]) -> dict:

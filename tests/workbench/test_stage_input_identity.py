@@ -1,0 +1,77 @@
+"""A stage's completion is keyed on its input's identity (size and SHA-256), not on whether its output exists: an
+input changed since is redone and said so in one line, the others are not touched, and the outputs equal a clean
+run's (issue 46: a truncated WARC replaced by the full one kept the truncated output)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def crawls(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("crawls")
+    for name, pages, seed in (("a", 30, 0), ("b", 20, 1)):
+        subprocess.run([sys.executable, "-m", "pipeline.sample", "--pages", str(pages), "--seed", str(seed), "--out",
+                        str(folder / f"{name}.warc.gz"), "--manifest", str(folder / f"{name}.jsonl")],
+                       cwd=ROOT, check=True, capture_output=True)
+    data = (folder / "a.warc.gz").read_bytes()
+    (folder / "a_cut.warc.gz").write_bytes(data[: len(data) // 3])  # a download cut short
+    return {"a": folder / "a.warc.gz", "a_cut": folder / "a_cut.warc.gz", "b": folder / "b.warc.gz"}
+
+
+def _extract(inputs: Path, out: Path) -> int:
+    return main(["--params", "none", "extract", str(inputs), "--out-dir", str(out), "--workers", "1"])
+
+
+def _outputs(out: Path) -> dict:
+    """Every output file's bytes; a marker's JSON less the input's path (the clean run reads another folder)."""
+    files = {}
+    for p in sorted(out.rglob("*")):
+        if p.is_file():
+            files[str(p.relative_to(out))] = p.read_bytes() if p.parent.name != "_stats" else \
+                {k: v for k, v in json.loads(p.read_text()).items() if k != "input"}
+    return files
+
+
+def test_a_replaced_input_is_redone_and_said_so(crawls, tmp_path, capsys):
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    shutil.copy(crawls["a_cut"], inputs / "a.warc.gz")
+    shutil.copy(crawls["b"], inputs / "b.warc.gz")
+    assert _extract(inputs, tmp_path / "out") == 0
+    b_marker = tmp_path / "out" / "_stats" / "b.jsonl.gz.json"
+    b_written = b_marker.stat().st_mtime_ns
+    capsys.readouterr()
+
+    shutil.copy(crawls["a"], inputs / "a.warc.gz")  # the full file arrives
+    assert _extract(inputs, tmp_path / "out") == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if "is not the input" in line]
+    assert len(said) == 1 and "a.warc.gz" in said[0]
+    assert b_marker.stat().st_mtime_ns == b_written  # the unchanged input was not run again
+
+    clean = tmp_path / "in_clean"
+    clean.mkdir()
+    shutil.copy(crawls["a"], clean / "a.warc.gz")
+    shutil.copy(crawls["b"], clean / "b.warc.gz")
+    assert _extract(clean, tmp_path / "clean") == 0
+    assert _outputs(tmp_path / "out") == _outputs(tmp_path / "clean")
+
+
+def test_an_unchanged_input_is_not_redone(crawls, tmp_path, capsys):
+    assert _extract(crawls["b"], tmp_path / "out") == 0
+    marker = tmp_path / "out" / "_stats" / "b.jsonl.gz.json"
+    written = marker.stat().st_mtime_ns
+    capsys.readouterr()
+    assert _extract(crawls["b"], tmp_path / "out") == 0
+    assert marker.stat().st_mtime_ns == written
+    assert "is not the input" not in capsys.readouterr().out
