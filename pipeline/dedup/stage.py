@@ -64,7 +64,7 @@ from workbench.documents import input_files, output_name, parse_document_line
 from workbench.executor import LocalExecutor, add_executor_flags, make_executor
 from workbench.files import atomic_open, atomic_path
 from workbench.params import add_config_flags, config_from_args
-from workbench.stage import TaskWriter, finished_stats, mark_done, marker_path, write_stage_metrics
+from workbench.stage import TaskWriter, finished_stats, input_identity, mark_done, marker_path, write_stage_metrics
 from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
 
 log = logging.getLogger(__name__)
@@ -335,8 +335,8 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     rejected_dir = Path(rejected_dir) if rejected_dir is not None else None
     names = [output_name(f) for f in files]
     marker = marker_path(out_dir, "dedup")
-    wanted = {"inputs": [str(f) for f in files], "settings": cfg.settings(),
-              "rejected_dir": str(rejected_dir) if rejected_dir else None}
+    wanted = {"inputs": [str(f) for f in files], "input_identities": [input_identity(f) for f in files],
+              "settings": cfg.settings(), "rejected_dir": str(rejected_dir) if rejected_dir else None}
     outputs = [out_dir / n for n in names] + ([rejected_dir / n for n in names] if rejected_dir else [])
     done = finished_stats(marker, *outputs) if not force else None
     if done is not None and {k: done.get(k) for k in wanted} == wanted:
@@ -344,6 +344,12 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
         write_stage_metrics(metrics_path, metrics, headline(metrics))
         require_readable(metrics, len(files))
         return metrics
+    if done is not None and done.get("inputs") == wanted["inputs"] and done.get("input_identities") is not None \
+            and done["input_identities"] != wanted["input_identities"]:
+        changed = [f for f, old, new in zip(files, done["input_identities"], wanted["input_identities"], strict=True)
+                   if old != new]
+        tqdm.write(f"dedup: {changed[0]}{f' and {len(changed) - 1} more' if len(changed) > 1 else ''} changed since "
+                   f"{out_dir} was made: deduplicating again")
     marker.unlink(missing_ok=True)
     if cfg.engine == "sharded":
         metrics = run_sharded(files, out_dir, rejected_dir, names, cfg, executor, force)

@@ -34,12 +34,12 @@ def _extract(inputs: Path, out: Path) -> int:
 
 
 def _outputs(out: Path) -> dict:
-    """Every output file's bytes; a marker's JSON less the input's path (the clean run reads another folder)."""
+    """Every output file's bytes; a marker's JSON less the paths in it (the clean run has other folders)."""
     files = {}
     for p in sorted(out.rglob("*")):
         if p.is_file():
             files[str(p.relative_to(out))] = p.read_bytes() if p.parent.name != "_stats" else \
-                {k: v for k, v in json.loads(p.read_text()).items() if k != "input"}
+                {k: v for k, v in json.loads(p.read_text()).items() if k not in ("input", "rejected_dir")}
     return files
 
 
@@ -75,3 +75,34 @@ def test_an_unchanged_input_is_not_redone(crawls, tmp_path, capsys):
     assert _extract(crawls["b"], tmp_path / "out") == 0
     assert marker.stat().st_mtime_ns == written
     assert "is not the input" not in capsys.readouterr().out
+
+
+def _docs(path: Path, texts: list[str]) -> None:
+    path.write_text("".join(json.dumps({"id": f"{path.stem}:{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+
+
+def _dedup(inputs: Path, out: Path) -> int:
+    return main(["--params", "none", "dedup", str(inputs), "--out-dir", str(out / "kept"), "--rejected-dir",
+                 str(out / "rejected")])
+
+
+def test_dedup_is_done_again_when_an_input_changed(tmp_path, capsys):
+    words = "the council met on monday to vote on a budget for parks schools roads and the new library".split()
+    texts = [" ".join(words[i:] + words[:i]) for i in range(6)]
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    _docs(inputs / "a.jsonl", texts[:3])
+    _docs(inputs / "b.jsonl", texts[3:])
+    assert _dedup(inputs, tmp_path / "out") == 0
+    capsys.readouterr()
+    assert _dedup(inputs, tmp_path / "out") == 0
+    assert "changed since" not in capsys.readouterr().out  # unchanged: the marker stands
+
+    _docs(inputs / "b.jsonl", texts[3:] + texts[:1])  # b now repeats a's first document
+    assert _dedup(inputs, tmp_path / "out") == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if "changed since" in line]
+    assert len(said) == 1 and "b.jsonl" in said[0]
+    assert _dedup(inputs, tmp_path / "clean") == 0
+    assert _outputs(tmp_path / "out" / "kept") == _outputs(tmp_path / "clean" / "kept")
+    assert _outputs(tmp_path / "out" / "rejected") == _outputs(tmp_path / "clean" / "rejected")
+    assert (tmp_path / "out" / "rejected" / "b.jsonl").read_text().count("exact_duplicate") == 1
