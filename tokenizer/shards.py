@@ -31,7 +31,7 @@ from workbench.bad_input import InputIssues, merged_stats, require_readable, sum
 from workbench.documents import EOT, document_paths, iter_texts
 from workbench.executor import add_executor_flags, make_executor
 from workbench.files import atomic_path, tokenizer_identity, write_json
-from workbench.stage import TaskWriter, finished_stats, map_tasks, mark_done, write_stage_metrics
+from workbench.stage import TaskWriter, finished_stats, map_tasks, mark_done, remove_leftovers, write_stage_metrics
 from workbench.stage_cli import need, run_step, step_parser
 
 log = logging.getLogger(__name__)
@@ -162,6 +162,7 @@ def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, 
     eot = tokenizer.special_token_ids[EOT]
     dtype = _dtype(tokenizer)
     out_dir = Path(out_dir)
+    remove_leftovers(out_dir)
     start = time.perf_counter()
     if executor is not None:
         counts, stats = _encode_on(executor, input_path, tokenizer_dir, out_dir, val_fraction, seed)

@@ -15,13 +15,19 @@ After datatrove's ``PipelineStep``: the base owns the iteration, the writers and
   headline (``write_stage_metrics``: ``metrics/<stage>.json`` and ``metrics/details/<stage>.json``); a stage none
   of whose inputs could be read then fails (``workbench.bad_input``).
 
-Dedup is global (sketch everything, cluster, then write), so it uses the writers, the marker and the metrics but
-not the per-file map of ``FileStage``; its sharded engine maps its own tasks with ``map_tasks``.
+- leftovers: a killed task leaves its writers' temporary files (``.<name>.<random>.tmp``); ``run`` removes those
+  of its output folders first (``remove_leftovers``), so a folder a stage owns holds only finished files.
+
+A stage that keeps, changes or drops documents one at a time is a ``DocumentStage``: it says only ``decide(doc)``
+(the document to keep, or the reason it is dropped); the base reads the files, writes kept and rejected documents
+and counts. Dedup is global (sketch everything, cluster, then write), so it uses the writers, the marker and the
+metrics but not the per-file map of ``FileStage``; its sharded engine maps its own tasks with ``map_tasks``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -31,8 +37,8 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
-from workbench.bad_input import require_readable
-from workbench.documents import output_name
+from workbench.bad_input import InputIssues, merged_stats, require_readable
+from workbench.documents import output_name, read_documents
 from workbench.files import atomic_open, file_sha256, read_json, write_json, write_metrics
 from workbench.stage_cli import funnel_headline
 
@@ -62,6 +68,21 @@ def input_identity(path: Path) -> dict:
     """What a marker records of its input file: its size and the SHA-256 of its bytes (not its path or mtime: the
     marker must be the same bytes on every machine)."""
     return {"size": Path(path).stat().st_size, "sha256": file_sha256(path)}
+
+
+def remove_leftovers(*folders: Path | None) -> int:
+    """Remove the temporary files a killed writer left in ``folders`` and their ``_stats`` (``atomic_path``'s
+    ``.<name>.<random>.tmp``); the number removed. Only for folders one stage owns: another run's open temporary
+    file would go too."""
+    removed = 0
+    for folder in folders:
+        if folder is None:
+            continue
+        for place in (Path(folder), Path(folder) / STATS_FOLDER):
+            for leftover in place.glob(".*.tmp") if place.is_dir() else ():
+                leftover.unlink(missing_ok=True)
+                removed += 1
+    return removed
 
 
 class TaskWriter:
@@ -173,6 +194,10 @@ class FileStage:
     def check(self, todo: list[Path]) -> None:
         """Refuse (ValueError) to run ``todo`` before any task starts; nothing by default."""
 
+    def output_dirs(self) -> list[Path]:
+        """The folders this stage writes its outputs to (their leftovers are removed before a run)."""
+        return [self.out_dir]
+
     # -- what the base does
     def marker(self, path: Path) -> Path:
         return marker_path(self.out_dir, self.output_name(path))
@@ -203,6 +228,7 @@ class FileStage:
         done = self.finished()
         todo = [p for p in self.files if p not in done]
         self.check(todo)
+        remove_leftovers(*self.output_dirs())
         start = time.perf_counter()
         fresh = self.run_tasks(executor, todo) if todo else []
         metrics = self.summarize(list(done.values()) + fresh)
@@ -210,3 +236,58 @@ class FileStage:
         write_stage_metrics(metrics_path, metrics, self.headline(metrics))
         require_readable(metrics, len(self.files))
         return metrics
+
+
+def document_task(task: tuple[DocumentStage, Path]) -> dict:
+    """One ``DocumentStage`` task: every document of one file through ``stage.decide``, kept or rejected with its
+    reason; the file's stats, also written as its completion marker (with the input's identity)."""
+    stage, path = task
+    name, issues, drops = stage.output_name(path), InputIssues(), Counter()
+    rejected = stage.rejected_dir / name if stage.rejected_dir is not None else None
+    docs_in = 0
+    with TaskWriter(text=True, kept=stage.out_dir / name, rejected=rejected) as out:
+        for doc in read_documents(path, issues):
+            docs_in += 1
+            decision = stage.decide(doc)
+            if isinstance(decision, str):
+                drops[decision] += 1
+                out.reject({**doc, "reason": decision})
+            else:
+                out.keep(decision)
+    issues.warn(logging.getLogger(type(stage).__module__))
+    stats = {"input": str(path), "docs_in": docs_in, "docs_out": out.counts["kept"],
+             "drops": dict(sorted(drops.items())), **issues.stats(with_skipped=True)}
+    return mark_done(stage.marker(path), stats, path)
+
+
+class DocumentStage(FileStage):
+    """A ``FileStage`` over documents files that decides one document at a time: a stage sets ``name`` and
+    ``decide``; the base reads each file (bad lines skipped and counted), writes the kept documents to ``out_dir``
+    and the dropped ones, with their ``reason``, to ``rejected_dir`` (when given), one file per input, and sums
+    documents in and out and drops per reason into the metrics. The stage object travels to the workers with each
+    task, so it must pickle (a module-level class whose fields are plain values)."""
+
+    task_fn = document_task
+
+    def __init__(self, files: list[Path], out_dir: Path, rejected_dir: Path | None = None, force: bool = False):
+        super().__init__(files, out_dir, force)
+        self.rejected_dir = Path(rejected_dir) if rejected_dir is not None else None
+
+    def decide(self, doc: dict) -> dict | str:  # pragma: no cover - interface
+        """The document to keep (``doc`` itself or a changed copy), or why it is dropped (a short reason)."""
+        raise NotImplementedError
+
+    def task(self, path: Path) -> tuple:
+        return self, path
+
+    def output_dirs(self) -> list[Path]:
+        return [self.out_dir] + ([self.rejected_dir] if self.rejected_dir is not None else [])
+
+    def summarize(self, per_file: list[dict]) -> dict:
+        drops = sum_counts(per_file) + Counter(bad_json=sum(s.get("bad_json", 0) for s in per_file))
+        return {"stage": self.name, "files": len(per_file), **sum_stats(per_file, ("docs_in", "docs_out")),
+                "drops": dict(sorted(drops.items())), **merged_stats(per_file)}
+
+    def add_timings(self, metrics: dict, fresh: list[dict], skipped: int, wall: float) -> None:
+        metrics.update(seconds=round(wall, 3), files_skipped=skipped,
+                       docs_per_s=round(sum(s["docs_in"] for s in fresh) / wall, 1) if fresh and wall > 0 else None)

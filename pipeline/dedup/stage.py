@@ -64,7 +64,15 @@ from workbench.documents import input_files, output_name, parse_document_line
 from workbench.executor import LocalExecutor, add_executor_flags, make_executor
 from workbench.files import atomic_open, atomic_path
 from workbench.params import add_config_flags, config_from_args
-from workbench.stage import TaskWriter, finished_stats, input_identity, mark_done, marker_path, write_stage_metrics
+from workbench.stage import (
+    TaskWriter,
+    finished_stats,
+    input_identity,
+    mark_done,
+    marker_path,
+    remove_leftovers,
+    write_stage_metrics,
+)
 from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
 
 log = logging.getLogger(__name__)
@@ -175,7 +183,8 @@ def near_duplicate_clusters(docs: Sequence[dict], cfg: DedupConfig = DEFAULT_CON
 
 
 # -- the stage ----------------------------------------------------------------------------------------------
-TIMINGS = ("seconds", "docs_per_s", "task_peak_rss_mb")  # measured, not decided: kept out of the marker
+TIMINGS = ("seconds", "docs_per_s", "task_peak_rss_mb", "tasks")  # measured or how this run went (tasks run and
+# resumed), not decided: kept out of the marker, which must be the same bytes however the outputs were reached
 
 
 @dataclass
@@ -351,6 +360,7 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
         tqdm.write(f"dedup: {changed[0]}{f' and {len(changed) - 1} more' if len(changed) > 1 else ''} changed since "
                    f"{out_dir} was made: deduplicating again")
     marker.unlink(missing_ok=True)
+    remove_leftovers(out_dir, rejected_dir)
     if cfg.engine == "sharded":
         metrics = run_sharded(files, out_dir, rejected_dir, names, cfg, executor, force)
     else:

@@ -160,6 +160,9 @@ class FilterStage(FileStage):
     def task(self, path: Path) -> tuple:
         return path, self.out_dir, self.rejected_dir, self.cfg
 
+    def output_dirs(self) -> list[Path]:
+        return [self.out_dir, self.rejected_dir]
+
     def check(self, todo: list[Path]) -> None:
         check_provenance(todo, self.steps, self.cfg.allow_generated_classifiers)
 

@@ -39,7 +39,7 @@ class _RemoteError(Exception):
 def _serve(conn: Connection, fn: Callable, initializer: Callable | None, initargs: tuple,
            inherited: list[Connection]) -> None:
     """A worker: run ``fn`` on each ``(index, record)`` received; ``None`` or a closed pipe ends it."""
-    for other in inherited:  # the parent's ends of the other workers' pipes, copied by fork
+    for other in inherited:  # the parent's ends of the pipes (this worker's and the others'), copied by fork
         other.close()
     if initializer is not None:
         initializer(*initargs)
@@ -60,7 +60,9 @@ def _serve(conn: Connection, fn: Callable, initializer: Callable | None, initarg
 class _Worker:
     def __init__(self, ctx, fn: Callable, initializer: Callable | None, initargs: tuple, inherited: list[Connection]):
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, fn, initializer, initargs, inherited), daemon=True)
+        # the worker closes its copy of this end too: then the parent's death (even by SIGKILL) ends it with EOF
+        self.process = ctx.Process(target=_serve, args=(child, fn, initializer, initargs, [*inherited, self.conn]),
+                                   daemon=True)
         self.process.start()
         child.close()
         self.job: tuple[int, Any, float] | None = None  # (index, record, deadline) while busy
