@@ -23,34 +23,33 @@ import copy
 import math
 import random
 import sys
-import time
 from dataclasses import dataclass
 
 import torch
-from tqdm import tqdm
 
 from alignment.config import LoopConfig, StepsConfig, override
 from alignment.core.losses import dpo_loss
 from alignment.core.policy import frozen, is_ours
 from alignment.core.preference import pair_log_probs, preference_eval
-from alignment.evaluate import evaluate, load_model_and_tokenizer
+from alignment.evaluate import load_model_and_tokenizer
 from alignment.loop import (
+    VAL_COLUMNS,
     ShuffledBatches,
+    Trainer,
     check_choices,
     cli_main,
-    is_eval_step,
+    cosine_lr,
+    held_out_accuracy,
     load_model_and_prepare,
-    plot_metrics,
-    save_trained,
-    set_lr,
-    write_metrics_row,
+    make_optimizer,
+    run_loop,
 )
-from alignment.tasks.data import load_pairs
+from alignment.tasks.data import load_pairs, tasks_for
 from alignment.trl_engine import train_dpo_trl
-from model.training.optim import AdamW, clip_grad_norm, cosine_schedule
+from model.training.optim import clip_grad_norm
 from workbench.params import setting
 
-TASKS = ("digits", "arithmetic", "none")  # none: no greedy task accuracy (pairs from a file only)
+TASKS = (*tasks_for("pairs"), "none")  # none: no greedy task accuracy (pairs from a file only)
 METRIC_COLUMNS = ("step", "lr", "loss", "reward_accuracy", "reward_margin", "chosen_reward", "rejected_reward",
                   "logp_chosen", "logp_rejected", "grad_norm", "val_pref_accuracy", "val_margin", "val_accuracy",
                   "val_format_rate", "seconds")
@@ -116,14 +115,9 @@ def _load_models(cfg: DPOConfig, model, tokenizer, reference):
 
 def _held_out(cfg: DPOConfig, model, reference, tokenizer, test_pairs: list[dict], test_items: list[dict],
               context: int | None) -> dict:
-    """Greedy task accuracy (when there are task items) and preference accuracy / margin on the held-out pairs;
-    the model is left in train mode."""
-    summary = {"accuracy": None, "format_rate": None}
-    if test_items:
-        _, summary = evaluate(model, tokenizer, cfg.task, test_items, cfg.template, cfg.max_new_tokens,
-                              cfg.eval_batch_size, model_name=str(cfg.out_dir))
+    """Greedy task accuracy (when there are task items) and preference accuracy / margin on the held-out pairs."""
+    summary = held_out_accuracy(cfg, model, tokenizer, test_items)
     summary.update(preference_eval(model, reference, tokenizer, test_pairs, cfg.beta, cfg.eval_batch_size, context))
-    model.train()
     return summary
 
 
@@ -164,37 +158,25 @@ def train_dpo(cfg: DPOConfig, model=None, tokenizer=None, *, reference=None,
     torch.manual_seed(cfg.seed)
     train, test_pairs, test_items = data if data is not None else load_pairs(cfg)
     model, tokenizer, reference, context, out_dir = _load_models(cfg, model, tokenizer, reference)
-    optimizer = AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    optimizer = make_optimizer(cfg, model)
     batches = ShuffledBatches(len(train), cfg.batch_size, random.Random(cfg.seed))
-    metrics_path = out_dir / "metrics.csv"
-    started = time.perf_counter()
-    summary: dict = {}
-    model.train()
-    bar = tqdm(range(1, cfg.steps + 1), desc="dpo", unit="step", file=sys.stderr, dynamic_ncols=True)
-    for step in bar:
-        lr = cosine_schedule(step - 1, cfg.lr, cfg.lr / 10, cfg.warmup_steps, cfg.steps)
-        set_lr(optimizer, lr)
-        row = {"step": step, "lr": lr, **_dpo_step(cfg, model, reference, tokenizer, optimizer, batches, train,
-                                                   context)}
-        bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['reward_accuracy']:.2f}", refresh=False)
-        if is_eval_step(cfg, step):
-            summary = _held_out(cfg, model, reference, tokenizer, test_pairs, test_items, context)
-            row.update(val_pref_accuracy=summary["pref_accuracy"], val_margin=summary["margin"],
-                       val_accuracy=summary["accuracy"], val_format_rate=summary["format_rate"])
-            print(f"step {step}: loss {row['loss']:.4f} reward_accuracy {row['reward_accuracy']:.3f} "
-                  f"val_pref_accuracy {summary['pref_accuracy']} val_accuracy {summary['accuracy']}",
-                  file=sys.stderr, flush=True)
-        row["seconds"] = round(time.perf_counter() - started, 3)
-        write_metrics_row(metrics_path, METRIC_COLUMNS, row, new=step == 1)
-
-    plot_metrics(metrics_path, out_dir / "metrics.png",
-                 {"loss": ("loss",), "preference": ("reward_accuracy", "val_pref_accuracy", "val_accuracy"),
-                  "margin": ("reward_margin", "val_margin")})
-    return save_trained(cfg, "dpo", model, tokenizer, optimizer, summary, started)
+    trainer = Trainer(
+        "dpo", METRIC_COLUMNS, lr=cosine_lr(cfg),
+        step=lambda step: _dpo_step(cfg, model, reference, tokenizer, optimizer, batches, train, context),
+        held_out=lambda: _held_out(cfg, model, reference, tokenizer, test_pairs, test_items, context),
+        line=lambda step, row, summary: (f"step {step}: loss {row['loss']:.4f} reward_accuracy "
+                                         f"{row['reward_accuracy']:.3f} val_pref_accuracy {summary['pref_accuracy']} "
+                                         f"val_accuracy {summary['accuracy']}"),
+        postfix=lambda row: {"loss": f"{row['loss']:.4f}", "acc": f"{row['reward_accuracy']:.2f}"},
+        val_columns={"val_pref_accuracy": "pref_accuracy", "val_margin": "margin", **VAL_COLUMNS},
+        panels={"loss": ("loss",), "preference": ("reward_accuracy", "val_pref_accuracy", "val_accuracy"),
+                "margin": ("reward_margin", "val_margin")})
+    return run_loop(cfg, trainer, model, tokenizer, optimizer, out_dir)[0]
 
 
 HELPS = {"reference": "frozen reference model (same kinds as --model); default a frozen copy of --model",
-         "task": "arithmetic (generated pairs, greedy task accuracy) or none (needs --pairs)",
+         "task": "digits (the default: alignment.tasks.digits) or arithmetic (generated pairs, greedy task accuracy), "
+                 "or none (needs --pairs)",
          "pairs": "JSONL(.gz) of preference pairs (prompt/chosen/rejected or hh-rlhf chosen/rejected); "
                   "replaces the generated pairs, its last 10%% are held out",
          "n_test": "held-out arithmetic items / at most this many held-out pairs",

@@ -41,6 +41,7 @@ from alignment.core.policy import TokenizerAdapter, clean_text
 from alignment.core.rollout import rollout
 from alignment.evaluation.refusal import is_refusal, judge, refusal_summary
 from alignment.tasks.arithmetic import task_splits
+from alignment.tasks.data import tasks_for
 from alignment.tasks.datasets import DATA_DIR, load_gsm8k, load_math, load_mmlu, load_safety
 from alignment.tasks.digits import SPLITS, digit_splits, digits_reward
 from alignment.tasks.prompts import format_prompt
@@ -49,7 +50,7 @@ from model.training.checkpoint import check_tokenizer, load_model
 from tokenizer.encoder import Tokenizer
 from workbench.files import tokenizer_identity, write_jsonl
 
-TASKS = ("digits", "arithmetic", "gsm8k", "math", "mmlu", "safety")
+TASKS = tasks_for("evaluate")
 CSV_COLUMNS = ("timestamp", "stage", "task", "model", "n", "accuracy", "format_rate", "refusal_rate",
                "refusal_ci_low", "refusal_ci_high", "mean_response_tokens", "seconds", "outputs")
 MMLU_QUESTION = "{question}\nA. {a}\nB. {b}\nC. {c}\nD. {d}\nAnswer with the letter of the correct choice."

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 from alignment.config import LoopConfig, RolloutConfig, StepsConfig, override
 from alignment.core.losses import (
@@ -42,16 +41,15 @@ from alignment.core.losses import (
 )
 from alignment.core.policy import frozen, get_response_log_probs, model_device, tokenize_prompt_and_output
 from alignment.core.rollout import rollout
-from alignment.evaluate import build_prompt, evaluate, score
+from alignment.evaluate import build_prompt, score
 from alignment.loop import (
+    Trainer,
     check_choices,
     cli_main,
-    is_eval_step,
+    held_out_accuracy,
     load_model_and_prepare,
-    plot_metrics,
-    save_trained,
-    set_lr,
-    write_metrics_row,
+    make_optimizer,
+    run_loop,
 )
 from alignment.tasks.data import TASKS, load_task
 from alignment.trl_engine import train_grpo_trl
@@ -315,11 +313,10 @@ def _update_policy(run: _Run, rollouts: _Rollouts, trainable: list[bool]) -> dic
     return sums
 
 
-def _step_row(run: _Run, step: int, lr: float, rollouts: _Rollouts, kept: int, sums: dict,
-              train_seconds: float) -> dict:
-    """The metrics.csv row of a step (without the held-out and total-time columns)."""
+def _step_row(run: _Run, rollouts: _Rollouts, kept: int, sums: dict, train_seconds: float) -> dict:
+    """The metrics.csv row's training columns of a step (the loop adds the step, lr, held-out and time columns)."""
     updates, count, n, meta = max(sums["updates"], 1), max(sums["microbatches"], 1), rollouts.n, rollouts.reward_meta
-    return {"step": step, "lr": lr, "loss": sums["loss"] / updates,
+    return {"loss": sums["loss"] / updates,
             "reward": float(meta["rewards/mean"]),
             "format_reward": float(meta["rewards/format_mean"]),
             "answer_reward": float(meta["rewards/answer_mean"]),
@@ -329,15 +326,6 @@ def _step_row(run: _Run, step: int, lr: float, rollouts: _Rollouts, kept: int, s
             "clip_fraction": sums["clip_fraction"] / count if run.need_old else None,
             "kl": sums["kl"] / count if run.reference is not None else None, "grad_norm": sums["grad_norm"] / updates,
             "rollout_seconds": round(rollouts.seconds, 3), "train_seconds": round(train_seconds, 3)}
-
-
-def _held_out(cfg: GRPOConfig, model, tokenizer, test: list[dict]) -> dict:
-    """Greedy held-out accuracy and format rate with the task's verifier (``alignment.evaluate``)."""
-    if not test:
-        return {"accuracy": None, "format_rate": None}
-    _, summary = evaluate(model, tokenizer, cfg.task, test, cfg.template, cfg.max_new_tokens,
-                          cfg.eval_batch_size, model_name=str(cfg.out_dir))
-    return summary
 
 
 def _setup(cfg: GRPOConfig, model, tokenizer, reward_fn) -> tuple[_Run, list[dict], Path]:
@@ -350,7 +338,7 @@ def _setup(cfg: GRPOConfig, model, tokenizer, reward_fn) -> tuple[_Run, list[dic
     if not train:
         raise ValueError("GRPO needs training questions (n_train >= 1)")
     reference = frozen(copy.deepcopy(model)) if cfg.kl_coef > 0 else None
-    optimizer = AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    optimizer = make_optimizer(cfg, model)
     if reward_fn is None:
         def reward_fn(response: str, item: dict) -> dict:
             return score(cfg.task, response, item)
@@ -367,33 +355,26 @@ def train_grpo(cfg: GRPOConfig, model=None, tokenizer=None, reward_fn=None) -> d
     verifier (``alignment.evaluate.score``) for the training rollouts; held-out accuracy always uses the task's."""
     if cfg.engine == "trl":
         return train_grpo_trl(cfg, model, tokenizer, reward_fn)
-    run, test, out_dir = _setup(cfg, model, tokenizer, reward_fn)
-    metrics_path = out_dir / "metrics.csv"
-    started = time.perf_counter()
-    summary = _held_out(cfg, run.model, run.tokenizer, test)
-    write_metrics_row(metrics_path, METRIC_COLUMNS, {"step": 0, "val_accuracy": summary["accuracy"],
-                                                     "val_format_rate": summary["format_rate"], "seconds": 0.0},
-                      new=True)
-    print(f"step 0: val_accuracy {summary['accuracy']}", file=sys.stderr, flush=True)
-    for step in tqdm(range(1, cfg.steps + 1), desc="grpo", unit="step", file=sys.stderr, dynamic_ncols=True):
-        lr = cfg.lr * min(1.0, step / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr
-        set_lr(run.optimizer, lr)
-        rollouts = _collect_rollouts(run, step)
-        update_started = time.perf_counter()
-        trainable = _trainable(cfg, rollouts)
-        sums = _update_policy(run, rollouts, trainable)
-        row = _step_row(run, step, lr, rollouts, sum(trainable), sums, time.perf_counter() - update_started)
-        if is_eval_step(cfg, step):
-            summary = _held_out(cfg, run.model, run.tokenizer, test)
-            row.update(val_accuracy=summary["accuracy"], val_format_rate=summary["format_rate"])
-            print(f"step {step}: reward {row['reward']:.3f} answer {row['answer_reward']:.3f} "
-                  f"val_accuracy {summary['accuracy']}", file=sys.stderr, flush=True)
-        row["seconds"] = round(time.perf_counter() - started, 3)
-        write_metrics_row(metrics_path, METRIC_COLUMNS, row, new=False)
-    plot_metrics(metrics_path, out_dir / "metrics.png",
-                 {"reward": ("reward", "format_reward", "answer_reward", "val_accuracy"),
-                  "policy": ("entropy", "clip_fraction", "kl", "frac_zero_std"), "length": ("response_tokens",)})
-    return save_trained(cfg, "grpo", run.model, run.tokenizer, run.optimizer, summary, started)
+    state, test, out_dir = _setup(cfg, model, tokenizer, reward_fn)
+    trainer = Trainer(
+        "grpo", METRIC_COLUMNS, eval_at_start=True,
+        lr=lambda step: cfg.lr * min(1.0, step / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr,
+        step=lambda step: _grpo_step(state, step),
+        held_out=lambda: held_out_accuracy(cfg, state.model, state.tokenizer, test),
+        line=lambda step, row, summary: (f"step {step}: reward {row['reward']:.3f} answer "
+                                         f"{row['answer_reward']:.3f} val_accuracy {summary['accuracy']}"),
+        panels={"reward": ("reward", "format_reward", "answer_reward", "val_accuracy"),
+                "policy": ("entropy", "clip_fraction", "kl", "frac_zero_std"), "length": ("response_tokens",)})
+    return run_loop(cfg, trainer, state.model, state.tokenizer, state.optimizer, out_dir)[0]
+
+
+def _grpo_step(state: _Run, step: int) -> dict:
+    """Sample a rollout batch, update the policy on it; the metrics row's training columns."""
+    rollouts = _collect_rollouts(state, step)
+    update_started = time.perf_counter()
+    trainable = _trainable(state.cfg, rollouts)
+    sums = _update_policy(state, rollouts, trainable)
+    return _step_row(state, rollouts, sum(trainable), sums, time.perf_counter() - update_started)
 
 
 def main(argv: list[str] | None = None) -> int:

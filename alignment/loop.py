@@ -1,9 +1,13 @@
-"""What the SFT, DPO and GRPO loops share: loading, metrics rows, checkpoints, report rows and the CLI.
+"""The one trainer loop of SFT, DPO, GRPO and RFT, and what they share: loading, the optimizer, held-out evaluation,
+metrics rows and plot, checkpoints, report rows and the CLI.
 
-Each loop is a frozen dataclass config (fields ``model``, ``tokenizer``, ``out_dir``, ``device``, ``report``
-...) and a ``train_xxx(cfg, model=None, tokenizer=None) -> summary`` function; the CLI is built from the
-config's fields, so every field is a flag (``--grad-accum``, ``--normalize-by-std false`` ...), read through
-``workbench.params`` (dataclass defaults < the stage's params.yaml section < flags).
+A trainer is a frozen dataclass config (alignment.config: ``model``, ``tokenizer``, ``out_dir``, ``device``,
+``report`` ...) and a ``train_xxx(cfg, model=None, tokenizer=None) -> summary`` function that builds its data and
+hands a ``Trainer`` (what one step does, how it is evaluated, its metrics columns) to ``run_loop``, which owns the
+steps: the learning-rate schedule, the progress bar, the evaluation cadence, metrics.csv and its plot, the CPU threads
+(re-checked each step under the CLI) and the checkpoint. The CLI is built from the config's fields, so every field
+is a flag (``--grad-accum``, ``--normalize-by-std false`` ...), read through ``workbench.params`` (dataclass
+defaults < the stage's params.yaml section < flags).
 Checkpoints of our models are written with ``model.training.checkpoint.save_checkpoint`` in the format
 ``model.train`` writes (``model.training.checkpoint.load_model(out_dir)`` reads them); Hugging Face models are
 saved with ``save_pretrained`` under ``out_dir/hf``.
@@ -15,14 +19,18 @@ import csv
 import random
 import sys
 import time
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from tqdm import tqdm
+
 from alignment.core.policy import is_ours
-from alignment.evaluate import append_report_row, load_model_and_tokenizer
+from alignment.evaluate import append_report_row, evaluate, load_model_and_tokenizer
 from alignment.tasks.arithmetic import HELD_OUT
 from model.training.checkpoint import save_checkpoint
+from model.training.optim import AdamW, cosine_schedule
 from model.training.threads import CpuThreads
 from workbench.files import atomic_path, write_json, write_metrics
 from workbench.params import parse_config
@@ -38,9 +46,9 @@ CLI_HELPS = {"model": "our run folder / ckpt-*.pt, or a local Hugging Face model
 def check_choices(cfg, tasks: tuple[str, ...]) -> None:
     """The checks every loop config shares: engine, task, and the arithmetic digits / held_out options."""
     name = type(cfg).__name__
-    for field, allowed in (("engine", ENGINES), ("task", tasks), ("held_out", HELD_OUT)):
-        if getattr(cfg, field) not in allowed:
-            raise ValueError(f"{name}.{field} must be one of {', '.join(allowed)}, got {getattr(cfg, field)!r}")
+    for key, allowed in (("engine", ENGINES), ("task", tasks), ("held_out", HELD_OUT)):
+        if getattr(cfg, key) not in allowed:
+            raise ValueError(f"{name}.{key} must be one of {', '.join(allowed)}, got {getattr(cfg, key)!r}")
     if not isinstance(cfg.digits, int) or not 1 <= cfg.digits <= 9:
         raise ValueError(f"{name}.digits must be an int in 1..9, got {cfg.digits!r}")
 
@@ -79,9 +87,102 @@ def set_lr(optimizer, lr: float) -> None:
         group["lr"] = lr
 
 
+def make_optimizer(cfg, model, weight_decay: float | None = None) -> AdamW:
+    """AdamW at ``cfg.lr`` with betas (0.9, 0.95) and ``cfg.weight_decay`` (or ``weight_decay``)."""
+    decay = cfg.weight_decay if weight_decay is None else weight_decay
+    return AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=decay)
+
+
+def cosine_lr(cfg) -> Callable[[int], float]:
+    """The learning rate of step 1..``cfg.steps``: linear warmup over ``cfg.warmup_steps``, then cosine to lr/10."""
+    return lambda step: cosine_schedule(step - 1, cfg.lr, cfg.lr / 10, cfg.warmup_steps, cfg.steps)
+
+
+def held_out_accuracy(cfg, model, tokenizer, items: list[dict]) -> dict:
+    """Greedy held-out accuracy and format rate on ``items`` with the task's verifier (``alignment.evaluate``);
+    None for both when there are no items."""
+    if not items:
+        return {"accuracy": None, "format_rate": None}
+    _, summary = evaluate(model, tokenizer, cfg.task, items, cfg.template, cfg.max_new_tokens, cfg.eval_batch_size,
+                          model_name=str(cfg.out_dir))
+    return summary
+
+
 def is_eval_step(cfg, step: int) -> bool:
     """Held-out evaluation every ``cfg.eval_interval`` steps (0: never in between) and after the last."""
     return step == cfg.steps or bool(cfg.eval_interval and step % cfg.eval_interval == 0)
+
+
+VAL_COLUMNS = {"val_accuracy": "accuracy", "val_format_rate": "format_rate"}  # metrics.csv column -> summary key
+
+
+@dataclass
+class Trainer:
+    """What a trainer gives ``run_loop``: ``step(step)`` does one step's work (the optimizer steps inside it) and
+    returns the metrics row's training columns; ``held_out()`` the evaluation summary; ``columns`` the metrics.csv
+    header; ``line(step, row, summary)`` the line printed at each evaluation."""
+
+    stage: str
+    columns: tuple[str, ...]
+    step: Callable[[int], dict]
+    held_out: Callable[[], dict]
+    line: Callable[[int, dict, dict], str]
+    lr: Callable[[int], float] | None = None  # the schedule, set before each step (None: constant, no lr column)
+    panels: dict[str, tuple[str, ...]] = field(default_factory=dict)  # metrics.png: title -> columns
+    val_columns: dict[str, str] = field(default_factory=lambda: dict(VAL_COLUMNS))
+    postfix: Callable[[dict], dict] | None = None  # the progress bar's numbers from a row
+    finished: Callable[[], bool] = lambda: False  # ends the run before cfg.steps (evaluated first): RFT's budget
+    eval_at_start: bool = False  # a step-0 row with the starting model's held-out numbers
+    step_column: str = "step"  # RFT counts rounds
+
+
+_cpu_threads: CpuThreads | None = None  # the CLI's thread policy (cli_main), re-checked each step; None from Python
+
+
+def run_loop(cfg, trainer: Trainer, model, tokenizer, optimizer, out_dir: Path) -> tuple[dict, int]:
+    """The loop: up to ``cfg.steps`` steps, each with its learning rate, held-out evaluation at ``is_eval_step`` (and
+    when the trainer has ``finished``), one metrics.csv row per step, the plot, then the checkpoint
+    (``save_trained``). Returns (``save_trained``'s summary, the steps taken)."""
+    metrics_path, started, summary, new = out_dir / "metrics.csv", time.perf_counter(), {}, True
+    if trainer.eval_at_start:
+        summary = trainer.held_out()
+        write_metrics_row(metrics_path, trainer.columns, {trainer.step_column: 0, "seconds": 0.0,
+                                                          **_val(trainer, summary)}, new=True)
+        print(f"{trainer.step_column} 0: val_accuracy {summary.get('accuracy')}", file=sys.stderr, flush=True)
+        new = False
+    model.train()
+    bar = tqdm(range(1, cfg.steps + 1), desc=trainer.stage, unit=trainer.step_column, file=sys.stderr,
+               dynamic_ncols=True)
+    step = 0
+    for step in bar:
+        if _cpu_threads is not None:
+            _cpu_threads.update()
+        row = {trainer.step_column: step}
+        if trainer.lr is not None:
+            row["lr"] = trainer.lr(step)
+            set_lr(optimizer, row["lr"])
+        row.update(trainer.step(step))
+        if trainer.postfix is not None:
+            bar.set_postfix(trainer.postfix(row), refresh=False)
+        done = trainer.finished()
+        if done or is_eval_step(cfg, step):
+            summary = trainer.held_out()
+            model.train()
+            row.update(_val(trainer, summary))
+            print(trainer.line(step, row, summary), file=sys.stderr, flush=True)
+        row["seconds"] = round(time.perf_counter() - started, 3)
+        write_metrics_row(metrics_path, trainer.columns, row, new=new)
+        new = False
+        if done:
+            break
+    bar.close()
+    if trainer.panels:
+        plot_metrics(metrics_path, out_dir / "metrics.png", trainer.panels)
+    return save_trained(cfg, trainer.stage, model, tokenizer, optimizer, summary, started), step
+
+
+def _val(trainer: Trainer, summary: dict) -> dict:
+    return {column: summary.get(key) for column, key in trainer.val_columns.items()}
 
 
 def write_metrics_row(path: Path, columns: tuple[str, ...], row: dict, new: bool) -> None:
@@ -168,10 +269,11 @@ def cli_main(config_cls, train_fn, stage: str, argv: list[str] | None = None, do
              helps: dict[str, str] | None = None) -> int:
     """Parse flags (over params.yaml) into ``config_cls``, load the model, run ``train_fn``; bad input is one
     line and exit 2."""
+    global _cpu_threads
     try:
         cfg = parse_stage_config(config_cls, stage, argv, doc, helps)
         if cfg.device == "cpu":
-            CpuThreads()  # threads for the cores other processes leave free, measured at the start
+            _cpu_threads = CpuThreads()  # threads for the cores other processes leave free, re-checked each step
         model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
     except Exception as exc:
         return _error(exc)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import csv
 import random
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,10 +27,18 @@ from alignment.config import LoopConfig, RolloutConfig, override
 from alignment.core.losses import sft_microbatch_train_step
 from alignment.core.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
 from alignment.core.rollout import rollout
-from alignment.evaluate import build_prompt, evaluate, score
-from alignment.loop import check_choices, cli_main, load_model_and_prepare, save_trained, write_metrics_row
+from alignment.evaluate import build_prompt, score
+from alignment.loop import (
+    Trainer,
+    check_choices,
+    cli_main,
+    held_out_accuracy,
+    load_model_and_prepare,
+    make_optimizer,
+    run_loop,
+)
 from alignment.tasks.data import TASKS, load_task
-from model.training.optim import AdamW, clip_grad_norm
+from model.training.optim import clip_grad_norm
 from workbench.params import setting
 
 METRIC_COLUMNS = ("round", "sampled_tokens", "total_sampled_tokens", "reward", "kept", "loss", "val_accuracy",
@@ -145,38 +152,35 @@ def train_rft(cfg: RFTConfig, model=None, tokenizer=None, sample_fn=None) -> dic
     model, tokenizer, _, context, out_dir = load_model_and_prepare(cfg, "rft", model, tokenizer)
     device = model_device(model)
     train, held_out = load_task(cfg)
-    optimizer = AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    optimizer = make_optimizer(cfg, model, weight_decay=0.0)
     rng = random.Random(cfg.seed)
     if sample_fn is None:
         def sample_fn(prompts, seed):
             return rollout(model, tokenizer, prompts, cfg.max_new_tokens, temperature=cfg.temperature, seed=seed,
                            batch_size=cfg.rollout_batch_size, return_eos=True)
-    started, total, summary, rnd = time.perf_counter(), 0, {}, 0
-    metrics_path = out_dir / "metrics.csv"
-    while total < budget and rnd < cfg.max_rounds:
-        rnd += 1
+    spent = [0]  # sampled response tokens so far
+
+    def one_round(rnd: int) -> dict:
         questions = rng.sample(train, min(len(train), cfg.rollout_batch_size // cfg.group_size))
         items = [item for item in questions for _ in range(cfg.group_size)]
         prompts = [build_prompt(cfg.task, item, cfg.template) for item in items]
         responses, ended = sample_fn(prompts, cfg.seed * 1_000_003 + rnd)
         batch, sampled = _tokens(prompts, responses, ended, tokenizer, context)
-        total += sampled
+        spent[0] += sampled
         rewards = [score(cfg.task, r, item)["reward"] for r, item in zip(responses, items, strict=True)]
         keep = [i for i in verified(items, responses, rewards) if bool(batch["response_mask"][i].any())]
         loss = _train_on(cfg, model, optimizer, batch, keep, rng, device) if keep else None
-        row = {"round": rnd, "sampled_tokens": sampled, "total_sampled_tokens": total,
-               "reward": sum(rewards) / len(rewards), "kept": len(keep), "loss": loss}
-        if total >= budget or (cfg.eval_interval and rnd % cfg.eval_interval == 0):
-            if held_out:
-                _, summary = evaluate(model, tokenizer, cfg.task, held_out, cfg.template, cfg.max_new_tokens,
-                                      cfg.eval_batch_size, model_name=str(cfg.out_dir))
-                row.update(val_accuracy=summary["accuracy"], val_format_rate=summary["format_rate"])
-            print(f"round {rnd}: {total}/{budget} sampled tokens, reward {row['reward']:.3f}, "
-                  f"val_accuracy {summary.get('accuracy')}", file=sys.stderr, flush=True)
-        row["seconds"] = round(time.perf_counter() - started, 3)
-        write_metrics_row(metrics_path, METRIC_COLUMNS, row, new=rnd == 1)
-    out = save_trained(cfg, "rft", model, tokenizer, optimizer, summary, started)
-    return {**out, "rounds": rnd, "sampled_tokens": total, "token_budget": budget}
+        return {"sampled_tokens": sampled, "total_sampled_tokens": spent[0], "reward": sum(rewards) / len(rewards),
+                "kept": len(keep), "loss": loss}
+
+    trainer = Trainer(
+        "rft", METRIC_COLUMNS, step=one_round, step_column="round", finished=lambda: spent[0] >= budget,
+        held_out=lambda: held_out_accuracy(cfg, model, tokenizer, held_out),
+        line=lambda rnd, row, summary: (f"round {rnd}: {spent[0]}/{budget} sampled tokens, reward {row['reward']:.3f}, "
+                                        f"val_accuracy {summary.get('accuracy')}"),
+        panels={"reward": ("reward", "val_accuracy"), "loss": ("loss",)})
+    out, rounds = run_loop(cfg, trainer, model, tokenizer, optimizer, out_dir)
+    return {**out, "rounds": rounds, "sampled_tokens": spent[0], "token_budget": budget}
 
 
 def main(argv: list[str] | None = None) -> int:

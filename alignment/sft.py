@@ -17,30 +17,27 @@ from __future__ import annotations
 
 import random
 import sys
-import time
 from dataclasses import dataclass
 
 import torch
-from tqdm import tqdm
 
 from alignment.config import LoopConfig, StepsConfig, override
 from alignment.core.losses import sft_microbatch_train_step
 from alignment.core.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
-from alignment.evaluate import evaluate
 from alignment.loop import (
     ShuffledBatches,
+    Trainer,
     check_choices,
     cli_main,
-    is_eval_step,
+    cosine_lr,
+    held_out_accuracy,
     load_model_and_prepare,
-    plot_metrics,
-    save_trained,
-    set_lr,
-    write_metrics_row,
+    make_optimizer,
+    run_loop,
 )
 from alignment.tasks.data import TASKS, demonstrations, load_task
 from alignment.trl_engine import train_sft_trl
-from model.training.optim import AdamW, clip_grad_norm, cosine_schedule
+from model.training.optim import clip_grad_norm
 from workbench.params import setting
 
 METRIC_COLUMNS = ("step", "lr", "loss", "nll_per_token", "grad_norm", "response_tokens", "val_accuracy",
@@ -82,16 +79,6 @@ class SFTConfig(StepsConfig):
                              f"got {self.template!r}")
 
 
-def _held_out(cfg: SFTConfig, model, tokenizer, test: list[dict]) -> dict:
-    """Greedy held-out accuracy and format rate (``alignment.evaluate``); the model is left in train mode."""
-    if not test:
-        return {"accuracy": None, "format_rate": None}
-    _, summary = evaluate(model, tokenizer, cfg.task, test, cfg.template, cfg.max_new_tokens,
-                          cfg.eval_batch_size, model_name=str(cfg.out_dir))
-    model.train()
-    return summary
-
-
 def _sft_step(cfg: SFTConfig, model, tokenizer, optimizer, batches: ShuffledBatches, examples, context,
               device) -> dict:
     """One optimizer step over ``grad_accum`` microbatches; the metrics row's training columns."""
@@ -126,28 +113,16 @@ def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
     device = model_device(model)
     train, test = load_task(cfg)
     examples = demonstrations(cfg, train)
-    optimizer = AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    optimizer = make_optimizer(cfg, model)
     batches = ShuffledBatches(len(examples), cfg.batch_size, random.Random(cfg.seed))
-    metrics_path = out_dir / "metrics.csv"
-    started = time.perf_counter()
-    summary: dict = {}
-    model.train()
-    for step in tqdm(range(1, cfg.steps + 1), desc="sft", unit="step", file=sys.stderr, dynamic_ncols=True):
-        lr = cosine_schedule(step - 1, cfg.lr, cfg.lr / 10, cfg.warmup_steps, cfg.steps)
-        set_lr(optimizer, lr)
-        row = {"step": step, "lr": lr,
-               **_sft_step(cfg, model, tokenizer, optimizer, batches, examples, context, device)}
-        if is_eval_step(cfg, step):
-            summary = _held_out(cfg, model, tokenizer, test)
-            row.update(val_accuracy=summary["accuracy"], val_format_rate=summary["format_rate"])
-            print(f"step {step}: loss {row['loss']:.4f} nll/token {row['nll_per_token']:.4f} "
-                  f"val_accuracy {summary['accuracy']}", file=sys.stderr, flush=True)
-        row["seconds"] = round(time.perf_counter() - started, 3)
-        write_metrics_row(metrics_path, METRIC_COLUMNS, row, new=step == 1)
-
-    plot_metrics(metrics_path, out_dir / "metrics.png",
-                 {"loss": ("loss", "nll_per_token"), "held-out": ("val_accuracy", "val_format_rate")})
-    return save_trained(cfg, "sft", model, tokenizer, optimizer, summary, started)
+    trainer = Trainer(
+        "sft", METRIC_COLUMNS, lr=cosine_lr(cfg),
+        step=lambda step: _sft_step(cfg, model, tokenizer, optimizer, batches, examples, context, device),
+        held_out=lambda: held_out_accuracy(cfg, model, tokenizer, test),
+        line=lambda step, row, summary: (f"step {step}: loss {row['loss']:.4f} nll/token {row['nll_per_token']:.4f} "
+                                         f"val_accuracy {summary['accuracy']}"),
+        panels={"loss": ("loss", "nll_per_token"), "held-out": ("val_accuracy", "val_format_rate")})
+    return run_loop(cfg, trainer, model, tokenizer, optimizer, out_dir)[0]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,18 @@ from alignment.tasks.datasets import DATA_DIR, load_gsm8k, load_preference_pairs
 from alignment.tasks.digits import digit_splits, solution, teacher_solution, wrong_solution
 from alignment.tasks.prompts import format_prompt
 
-TASKS = ("digits", "arithmetic", "gsm8k")  # what load_task reads (SFT, GRPO, RFT)
+# The one task registry: every task and what it serves. evaluate: greedy accuracy with its verifier
+# (alignment.evaluate); train: load_task's items (SFT, GRPO, RFT); pairs: load_pairs' generated pairs (DPO).
+TASK_USES = {"digits": ("evaluate", "train", "pairs"), "arithmetic": ("evaluate", "train", "pairs"),
+             "gsm8k": ("evaluate", "train"), "math": ("evaluate",), "mmlu": ("evaluate",), "safety": ("evaluate",)}
+
+
+def tasks_for(use: str) -> tuple[str, ...]:
+    """The tasks that serve ``use`` (evaluate, train or pairs), in the registry's order."""
+    return tuple(task for task, uses in TASK_USES.items() if use in uses)
+
+
+TASKS = tasks_for("train")
 HELD_OUT_FRACTION = 0.1  # of a pairs file: its last 10% are held out
 
 
