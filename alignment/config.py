@@ -8,15 +8,9 @@ by problem (alignment/tasks/digits.py), the `short` template, on the CPU with ou
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from workbench.params import setting
-
-
-def override(cls: type, name: str, default):
-    """A subclass's own default for a field `cls` declares (same help text)."""
-    base = next(f for f in fields(cls) if f.name == name)
-    return field(default=default, metadata=base.metadata)
 
 
 @dataclass(frozen=True)

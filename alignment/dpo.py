@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from alignment.config import LoopConfig, StepsConfig, override
+from alignment.config import LoopConfig, StepsConfig
 from alignment.core.losses import dpo_loss
 from alignment.core.policy import frozen, is_ours
 from alignment.core.preference import pair_log_probs, preference_eval
@@ -47,7 +47,7 @@ from alignment.loop import (
 from alignment.tasks.data import load_pairs, tasks_for
 from alignment.trl_engine import train_dpo_trl
 from model.training.optim import clip_grad_norm
-from workbench.params import setting
+from workbench.params import override, setting
 
 TASKS = (*tasks_for("pairs"), "none")  # none: no greedy task accuracy (pairs from a file only)
 METRIC_COLUMNS = ("step", "lr", "loss", "reward_accuracy", "reward_margin", "chosen_reward", "rejected_reward",

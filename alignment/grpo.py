@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from alignment.config import LoopConfig, RolloutConfig, StepsConfig, override
+from alignment.config import LoopConfig, RolloutConfig, StepsConfig
 from alignment.core.losses import (
     LENGTH_NORMALIZATIONS,
     LOSS_TYPES,
@@ -54,7 +54,7 @@ from alignment.loop import (
 from alignment.tasks.data import TASKS, load_task
 from alignment.trl_engine import train_grpo_trl
 from model.training.optim import AdamW, clip_grad_norm
-from workbench.params import setting
+from workbench.params import override, setting
 
 METRIC_COLUMNS = ("step", "lr", "loss", "reward", "format_reward", "answer_reward", "frac_zero_std",
                   "trained_fraction", "entropy", "response_tokens", "sampled_tokens", "clip_fraction", "kl",

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from alignment.config import LoopConfig, RolloutConfig, override
+from alignment.config import LoopConfig, RolloutConfig
 from alignment.core.losses import sft_microbatch_train_step
 from alignment.core.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
 from alignment.core.rollout import rollout
@@ -39,7 +39,7 @@ from alignment.loop import (
 )
 from alignment.tasks.data import TASKS, load_task
 from model.training.optim import clip_grad_norm
-from workbench.params import setting
+from workbench.params import override, setting
 
 METRIC_COLUMNS = ("round", "sampled_tokens", "total_sampled_tokens", "reward", "kept", "loss", "val_accuracy",
                   "val_format_rate", "seconds")

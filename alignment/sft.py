@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from alignment.config import LoopConfig, StepsConfig, override
+from alignment.config import LoopConfig, StepsConfig
 from alignment.core.losses import sft_microbatch_train_step
 from alignment.core.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
 from alignment.loop import (
@@ -38,7 +38,7 @@ from alignment.loop import (
 from alignment.tasks.data import TASKS, demonstrations, load_task
 from alignment.trl_engine import train_sft_trl
 from model.training.optim import clip_grad_norm
-from workbench.params import setting
+from workbench.params import override, setting
 
 METRIC_COLUMNS = ("step", "lr", "loss", "nll_per_token", "grad_norm", "response_tokens", "val_accuracy",
                   "val_format_rate", "seconds")

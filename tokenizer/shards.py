@@ -21,6 +21,7 @@ import multiprocessing as mp
 import shutil
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,10 +30,11 @@ from tqdm import tqdm
 from tokenizer.encoder import Tokenizer
 from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
 from workbench.documents import EOT, document_paths, iter_texts
-from workbench.executor import add_executor_flags, make_executor
+from workbench.executor import ExecutorSettings, make_executor
 from workbench.files import atomic_path, tokenizer_identity, write_json
+from workbench.params import setting
 from workbench.stage import TaskWriter, finished_stats, map_tasks, mark_done, remove_leftovers, write_stage_metrics
-from workbench.stage_cli import need, run_step, step_parser
+from workbench.stage_cli import need, run_step, stage_parser
 
 log = logging.getLogger(__name__)
 
@@ -220,21 +222,21 @@ def headline(metrics: dict) -> dict:
 
 
 # -- CLI ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ShardSettings:
+    input: str | None = setting(None, "documents file or folder", positional=True)
+    tokenizer: str = setting("tokenizer", "folder with vocab.json + merges.txt")
+    out_dir: str = setting("shards", "writes train.bin, val.bin, meta.json")
+    metrics: str | None = setting(None, "stage metrics JSON; details beside it")
+    val_fraction: float = setting(0.05, "share of documents in val.bin")
+    seed: int = setting(0, "seed of the train/val split")
+    workers: int = setting(1, "encoding processes")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = step_parser("python -m tokenizer.shards", "shards",
-                    "Encode documents into uint16/uint32 token shards plus meta.json.")
-    p.add_argument("input", nargs="?", type=Path, help="documents file or folder (default: %(default)s)")
-    p.add_argument("--tokenizer", type=Path, default=Path("tokenizer"),
-                   help="folder with vocab.json + merges.txt (default: %(default)s)")
-    p.add_argument("--out-dir", type=Path, default=Path("shards"),
-                   help="writes train.bin, val.bin, meta.json (default: %(default)s)")
-    p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
-    p.add_argument("--val-fraction", type=float, default=0.05,
-                   help="share of documents in val.bin (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the train/val split (default: %(default)s)")
-    p.add_argument("--workers", type=int, default=1, help="encoding processes (default: %(default)s)")
-    add_executor_flags(p)
-    return p
+    return stage_parser("python -m tokenizer.shards", "shards",
+                        "Encode documents into uint16/uint32 token shards plus meta.json.", ShardSettings,
+                        ExecutorSettings)
 
 
 def run_command(args: argparse.Namespace, section: dict) -> str:

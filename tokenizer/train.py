@@ -13,6 +13,7 @@ import argparse
 import logging
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizer.bpe import train_bpe
@@ -20,7 +21,8 @@ from tokenizer.encoder import Tokenizer
 from workbench.bad_input import InputIssues, summary_note
 from workbench.documents import EOT, iter_texts
 from workbench.files import write_metrics
-from workbench.stage_cli import need, run_step, step_parser
+from workbench.params import setting
+from workbench.stage_cli import need, run_step, stage_parser
 
 log = logging.getLogger(__name__)
 
@@ -76,19 +78,19 @@ def headline(metrics: dict) -> dict:
 
 
 # -- CLI ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TokenizerSettings:
+    input: str | None = setting(None, "documents file or folder", positional=True)
+    out_dir: str = setting("tokenizer", "writes vocab.json, merges.txt, tokenizer.json")
+    metrics: str | None = setting(None, "stage metrics JSON; details beside it")
+    vocab_size: int = setting(1024, "final vocabulary size, bytes and specials included")
+    special_tokens: tuple[str, ...] = setting((EOT,), "special tokens, the end-of-text separator first")
+    workers: int = setting(1, "pre-tokenization processes")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = step_parser("python -m tokenizer.train", "tokenizer",
-                    "Train a byte-level BPE tokenizer (GPT-2 pre-tokenization) on documents.")
-    p.add_argument("input", nargs="?", type=Path, help="documents file or folder (default: %(default)s)")
-    p.add_argument("--out-dir", type=Path, default=Path("tokenizer"),
-                   help="writes vocab.json, merges.txt, tokenizer.json (default: %(default)s)")
-    p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
-    p.add_argument("--vocab-size", type=int, default=1024, help="final vocabulary size, bytes and specials included "
-                                                  "(default: %(default)s)")
-    p.add_argument("--special-tokens", nargs="*", default=[EOT],
-                   help="special tokens, the end-of-text separator first (default: %(default)s)")
-    p.add_argument("--workers", type=int, default=1, help="pre-tokenization processes (default: %(default)s)")
-    return p
+    return stage_parser("python -m tokenizer.train", "tokenizer",
+                        "Train a byte-level BPE tokenizer (GPT-2 pre-tokenization) on documents.", TokenizerSettings)
 
 
 def run_command(args: argparse.Namespace, section: dict) -> str:

@@ -18,7 +18,6 @@ what is left and raises ``TaskFailed``. Dask runs tasks on worker threads, where
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import multiprocessing as mp
 import os
@@ -26,7 +25,10 @@ import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
+
+from workbench.params import setting
 
 EXECUTORS = ("local", "ray", "dask")
 # A local Ray instance only moves task arguments (paths, configs) and results (stats dicts): a small object store.
@@ -199,15 +201,16 @@ def make_executor(kind: str = "local", workers: int = 1, address: str | None = N
         raise ValueError(f"executor {kind}: cannot reach {where}: {str(e).splitlines()[0]}") from None
 
 
-def add_executor_flags(parser: argparse.ArgumentParser) -> None:
-    """``--executor``, ``--address`` and ``--task-timeout-s``: where a stage's per-file tasks run."""
-    parser.add_argument("--executor", choices=EXECUTORS, default="local",
-                        help="where the per-file tasks run (default: %(default)s)")
-    parser.add_argument("--address", help="ray/dask cluster to connect to: auto or head:6379 (Ray), "
-                                          "tcp://scheduler:8786 (Dask) (default: a local one of --workers processes)")
-    parser.add_argument("--task-timeout-s", type=float,
-                        help="ray/dask: stop with an error when no task finishes for this many seconds "
-                             "(default: wait)")
+@dataclass(frozen=True)
+class ExecutorSettings:
+    """Where a stage's per-file tasks run (``make_executor``): every data stage's ``--executor``, ``--address`` and
+    ``--task-timeout-s``."""
+
+    executor: str = setting("local", "where the per-file tasks run", choices=EXECUTORS)
+    address: str | None = setting(None, "ray/dask cluster to connect to: auto or head:6379 (Ray), "
+                                        "tcp://scheduler:8786 (Dask); none: a local one of --workers processes")
+    task_timeout_s: float | None = setting(None, "ray/dask: stop with an error when no task finishes for this many "
+                                                 "seconds; none: wait")
 
 
 @contextmanager

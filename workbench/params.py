@@ -54,9 +54,20 @@ class ParamsError(ValueError):
         self.unknown = list(unknown)
 
 
-def setting(default, help: str):
-    """A dataclass field with its default and the help text its `--help` flag shows (``add_config_flags``)."""
-    return dataclasses.field(default=default, metadata={"help": help})
+def setting(default, help: str, *, choices: Sequence[str] | None = None, positional: bool = False):
+    """A dataclass field with its default and the help text its `--help` flag shows (``add_config_flags``); the only
+    way a CLI declares a setting (tests/workbench/test_config_style.py). ``choices``: the values it takes;
+    ``positional``: a positional argument (a stage's inputs) instead of a ``--flag``."""
+    metadata = {"help": help} | ({"choices": tuple(choices)} if choices else {}) | ({"positional": True} if positional
+                                                                                      else {})
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def override(cls: type, name: str, default, help: str | None = None):
+    """A subclass's own default (and, given, help text) for a setting ``cls`` declares; the rest of its declaration
+    (choices, positional) stays."""
+    base = next(f for f in dataclasses.fields(cls) if f.name == name)
+    return dataclasses.field(default=default, metadata={**base.metadata, **({"help": help} if help else {})})
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -222,6 +233,8 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, helps: d
         else:
             default = _REQUIRED
         dest = prefix + f.name
+        if f.metadata.get("flag") is False:  # a mapping only a params file can give (filter.steps)
+            continue
         if inner := nested_config(hints[f.name]):
             add_config_flags(parser, inner, helps, bool_switches, dest + ".",
                              None if default is _REQUIRED else default)
@@ -229,12 +242,17 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, helps: d
         kind, nargs = _flag_type(hints[f.name])
         text = helps.get(dest) or f.metadata.get("help") or f.name.replace("_", " ")
         flag, help_text = "--" + prefix + f.name.replace("_", "-"), f"{text} (default: %(default)s)"
-        if bool_switches and hints[f.name] is bool:
-            parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=default,
-                                help=help_text)
+        choices = f.metadata.get("choices")
+        if f.metadata.get("positional"):
+            action = parser.add_argument(dest, type=kind, nargs=nargs or "?", default=default, choices=choices,
+                                         help=help_text)
+        elif bool_switches and hints[f.name] is bool:
+            action = parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=default,
+                                         help=help_text)
         else:
-            parser.add_argument(flag, dest=dest, type=kind, nargs=nargs, default=default,
-                                metavar=f.name.upper(), help=help_text)
+            action = parser.add_argument(flag, dest=dest, type=kind, nargs=nargs, default=default, choices=choices,
+                                         metavar=None if choices else f.name.upper(), help=help_text)
+        action.setting = f  # the field that declares it: what the config-style test checks
 
 
 def params_path(argv: Sequence[str] | None) -> str:
@@ -268,12 +286,18 @@ def build_config_parser(config_cls: type, section: str, prog: str | None = None,
     return parser
 
 
-def config_from_args(config_cls: type, args: argparse.Namespace, section: str = "", prefix: str = ""):
+def config_from_args(config_cls: type, args: argparse.Namespace, section: str = "", prefix: str = "",
+                     params_only: dict | None = None):
     """The dataclass built from the parsed flags (a nested dataclass from its ``--field.sub-field`` flags); a
-    field left without a value is a ParamsError naming its flag."""
+    field left without a value is a ParamsError naming its flag. A field without a flag takes its value from
+    ``params_only`` (the params section) when it is there, else its default."""
     hints = typing.get_type_hints(config_cls)
     values = {}
     for f in dataclasses.fields(config_cls):
+        if f.metadata.get("flag") is False:
+            if params_only and f.name in params_only:
+                values[f.name] = params_only[f.name]
+            continue
         inner = nested_config(hints[f.name])
         values[f.name] = config_from_args(inner, args, section, f"{prefix}{f.name}.") if inner else \
             getattr(args, prefix + f.name)

@@ -1,9 +1,11 @@
 """What the data steps' command lines share (``python -m pipeline.web.extract`` and the others).
 
-Each step builds its parser with ``step_parser``; its flags' destinations are the keys of its ``params.yaml``
-section, which ``run_step`` makes their defaults (strictly: a key no flag takes is an error naming the key, the
-section and the file), so ``--help`` shows the values a run would use. ``run_step`` then runs the step and prints
-its one-line summary with the wall time: exit 0, or 2 with a one-line ``error:`` on bad settings or input.
+Each step declares its settings as ``setting()`` dataclasses (where it reads and writes: a ``StageFiles``; how it
+runs: its config and ``ExecutorSettings``) and builds its parser with ``stage_parser``, one flag (or positional
+input) per field; the flags' destinations are the keys of its ``params.yaml`` section, which ``run_step`` makes
+their defaults (strictly: a key no flag takes is an error naming the key, the section and the file), so ``--help``
+shows the values a run would use. ``run_step`` then runs the step and prints its one-line summary with the wall
+time: exit 0, or 2 with a one-line ``error:`` on bad settings or input.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.params import ParamsError, add_params_flag, apply_section, params_path
+from workbench.params import ParamsError, add_config_flags, add_params_flag, apply_section, params_path, setting
 
 # (parsed flags, the params section as read) -> the step's one-line summary
 Command = Callable[[argparse.Namespace, dict], str]
@@ -29,6 +32,32 @@ def step_parser(prog: str, section: str, description: str) -> argparse.ArgumentP
     return parser
 
 
+@dataclass(frozen=True)
+class StageFiles:
+    """Where a data stage reads and writes; a stage restates the defaults and help that are its own (``override``)."""
+
+    inputs: tuple[str, ...] = setting((), "documents files or folders", positional=True)
+    out_dir: str = setting("out", "kept documents, one file per input")
+    metrics: str | None = setting(None, "stage metrics JSON; details beside it")
+    force: bool = setting(False, "redo inputs whose output already exists")
+
+
+@dataclass(frozen=True)
+class RejectingStageFiles(StageFiles):
+    """A stage that also writes the documents it drops, with their reason."""
+
+    rejected_dir: str = setting("rejected", "dropped documents with their reason, one file per input")
+
+
+def stage_parser(prog: str, section: str, description: str, *settings: type) -> argparse.ArgumentParser:
+    """``step_parser`` with one flag per field of each ``settings`` dataclass (a bool is a ``--x / --no-x``
+    switch)."""
+    parser = step_parser(prog, section, description)
+    for config_cls in settings:
+        add_config_flags(parser, config_cls, bool_switches=True)
+    return parser
+
+
 def optional_path(value) -> Path | None:
     """A setting that may be absent (a metrics file outside the project): None, or its Path."""
     return Path(value) if value not in (None, "") else None
@@ -36,7 +65,7 @@ def optional_path(value) -> Path | None:
 
 def need(args: argparse.Namespace, *keys: str) -> None:
     """A ValueError naming every setting among ``keys`` that neither a flag nor the params section gave."""
-    missing = [k for k in keys if getattr(args, k, None) in (None, "", [])]
+    missing = [k for k in keys if getattr(args, k, None) in (None, "", [], ())]
     if missing:
         raise ValueError(f"missing setting(s) {', '.join(missing)}: give flags or a params.yaml section")
 

@@ -23,6 +23,7 @@ from pipeline.dedup.minhash import (
     text_words,
     word_shingle_hashes,
 )
+from workbench.params import setting
 
 ENGINES = ("single", "sharded")
 
@@ -37,16 +38,20 @@ class DedupConfig:
     cost of more comparisons.
     """
 
-    ngrams: int = 5  # word n-gram shingle size
-    num_hashes: int = 112  # MinHash permutations = num_bands x rows
-    num_bands: int = 14  # LSH bands
-    jaccard_threshold: float = 0.8  # verified Jaccard to call a candidate pair duplicates
-    exact: bool = True  # drop exact duplicates (normalized text) before MinHash
-    line_dedup: str = "none"  # "first": in kept documents, drop lines already seen in an earlier kept document
-    seed: int = 0  # seed of the hash functions
-    workers: int = 1  # single: signature processes; sharded: local task processes (outputs do not depend on it)
-    engine: str = "single"  # "single": one process (the reference); "sharded": tasks on an executor, same outputs
-    shards: int = 4  # sharded: hash-range shards of exact dedup, line dedup and each LSH band (outputs do not depend)
+    ngrams: int = setting(5, "word n-gram shingle size")
+    num_hashes: int = setting(112, "MinHash permutations (bands x rows)")
+    num_bands: int = setting(14, "LSH bands")
+    jaccard_threshold: float = setting(0.8, "verified Jaccard similarity to call a pair duplicates")
+    exact: bool = setting(True, "drop exact duplicates (normalized text) before MinHash")
+    line_dedup: str = setting("none", "first: drop lines an earlier kept document had; none", choices=("none", "first"))
+    seed: int = setting(0, "hash seed")
+    workers: int = setting(1, "single: signature processes; sharded: local task processes (outputs do not depend "
+                              "on it)")
+    engine: str = setting("single", "single: one process (the reference); sharded: resumable tasks over "
+                                    "intermediate files on --executor (pipeline/dedup/sharded.py), the same outputs "
+                                    "byte for byte", choices=ENGINES)
+    shards: int = setting(4, "sharded: hash-range shards of exact dedup, line dedup and each LSH band (outputs do "
+                             "not depend on it)")
 
     def __post_init__(self):
         for name in ("ngrams", "num_hashes", "num_bands", "workers", "shards"):

@@ -61,9 +61,9 @@ from pipeline.dedup.records import (
 from pipeline.dedup.sharded import run_sharded
 from workbench.bad_input import InputIssues, require_readable, summary_note
 from workbench.documents import input_files, output_name, parse_document_line
-from workbench.executor import LocalExecutor, add_executor_flags, make_executor
+from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
 from workbench.files import atomic_open, atomic_path
-from workbench.params import add_config_flags, config_from_args
+from workbench.params import config_from_args, override
 from workbench.stage import (
     TaskWriter,
     finished_stats,
@@ -73,7 +73,7 @@ from workbench.stage import (
     remove_leftovers,
     write_stage_metrics,
 )
-from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
+from workbench.stage_cli import RejectingStageFiles, funnel_headline, need, optional_path, paths, run_step, stage_parser
 
 log = logging.getLogger(__name__)
 DEFAULT_CONFIG = DedupConfig()
@@ -407,30 +407,18 @@ def _decide(i: int, exact_of: list[int], roots: list[int], size: Counter, ids: l
 
 
 # -- CLI ---------------------------------------------------------------------------------------------------------
-CONFIG_HELP = {"ngrams": "word n-gram shingle size", "num_hashes": "MinHash permutations (bands x rows)",
-               "num_bands": "LSH bands", "jaccard_threshold": "verified Jaccard similarity to call a pair duplicates",
-               "exact": "drop exact duplicates (normalized text) before MinHash",
-               "line_dedup": "'first': drop lines an earlier kept document had; 'none'", "seed": "hash seed",
-               "workers": "single: signature processes; sharded: local task processes (outputs do not depend on it)",
-               "engine": "'single': one process (the reference); 'sharded': resumable tasks over intermediate files "
-                         "on --executor (pipeline/dedup/sharded.py), the same outputs byte for byte",
-               "shards": "sharded: hash-range shards of exact dedup, line dedup and each LSH band (outputs do not "
-                         "depend on it)"}
+@dataclass(frozen=True)
+class DedupFiles(RejectingStageFiles):
+    out_dir: str = override(RejectingStageFiles, "out_dir", "dedup")
+    rejected_dir: str = override(RejectingStageFiles, "rejected_dir", "rejected/dedup", "dropped documents with "
+                                                                                       "reason and cluster")
+    force: bool = override(RejectingStageFiles, "force", False, "redo even if the outputs are complete")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = step_parser("python -m pipeline.dedup.stage", "dedup",
-                    "Drop exact and near duplicates (pipeline/dedup/stage.py) across every documents file.")
-    p.add_argument("inputs", nargs="*", type=Path, help="documents files or folders (default: %(default)s)")
-    p.add_argument("--out-dir", type=Path, default=Path("dedup"),
-                   help="kept documents, one file per input (default: %(default)s)")
-    p.add_argument("--rejected-dir", type=Path, default=Path("rejected/dedup"),
-                   help="dropped documents with reason and cluster (default: %(default)s)")
-    p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
-    add_config_flags(p, DedupConfig, CONFIG_HELP)
-    p.add_argument("--force", action="store_true", help="redo even if the outputs are complete")
-    add_executor_flags(p)
-    return p
+    return stage_parser("python -m pipeline.dedup.stage", "dedup",
+                        "Drop exact and near duplicates (pipeline/dedup/stage.py) across every documents file.",
+                        DedupFiles, DedupConfig, ExecutorSettings)
 
 
 def run_command(args: argparse.Namespace, section: dict) -> str:

@@ -35,9 +35,10 @@ from pipeline.classifiers.models import ClassifierFilter, provenance_path, train
 from pipeline.runtime.steps import Step, StepStats, run_steps
 from workbench.bad_input import InputIssues, merged_stats, summary_note
 from workbench.documents import from_generated_crawl, input_files, output_name, read_documents
-from workbench.executor import LocalExecutor, add_executor_flags, make_executor
+from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
+from workbench.params import config_from_args, override, setting
 from workbench.stage import FileStage, TaskWriter, mark_done, marker_path, sum_stats
-from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
+from workbench.stage_cli import RejectingStageFiles, funnel_headline, need, optional_path, paths, run_step, stage_parser
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +58,13 @@ CLASSIFIER_STEPS = ("quality", "toxicity", "nsfw")
 
 @dataclass(frozen=True)
 class FilterConfig:
-    steps: dict = field(default_factory=lambda: {"langid": True, "gopher": True, "gopher_rep": True, "pii": True})
-    workers: int = 1
-    allow_generated_classifiers: bool = False  # apply models trained on generated text to real documents
+    steps: dict = field(default_factory=lambda: {"langid": True, "gopher": True, "gopher_rep": True, "pii": True},
+                        metadata={"help": "the chain: step name -> true/false/settings (params.yaml only)",
+                                  "flag": False})
+    workers: int = setting(1, "processes; each input file is one task")
+    allow_generated_classifiers: bool = setting(False, "apply classifiers trained on generated text to documents "
+                                                       "that do not come from the generated crawl (refused by "
+                                                       "default: their scores on real pages are arbitrary)")
 
     def __post_init__(self):
         if not isinstance(self.steps, dict):
@@ -67,9 +72,9 @@ class FilterConfig:
         unknown = sorted(set(self.steps) - set(STEPS))
         if unknown:
             raise ValueError(f"filter.steps: unknown step(s) {unknown} (known: {list(STEPS)})")
-        for name, setting in self.steps.items():
-            if not isinstance(setting, (bool, dict)):
-                raise ValueError(f"filter.steps.{name} must be true, false or a mapping, got {setting!r}")
+        for name, chosen in self.steps.items():
+            if not isinstance(chosen, (bool, dict)):
+                raise ValueError(f"filter.steps.{name} must be true, false or a mapping, got {chosen!r}")
         if self.workers < 1:
             raise ValueError(f"filter.workers must be >= 1, got {self.workers}")
 
@@ -77,10 +82,10 @@ class FilterConfig:
         """(name, constructor kwargs) of every step switched on, in chain order."""
         out = []
         for name in STEPS:
-            setting = self.steps.get(name, False)
-            if setting is False:
+            chosen = self.steps.get(name, False)
+            if chosen is False:
                 continue
-            kwargs = {} if setting is True else dict(setting)
+            kwargs = {} if chosen is True else dict(chosen)
             if name in CLASSIFIER_STEPS:
                 kwargs.setdefault("task", name)
             out.append((name, kwargs))
@@ -210,30 +215,21 @@ def headline(metrics: dict) -> dict:
 
 
 # -- CLI ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FilterFiles(RejectingStageFiles):
+    out_dir: str = override(RejectingStageFiles, "out_dir", "filter")
+    rejected_dir: str = override(RejectingStageFiles, "rejected_dir", "rejected/filter")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = step_parser("python -m pipeline.filters.stage", "filter",
-                    "Run the filter chain (pipeline/filters/stage.py) over every documents file; the chain is the "
-                    "`steps` mapping of the params section.")
-    p.add_argument("inputs", nargs="*", type=Path, help="documents files or folders (default: %(default)s)")
-    p.add_argument("--out-dir", type=Path, default=Path("filter"),
-                   help="kept documents, one file per input (default: %(default)s)")
-    p.add_argument("--rejected-dir", type=Path, default=Path("rejected/filter"),
-                   help="dropped documents with their reason (default: %(default)s)")
-    p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
-    p.add_argument("--workers", type=int, default=FilterConfig.workers,
-                   help="processes; each input file is one task (default: %(default)s)")
-    p.add_argument("--force", action="store_true", help="redo inputs whose output already exists")
-    p.add_argument("--allow-generated-classifiers", action="store_true",
-                   help="apply classifiers trained on generated text to documents that do not come from the "
-                        "generated crawl (refused by default: their scores on real pages are arbitrary)")
-    add_executor_flags(p)
-    return p
+    return stage_parser("python -m pipeline.filters.stage", "filter",
+                        "Run the filter chain (pipeline/filters/stage.py) over every documents file; the chain is the "
+                        "`steps` mapping of the params section.", FilterFiles, FilterConfig, ExecutorSettings)
 
 
 def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "inputs", "out_dir", "rejected_dir")
-    cfg = FilterConfig(steps=section.get("steps", FilterConfig().steps), workers=int(args.workers),
-                       allow_generated_classifiers=bool(args.allow_generated_classifiers))
+    cfg = config_from_args(FilterConfig, args, params_only=section)
     build_steps(cfg)  # bad settings or a missing model: fail before a cluster starts
     with make_executor(args.executor, cfg.workers, args.address, args.task_timeout_s) as executor:
         m = run_filter([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.rejected_dir),

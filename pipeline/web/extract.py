@@ -31,10 +31,11 @@ from pipeline.runtime.supervised import Lost, SupervisedPool
 from pipeline.web.extract_cascade import fast_text, needs_fallback
 from pipeline.web.warc import Payload, is_generated_crawl, iter_payloads
 from workbench.bad_input import InputIssues, merged_stats, summary_note
-from workbench.executor import LocalExecutor, add_executor_flags, make_executor, thread_time_limit
+from workbench.executor import ExecutorSettings, LocalExecutor, make_executor, thread_time_limit
 from workbench.files import check_unique_outputs, expand_inputs
+from workbench.params import config_from_args, override, setting
 from workbench.stage import FileStage, TaskWriter, mark_done, marker_path, sum_counts, sum_stats
-from workbench.stage_cli import funnel_headline, need, optional_path, paths, run_step, step_parser
+from workbench.stage_cli import StageFiles, funnel_headline, need, optional_path, paths, run_step, stage_parser
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +49,11 @@ _MAX_REPLACEMENT_SHARE = 0.02  # more U+FFFD than this after decoding: the chars
 
 @dataclass(frozen=True)
 class ExtractConfig:
-    extractor: str = "trafilatura"
-    workers: int = 1
-    max_bytes: int = 4 << 20
-    timeout_s: float = 10.0
+    extractor: str = setting("trafilatura", "main-text extractor", choices=EXTRACTORS)
+    workers: int = setting(1, "extraction processes")
+    max_bytes: int = setting(4 << 20, "per-record byte cap, also after Content-Encoding")
+    timeout_s: float = setting(10.0, "per-record extraction time limit in seconds; a worker still busy at twice this "
+                                     "(stuck in C code) is killed and replaced")
 
     def __post_init__(self):
         if self.extractor not in EXTRACTORS:
@@ -324,32 +326,22 @@ def headline(metrics: dict) -> dict:
 
 
 # -- CLI ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ExtractFiles(StageFiles):
+    inputs: tuple[str, ...] = override(StageFiles, "inputs", (), "WARC/WET files, or folders of *.warc[.gz] / "
+                                                                  "*.wet[.gz]")
+    out_dir: str = override(StageFiles, "out_dir", "extract", "folder for <input>.jsonl.gz documents")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    defaults = ExtractConfig()
-    p = step_parser("python -m pipeline.web.extract", "extract",
-                    "Extract main text from WARC response / WET conversion records.")
-    p.add_argument("inputs", nargs="*", type=Path,
-                   help="WARC/WET files, or folders of *.warc[.gz] / *.wet[.gz] (default: %(default)s)")
-    p.add_argument("--out-dir", type=Path, default=Path("extract"),
-                   help="folder for <input>.jsonl.gz documents (default: %(default)s)")
-    p.add_argument("--metrics", type=Path, help="stage metrics JSON; details beside it (default: %(default)s)")
-    p.add_argument("--extractor", choices=EXTRACTORS, default=defaults.extractor,
-                   help="main-text extractor (default: %(default)s)")
-    p.add_argument("--workers", type=int, default=defaults.workers, help="extraction processes (default: %(default)s)")
-    p.add_argument("--max-bytes", type=int, default=defaults.max_bytes,
-                   help="per-record byte cap, also after Content-Encoding (default: %(default)s)")
-    p.add_argument("--timeout-s", type=float, default=defaults.timeout_s,
-                   help="per-record extraction time limit in seconds; a worker still busy at twice this (stuck in "
-                        "C code) is killed and replaced (default: %(default)s)")
-    p.add_argument("--force", action="store_true", help="redo inputs whose output already exists")
-    add_executor_flags(p)
-    return p
+    return stage_parser("python -m pipeline.web.extract", "extract",
+                        "Extract main text from WARC response / WET conversion records.",
+                        ExtractFiles, ExtractConfig, ExecutorSettings)
 
 
 def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "inputs", "out_dir")
-    cfg = ExtractConfig(extractor=args.extractor, workers=int(args.workers), max_bytes=int(args.max_bytes),
-                        timeout_s=float(args.timeout_s))
+    cfg = config_from_args(ExtractConfig, args)
     with make_executor(args.executor, cfg.workers, args.address, args.task_timeout_s) as executor:
         cluster = None if isinstance(executor, LocalExecutor) else executor  # local: records spread over a pool
         m = run_extract([Path(p) for p in paths(args.inputs)], Path(args.out_dir), optional_path(args.metrics), cfg,

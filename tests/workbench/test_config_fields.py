@@ -1,6 +1,6 @@
 """Each setting is declared once: a field shared by two config classes comes from a base they share.
 
-A subclass may restate a field its base declares to give it another default (alignment.config.override); that
+A subclass may restate a field its base declares to give it another default (workbench.params.override); that
 is not a second declaration. Independent knobs of different components that happen to share a generic name
 (a dedup seed and a trainer seed) are not the same setting: GENERIC lists them. KNOWN lists the duplicates still
 to be removed, with the reason; the test fails on any new duplicate and on a KNOWN entry that is gone (so the
@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import alignment.config
+from workbench.params import override
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("alignment", "scaling", "workbench", "tokenizer", "pipeline", "model", "kernels", "leaderboard")
@@ -84,7 +85,7 @@ def test_a_planted_duplicate_is_found_and_an_override_is_not():
 
     @dataclasses.dataclass(frozen=True)
     class OverridingConfig(alignment.config.RolloutConfig):
-        group_size: int = alignment.config.override(alignment.config.RolloutConfig, "group_size", 4)
+        group_size: int = override(alignment.config.RolloutConfig, "group_size", 4)
 
     found = duplicates([alignment.config.RolloutConfig, PlantedConfig, OverridingConfig])
     assert list(found) == ["group_size"] and len(found["group_size"]) == 2
