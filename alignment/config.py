@@ -17,8 +17,8 @@ from workbench.params import setting
 class LoopConfig:
     """What a trainer starts from (model, task), how it evaluates and where it writes."""
 
-    model: str = field(metadata={"help": "our run folder / ckpt-*.pt, or a local HF model folder"})
-    tokenizer: str | None = setting(None, "vocab.json + merges.txt folder (ours); HF: default the model folder")
+    model: str = field(metadata={"help": "our run folder / ckpt-*.pt, or a local Hugging Face model folder"})
+    tokenizer: str | None = setting(None, "tokenizer folder (vocab.json + merges.txt); HF default: the model folder")
     task: str = setting("digits", "digits (alignment.tasks.digits: held out by problem), arithmetic (word problems) or "
                                   "gsm8k (../shared/data/alignment)")
     n_train: int = setting(2000, "training problems (SFT: demonstrations; DPO: pairs; RL: questions drawn)")
@@ -37,7 +37,7 @@ class LoopConfig:
     template: str = setting("short", "prompt: 'short', 'r1_zero' (the R1-Zero / CS336 A5 prompt) or a string with "
                                      "{question}")
     device: str = setting("cpu", "cpu | cuda | mps")
-    report: str | None = setting(None, "also append the final evaluation row to this CSV")
+    report: str | None = setting(None, "also append the final eval row to this CSV")
     metrics: str | None = setting(None, "also write the final summary (JSON) here, for dvc metrics")
     engine: str = setting("ours", "ours | trl (TRL's trainer on a local HF model: accelerate / DeepSpeed / vLLM)")
 

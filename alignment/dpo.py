@@ -65,9 +65,17 @@ class DPOConfig(StepsConfig):
     steps: int = override(StepsConfig, "steps", 100)
     out_dir: str = override(LoopConfig, "out_dir", "runs/dpo")
     max_new_tokens: int = override(LoopConfig, "max_new_tokens", 24)
-    reference: str | None = setting(None, "frozen reference model; default a frozen copy of the starting policy")
-    pairs: str | None = setting(None, "JSONL(.gz) of preference pairs; replaces the generated pairs")
-    beta: float = setting(0.1, "DPO's beta: strength of the implicit KL to the reference")
+    task: str = override(LoopConfig, "task", "digits", "digits (the default: alignment.tasks.digits) or "
+                                                        "arithmetic (generated pairs, greedy task accuracy), or none "
+                                                        "(needs --pairs)")
+    n_test: int = override(LoopConfig, "n_test", 200, "held-out task items / at most this many held-out pairs")
+    template: str = override(LoopConfig, "template", "short", "task prompt template: short, r1_zero or a string with "
+                                                              "{question}")
+    reference: str | None = setting(None, "frozen reference model (same kinds as --model); default a frozen copy of "
+                                          "--model")
+    pairs: str | None = setting(None, "JSONL(.gz) of preference pairs (prompt/chosen/rejected or hh-rlhf "
+                                      "chosen/rejected); replaces the generated pairs, its last tenth held out")
+    beta: float = setting(0.1, "DPO's beta (Rafailov et al. 2023): strength of the implicit KL to the reference")
     batch_size: int = setting(16, "pairs per microbatch (2 x batch_size sequences per forward)")
 
     def __post_init__(self) -> None:
@@ -174,19 +182,8 @@ def train_dpo(cfg: DPOConfig, model=None, tokenizer=None, *, reference=None,
     return run_loop(cfg, trainer, model, tokenizer, optimizer, out_dir)[0]
 
 
-HELPS = {"reference": "frozen reference model (same kinds as --model); default a frozen copy of --model",
-         "task": "digits (the default: alignment.tasks.digits) or arithmetic (generated pairs, greedy task accuracy), "
-                 "or none (needs --pairs)",
-         "pairs": "JSONL(.gz) of preference pairs (prompt/chosen/rejected or hh-rlhf chosen/rejected); "
-                  "replaces the generated pairs, its last 10%% are held out",
-         "n_test": "held-out arithmetic items / at most this many held-out pairs",
-         "beta": "DPO beta (Rafailov et al. 2023)", "batch_size": "pairs per microbatch",
-         "eval_interval": "held-out evaluation every N steps and at the end (0: only at the end)",
-         "template": "arithmetic prompt template: short, r1_zero or a string with {question}"}
-
-
 def main(argv: list[str] | None = None) -> int:
-    return cli_main(DPOConfig, train_dpo, "dpo", argv, doc=__doc__, helps=HELPS)
+    return cli_main(DPOConfig, train_dpo, "dpo", argv, doc=__doc__)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -49,6 +50,7 @@ from alignment.tasks.rewards import extract_answer, gsm8k_reward, parse_mmlu_let
 from model.training.checkpoint import check_tokenizer, load_model
 from tokenizer.encoder import Tokenizer
 from workbench.files import tokenizer_identity, write_jsonl
+from workbench.params import add_config_flags, config_from_args, setting
 
 TASKS = tasks_for("evaluate")
 CSV_COLUMNS = ("timestamp", "stage", "task", "model", "n", "accuracy", "format_rate", "refusal_rate",
@@ -244,40 +246,37 @@ def load_model_and_tokenizer(model_path: str, tokenizer_dir: str | None = None, 
 
 # ---- CLI -----------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class EvalSettings:
+    task: str = field(metadata={"help": "what to evaluate on", "choices": TASKS})
+    model: str = field(metadata={"help": "our run folder or ckpt-*.pt, or a local Hugging Face model folder "
+                                         "(detected by config.json)"})
+    tokenizer: str | None = setting(None, "tokenizer folder (vocab.json + merges.txt); required for our "
+                                          "checkpoints, optional for HF folders (none: the model folder)")
+    n: int | None = setting(None, "evaluate the first N items (none: arithmetic 200, others all)")
+    data: str | None = setting(None, "data file/folder instead of the default under ../shared/data/alignment")
+    seed: int = setting(0, "seed of the arithmetic task split")
+    split: str = setting("test", "digits task: the validation or the test split", choices=SPLITS)
+    template: str | None = setting(None, "prompt template: 'r1_zero', 'short' or a string with {question} (none: "
+                                         "'short' for digits and arithmetic, 'r1_zero' otherwise)")
+    max_new_tokens: int | None = setting(None, "tokens generated per item (none: 64 for digits and arithmetic, 512 "
+                                               "otherwise)")
+    batch_size: int = setting(32, "prompts per generation batch")
+    device: str = setting("cpu", "cpu, cuda, cuda:N")
+    out_dir: str = setting("reports/alignment", "folder for the per-example JSONL")
+    report: str = setting("reports/alignment.csv", "CSV the summary row is appended to")
+    stage: str = setting("eval", "stage name written to the CSV row and the JSONL name")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m alignment.evaluate", description=__doc__.split("\n\n")[0])
-    p.add_argument("--task", required=True, choices=TASKS, help="what to evaluate on")
-    p.add_argument("--model", required=True,
-                   help="our run folder or ckpt-*.pt, or a local Hugging Face model folder (detected by config.json)")
-    p.add_argument("--tokenizer", default=None,
-                   help="tokenizer folder (vocab.json + merges.txt); required for our checkpoints, "
-                        "optional for HF folders (default: the model folder)")
-    p.add_argument("--n", type=int, default=None,
-                   help="evaluate the first N items (arithmetic default 200; others: all)")
-    p.add_argument("--data", default=None,
-                   help="data file/folder instead of the default under ../shared/data/alignment")
-    p.add_argument("--seed", type=int, default=0, help="seed of the arithmetic task split (default 0)")
-    p.add_argument("--split", default="test", choices=SPLITS,
-                   help="digits task: the validation or the test split (default test)")
-    p.add_argument("--template", default=None,
-                   help="prompt template: 'r1_zero', 'short' or a string with {question} "
-                        "(default: 'short' for arithmetic, 'r1_zero' otherwise)")
-    p.add_argument("--max-new-tokens", type=int, default=None,
-                   help="tokens generated per item (default 64 for arithmetic, 512 otherwise)")
-    p.add_argument("--batch-size", type=int, default=32, help="prompts per generation batch (default 32)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default cpu)")
-    p.add_argument("--out-dir", default="reports/alignment", help="folder for the per-example JSONL")
-    p.add_argument("--report", default="reports/alignment.csv", help="CSV the summary row is appended to")
-    p.add_argument("--stage", default="eval",
-                   help="stage name written to the CSV row and the JSONL name (default eval)")
+    p = argparse.ArgumentParser(prog="python -m alignment.evaluate", description=__doc__.split("\n\n")[0])
+    add_config_flags(p, EvalSettings)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = config_from_args(EvalSettings, build_parser().parse_args(argv))
         if args.n is not None and args.n < 1:
             raise ValueError(f"--n must be >= 1, got {args.n}")
         if args.batch_size < 1:

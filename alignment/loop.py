@@ -38,10 +38,6 @@ from workbench.params import parse_config
 ENGINES = ("ours", "trl")
 METRIC_KEYS = ("task", "n", "accuracy", "format_rate", "mean_response_tokens", "pref_accuracy", "margin", "seconds")
 HEADLINE_KEYS = ("accuracy", "format_rate", "pref_accuracy", "margin", "seconds")  # dvc's shared vocabulary
-CLI_HELPS = {"model": "our run folder / ckpt-*.pt, or a local Hugging Face model folder",
-             "tokenizer": "tokenizer folder (vocab.json + merges.txt); HF default: the model folder",
-             "report": "also append the final eval row to this CSV"}
-
 
 def check_choices(cfg, tasks: tuple[str, ...]) -> None:
     """The checks every loop config shares: engine, task, and the arithmetic digits / held_out options."""
@@ -249,12 +245,11 @@ def save_trained(cfg, stage: str, model, tokenizer, optimizer, summary: dict, st
     return summary
 
 
-def parse_stage_config(config_cls, stage: str, argv: list[str] | None = None, doc: str = "",
-                       helps: dict[str, str] | None = None):
+def parse_stage_config(config_cls, stage: str, argv: list[str] | None = None, doc: str = ""):
     """``config_cls`` from flags over the ``stage`` section of ``--params`` (params.yaml) over its defaults
     (``workbench.params.parse_config``: one flag per field; ``X | None`` fields accept ``none``)."""
     cfg, _ = parse_config(config_cls, stage, argv, prog=f"python -m alignment.{stage}",
-                          description=(doc or "").split("\n\n")[0], helps={**CLI_HELPS, **(helps or {})})
+                          description=(doc or "").split("\n\n")[0])
     return cfg
 
 
@@ -265,13 +260,12 @@ def _error(exc: Exception) -> int:
     return 2
 
 
-def cli_main(config_cls, train_fn, stage: str, argv: list[str] | None = None, doc: str = "",
-             helps: dict[str, str] | None = None) -> int:
+def cli_main(config_cls, train_fn, stage: str, argv: list[str] | None = None, doc: str = "") -> int:
     """Parse flags (over params.yaml) into ``config_cls``, load the model, run ``train_fn``; bad input is one
     line and exit 2."""
     global _cpu_threads
     try:
-        cfg = parse_stage_config(config_cls, stage, argv, doc, helps)
+        cfg = parse_stage_config(config_cls, stage, argv, doc)
         if cfg.device == "cpu":
             _cpu_threads = CpuThreads()  # threads for the cores other processes leave free, re-checked each step
         model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)

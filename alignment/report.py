@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -46,7 +47,7 @@ from alignment.evaluation.stats import pass_at_k, summarize
 from alignment.tasks.datasets import DATA_DIR
 from alignment.tasks.digits import SPLITS
 from workbench.files import atomic_path, write_jsonl, write_metrics
-from workbench.params import add_params_flag, load_section, params_path
+from workbench.params import add_config_flags, add_params_flag, apply_section, config_from_args, params_path, setting
 
 SECTION = "alignment_report"
 
@@ -194,54 +195,57 @@ def plot_report(frame: pd.DataFrame, curves: dict[str, Path], path: str | Path) 
     return path
 
 
-DEFAULTS = {"tokenizer": None, "task": "digits", "n": 200, "template": "short", "max_new_tokens": 32,
-            "batch_size": 64, "seed": 0, "device": "cpu", "digits": 2, "held_out": "problems",
-            "out": "reports/alignment.csv",
-            "out_dir": "reports/alignment", "plot": "reports/alignment.png", "metrics": "metrics/alignment.json",
-            "safety_n": 100, "safety_data": "", "pass_k": 8, "pass_k_stages": "sft", "models": {}}
-FLAG_TYPES = {"n": int, "max_new_tokens": int, "batch_size": int, "seed": int, "digits": int, "safety_n": int,
-              "pass_k": int}
-HELP = {"seed": "the models' training seed (a CSV column; also the arithmetic task's split seed)",
-        "pass_k": "samples per test problem (T 1) for pass@1 / pass@k of pass_k_stages (0: none)",
-        "pass_k_stages": "comma-separated stages that get pass@k (what sampling already contains)",
-        "safety_n": "SimpleSafetyTests prompts per stage for the refusal rate (all 100; 0 leaves safety out)",
-        "safety_data": "SimpleSafetyTests CSV ('' = ../shared/data/alignment/simple_safety_tests.csv, "
-                       "left out with a note when absent)"}
+@dataclass(frozen=True)
+class ReportConfig:
+    """The alignment_report section: every stage's model on the same held-out problems."""
+
+    tokenizer: str | None = setting(None, "tokenizer folder (vocab.json + merges.txt) of our checkpoints")
+    task: str = setting("digits", "the task every stage is scored on", choices=tuple(t for t in TASKS if t != "safety"))
+    n: int = setting(200, "problems per split")
+    template: str = setting("short", "prompt template: short, r1_zero or a string with {question}")
+    max_new_tokens: int = setting(32, "tokens generated per problem")
+    batch_size: int = setting(64, "prompts per generation batch")
+    seed: int = setting(0, "the models' training seed (a CSV column; also the arithmetic task's split seed)")
+    device: str = setting("cpu", "cpu | cuda | mps")
+    digits: int = setting(2, "operands of 1..digits digits (digits and arithmetic tasks)")
+    held_out: str = setting("problems", "arithmetic test split: unseen problems, or unseen wording of the same facts")
+    out: str = setting("reports/alignment.csv", "the report CSV (a row per stage and split)")
+    out_dir: str = setting("reports/alignment", "folder for the per-example JSONL")
+    plot: str = setting("reports/alignment.png", "training curves and held-out accuracy per stage")
+    metrics: str = setting("metrics/alignment.json", "held-out accuracy and refusal rate per stage, for dvc metrics")
+    safety_n: int = setting(100, "SimpleSafetyTests prompts per stage for the refusal rate (all 100; 0 leaves "
+                                 "safety out)")
+    safety_data: str = setting("", "SimpleSafetyTests CSV ('' = ../shared/data/alignment/simple_safety_tests.csv, "
+                                   "left out with a note when absent)")
+    pass_k: int = setting(8, "samples per test problem (T 1) for pass@1 / pass@k of pass_k_stages (0: none)")
+    pass_k_stages: str = setting("sft", "comma-separated stages that get pass@k (what sampling already contains)")
+    model: tuple[str, ...] = setting((), "a stage's model as STAGE=PATH, repeatable (replaces the section's models "
+                                         "mapping)", repeatable=True)
+    models: dict = field(default_factory=dict, metadata={"help": "stage -> model (params.yaml only)",
+                                                         "flag": False})
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """One flag per ``alignment_report`` key (defaults: DEFAULTS; ``--help`` shows the params values once
-    ``_settings`` applied them) plus ``--model STAGE=PATH`` for ``models``."""
+    """One flag per ``ReportConfig`` setting (``--help`` shows the params values once ``apply_section`` set them)."""
     p = argparse.ArgumentParser(prog="python -m alignment.report", description=__doc__.split("\n\n")[0])
     add_params_flag(p, SECTION)
-    p.add_argument("--model", action="append", default=None, metavar="STAGE=PATH",
-                   help="a stage's model (repeatable; replaces alignment_report.models)")
-    for key, default in DEFAULTS.items():
-        if key != "models":
-            what = f": {HELP[key]}" if key in HELP else ""
-            p.add_argument("--" + key.replace("_", "-"), type=FLAG_TYPES.get(key, str), default=default,
-                           help=f"alignment_report.{key}{what} (default: %(default)s)")
+    add_config_flags(p, ReportConfig)
     return p
 
 
 def _settings(argv: list[str] | None) -> dict:
-    """DEFAULTS < the alignment_report section of ``--params`` < flags; the models checked to exist."""
+    """ReportConfig's defaults < the alignment_report section of ``--params`` < flags; the models checked to exist."""
     parser = build_parser()
-    section = load_section(SECTION, params_path(argv), known=DEFAULTS)
-    parser.set_defaults(**{k: v for k, v in section.items() if k != "models"})
-    args = parser.parse_args(argv)
-    settings = {key: getattr(args, key) for key in DEFAULTS if key != "models"}
-    settings["models"] = dict(section.get("models") or {})
-    if args.model:
-        pairs = [m.split("=", 1) for m in args.model]
+    section = apply_section(parser, SECTION, params_path(argv), extra_keys=("models",))
+    settings = asdict(config_from_args(ReportConfig, parser.parse_args(argv), SECTION, params_only=section))
+    given = list(settings.pop("model"))
+    if given:
+        pairs = [m.split("=", 1) for m in given]
         if any(len(pair) != 2 or not pair[0] for pair in pairs):
-            raise ValueError(f"--model takes STAGE=PATH, got {args.model!r}")
+            raise ValueError(f"--model takes STAGE=PATH, got {given!r}")
         settings["models"] = dict(pairs)
     if not settings["models"]:
         raise ValueError("no models to evaluate: set alignment_report.models or pass --model STAGE=PATH")
-    if settings["task"] not in TASKS or settings["task"] == "safety":
-        raise ValueError(f"alignment_report.task must be one of arithmetic, gsm8k, mmlu (safety rows come with "
-                         f"safety_n), got {settings['task']!r}")
     if settings["safety_n"] < 0:
         raise ValueError(f"alignment_report.safety_n must be >= 0, got {settings['safety_n']}")
     if settings["safety_data"] and not Path(settings["safety_data"]).is_file():

@@ -184,8 +184,7 @@ def train_rft(cfg: RFTConfig, model=None, tokenizer=None, sample_fn=None) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli_main(RFTConfig, train_rft, "rft", argv, doc=__doc__,
-                    helps={"token_budget": "sampled response tokens (0: GRPO's total, read from match_metrics)"})
+    return cli_main(RFTConfig, train_rft, "rft", argv, doc=__doc__)
 
 
 if __name__ == "__main__":

@@ -126,8 +126,7 @@ def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli_main(SFTConfig, train_sft, "sft", argv, doc=__doc__,
-                    helps={"task": "digits (the default: alignment.tasks.digits), arithmetic (word problems) or gsm8k"})
+    return cli_main(SFTConfig, train_sft, "sft", argv, doc=__doc__)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ from scaling.laws import LAWS
 from scaling.plots import plot_all
 from scaling.predict import AUTO, FitResult, choose_laws, fit_and_predict
 from scaling.report import format_summary, selection_line, write_fit_metrics, write_outputs
-from workbench.params import build_config_parser, parse_config
+from workbench.params import add_config_flags, build_config_parser, config_from_args, parse_config, setting
+from workbench.stage_cli import optional_path
 
 NO_VALID_LAW = 3
 
@@ -75,25 +76,30 @@ class FitConfig:
         object.__setattr__(self, "seed", int(self.seed))
 
 
+@dataclass(frozen=True)
+class FitFiles:
+    """The files in and out of a fit."""
+
+    results: tuple[str, ...] = setting((), "results CSV, or JSON list of objects (scaling/data.py columns); several "
+                                           "files (the same sweep under other seeds) are fitted as one, repeats of one "
+                                           "N, D and C averaged", positional=True)
+    out_dir: str | None = setting(None, "output folder (none: ./<results stem>_fit, in the working directory)")
+    holdout: str | None = setting(None, "held-out runs to predict: CSV or JSON with N, D (or C), loss and optionally "
+                                        "run_id (the results' column names)")
+    holdout_summary: str | None = setting(None, "a python -m model.train summary.json to predict as a held-out run, "
+                                                "N and C counted as the sweep counted its runs")
+    allow_no_valid: bool = setting(False, "exit 0 when no law is valid (the outputs say so): for pipelines such as "
+                                          "dvc repro")
+    plots: bool = setting(True, "write the PNG plots")
+    metrics: str | None = setting(None, "also write the headline predictions here (for dvc metrics; every "
+                                        "prediction goes to details/ beside it)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The flags of FitConfig (defaults: the ``scaling_fit:`` section of --params) plus the files in and out."""
     parser = build_config_parser(FitConfig, "scaling_fit", prog="python -m scaling.fit",
                                  description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", type=Path, nargs="+",
-                        help="results CSV, or JSON list of objects (scaling/data.py columns); several files (the same "
-                             "sweep under other seeds) are fitted as one, repeats of one N, D and C averaged")
-    parser.add_argument("--out-dir", type=Path, help="output folder (default: ./<results stem>_fit, in the working "
-                                                     "directory)")
-    parser.add_argument("--holdout", type=Path, help="held-out runs to predict: CSV or JSON with N, D (or C), loss "
-                                                     "and optionally run_id (the results' column names)")
-    parser.add_argument("--holdout-summary", type=Path, help="a python -m model.train summary.json to predict as a "
-                                                             "held-out run, N and C counted as the sweep counted "
-                                                             "its runs")
-    parser.add_argument("--allow-no-valid", action="store_true",
-                        help="exit 0 when no law is valid (the outputs say so): for pipelines such as dvc repro")
-    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    parser.add_argument("--metrics", type=Path, help="also write the headline predictions here (for dvc metrics; "
-                                                     "every prediction goes to details/ beside it)")
+    add_config_flags(parser, FitFiles, bool_switches=True)
     return parser
 
 
@@ -146,26 +152,30 @@ def fit_files(results: list[Path], cfg: FitConfig, holdout: Path | None = None,
 def main(argv: list[str] | None = None) -> int:
     try:
         cfg, args = parse_config(FitConfig, "scaling_fit", argv, parser=build_parser())
+        files = config_from_args(FitFiles, args)
+        if not files.results:
+            raise ValueError("no results file: give one or more results CSV/JSON files")
+        results = [Path(p) for p in files.results]
         start = time.perf_counter()
-        frame, result = fit_files(args.results, cfg, args.holdout, args.holdout_summary)
+        frame, result = fit_files(results, cfg, optional_path(files.holdout), optional_path(files.holdout_summary))
         seconds = time.perf_counter() - start
     except ValueError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     report = result.report
-    out_dir = args.out_dir or Path(f"{args.results[0].stem}_fit")
+    out_dir = Path(files.out_dir) if files.out_dir else Path(f"{results[0].stem}_fit")
     write_outputs(report, out_dir)
-    if args.metrics:
-        write_fit_metrics(report, args.metrics)
-    plots = [] if args.no_plots else plot_all(frame, result, np.asarray(cfg.target_flops), out_dir)
+    if files.metrics:
+        write_fit_metrics(report, files.metrics)
+    plots = plot_all(frame, result, np.asarray(cfg.target_flops), out_dir) if files.plots else []
     print(format_summary(report))
     outputs = ["fit.json", "predictions.csv"] + (["holdout.csv"] if "holdout" in report else []) + \
         [p.name for p in plots]
     print(f"fit: {len(frame)} runs, method {cfg.method}, bootstrap {cfg.bootstrap} in {seconds:.2f} s "
           f"-> {out_dir}/ ({', '.join(outputs)})")
     if report["selection"]["method"] is None:
-        print(f"{'warning' if args.allow_no_valid else 'error'}: {selection_line(report)}", file=sys.stderr)
-        return 0 if args.allow_no_valid else NO_VALID_LAW
+        print(f"{'warning' if files.allow_no_valid else 'error'}: {selection_line(report)}", file=sys.stderr)
+        return 0 if files.allow_no_valid else NO_VALID_LAW
     return 0
 
 

@@ -58,7 +58,17 @@ from model.training.data import read_meta
 from model.training.optim import wsd_decay_start
 from model.training.train_config import TrainConfig
 from workbench.files import read_json, write_bytes, write_json
-from workbench.params import add_params_flag, field_names, flatten, load_section, nest, params_path
+from workbench.params import (
+    REQUIRED,
+    add_config_flags,
+    add_params_flag,
+    field_names,
+    flatten,
+    load_section,
+    nest,
+    params_path,
+    setting,
+)
 
 FLOPS_MODES = ("6N", "exact")
 LR_RULES = ("constant", "inverse_width")
@@ -74,42 +84,60 @@ COLUMNS = ("run_id", "params", "params_non_embedding", "tokens", "flops", "flops
            "flops_charged")
 
 
+def _shape_flag(text: str) -> list[int]:
+    try:
+        shape = [int(v) for v in text.split(",")]
+    except ValueError:
+        shape = []
+    if len(shape) != 3:
+        raise argparse.ArgumentTypeError(f"expected D_MODEL,N_LAYERS,N_HEADS such as 64,4,2, got {text!r}")
+    return shape
+
+
 @dataclass(frozen=True)
 class SweepConfig:
     # the design has no default: a sweep is the project's choice (params.yaml's sweep section)
-    budgets: tuple[float, ...]  # compute budgets C in FLOPs
-    shapes: tuple[tuple[int, int, int], ...]  # [d_model, n_layers, n_heads]
-    data: str = "shards"  # train.bin, val.bin, meta.json
-    out_dir: str = "sweep/runs"  # one folder per run: <out_dir>/<run_id>
-    results: str = "sweep/results.csv"
-    flops_per_token: str = "6N"  # 6N | exact
-    total_flops: float = 3e12  # hard cap on everything the results CSV records plus what is planned
+    budgets: tuple[float, ...] = setting(REQUIRED, "compute budgets C in FLOPs")
+    shapes: tuple[tuple[int, int, int], ...] = setting(REQUIRED, "model shapes d_model,n_layers,n_heads, e.g. 32,4,1 "
+                                                                 "64,4,2", parse=_shape_flag, metavar="D,L,H")
+    data: str = setting("shards", "token shards: train.bin, val.bin, meta.json")
+    out_dir: str = setting("sweep/runs", "folder of run folders <out-dir>/<run_id>")
+    results: str = setting("sweep/results.csv", "results CSV, one row per finished run")
+    flops_per_token: str = setting("6N", "6N (N = all parameters, Chinchilla) or exact (PaLM 6 N_matmul + 12 L d T)",
+                                   choices=("6N", "exact"))
+    # a hard cap on everything the results CSV records plus what is planned
+    total_flops: float = setting(3e12, "hard cap on spent + planned FLOPs")
     # only for the printed time estimate: micro trains ~4k tokens/s (6.8e10 FLOP/s) on 2 CPU cores, but the tiny
     # models of a sweep reach far less (d_model 32 on vocab 8192: ~1e10 FLOP/s on one busy core; 6N counts the
     # free embedding lookup)
-    est_flops_per_s: float = 3e10
+    est_flops_per_s: float = setting(3e10, "only for the printed time estimate")
     # runs trained at once, each in its own process: tiny models are per-step overhead bound, so on a CPU two
     # one-thread runs finish sooner than one two-thread run (set train.threads so workers x threads <= cores)
-    workers: int = 1
+    workers: int = setting(1, "runs trained at once, one process each")
     # the window of optimizer steps a run may have: shorter runs are still in the warm-up transient, where the loss
     # sits near the unigram entropy whatever N is and no power law in N and D describes it; longer ones are far
     # left of the optimum (tiny models on many epochs) and cost the most wall time per FLOP. 0: no cap
-    min_run_steps: int = 1
-    max_run_steps: int = 0
+    min_run_steps: int = setting(1, "leave out runs of fewer optimizer steps: still in the warm-up transient")
+    max_run_steps: int = setting(0, "leave out runs of more steps (0: no cap)")
     # peak (and final) learning rate per shape: train.lr for every run, or train.lr * lr_base_width / d_model
     # ("inverse_width", as muP scales hidden-layer Adam rates: narrow models take larger steps); sweep_section sets
     # lr_base_width to the train run's width, so its rate is the rule's at that width
-    lr_rule: str = "constant"
-    lr_base_width: int = 128
+    lr_rule: str = setting("constant", "each shape's learning rate: train.lr, or train.lr * lr_base_width / d_model",
+                           choices=("constant", "inverse_width"))
+    lr_base_width: int = setting(128, "the width whose rate is train.lr under inverse_width (the train run's, from "
+                                      "params)")
     # extra seeds: every run again with train.seed = each of these (run ids get "_s<seed>"); scaling.fit averages
     # the runs of one N, D, C, so each point's loss is a mean over 1 + len(seeds) seeds (one seed's final loss is a
     # draw: bench.experiments.scaling_seeds measures how far it moves). Costs that many sweeps
-    seeds: tuple[int, ...] = ()
+    seeds: tuple[int, ...] = setting((), "extra seeds: every run again with each (run ids _s<seed>; scaling.fit "
+                                         "averages them)")
     # WSD cooldown branches (Hägele et al. 2024): the runs of one shape share one constant-LR trunk, and each run is
     # the trunk's checkpoint at its decay start plus a cooldown over the last train.decay_fraction of its steps
     # (train.schedule must be wsd), equal to a straight run of that schedule; the FLOPs ledger charges the trunk once
-    branches: bool = False
-    train: dict = field(default_factory=dict)  # TrainConfig fields of every run (sweep_section: the train section's)
+    branches: bool = setting(False, "WSD cooldown branches: one constant-LR trunk per shape, each budget a cooldown "
+                                    "off it")
+    train: dict = field(default_factory=dict, metadata={  # sweep_section: the train section's, less what a run sets
+        "help": "TrainConfig fields of every run (params.yaml only)", "flag": False})
 
     def __post_init__(self) -> None:
         for name in ("data", "out_dir", "results"):
@@ -459,14 +487,9 @@ def _results(todo: list[Run], workers: int):
 
 
 # ---------------------------------------------------------------- CLI
-def _shape_flag(text: str) -> list[int]:
-    try:
-        shape = [int(v) for v in text.split(",")]
-    except ValueError:
-        shape = []
-    if len(shape) != 3:
-        raise argparse.ArgumentTypeError(f"expected D_MODEL,N_LAYERS,N_HEADS such as 64,4,2, got {text!r}")
-    return shape
+@dataclass(frozen=True)
+class SweepRun:
+    dry_run: bool = setting(False, "print the plan and the budget check, run nothing")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -475,38 +498,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m scaling.sweep", description=__doc__.split("\n\n")[0],
                                      epilog="Defaults: built-in sweep < `sweep:` section of --params < flags.")
     add_params_flag(parser, "sweep")
-    add = parser.add_argument
-    add("--budgets", type=float, nargs="+", help="compute budgets C in FLOPs (default: %(default)s)")
-    add("--shapes", type=_shape_flag, nargs="+", metavar="D,L,H",
-        help="model shapes d_model,n_layers,n_heads, e.g. 32,4,1 64,4,2 (default: %(default)s)")
-    add("--data", default=SweepConfig.data, help="token shards: train.bin, val.bin, meta.json (default: %(default)s)")
-    add("--results", default=SweepConfig.results, help="results CSV, one row per finished run (default: %(default)s)")
-    add("--out-dir", default=SweepConfig.out_dir,
-        help="folder of run folders <out-dir>/<run_id> (default: %(default)s)")
-    add("--flops-per-token", choices=("6N", "exact"), default=SweepConfig.flops_per_token,
-        help="6N (N = all parameters, Chinchilla) or exact (PaLM 6 N_matmul + 12 L d T) (default: %(default)s)")
-    add("--total-flops", type=float, default=SweepConfig.total_flops,
-        help="hard cap on spent + planned FLOPs (default: %(default)s)")
-    add("--est-flops-per-s", type=float, default=SweepConfig.est_flops_per_s,
-        help="only for the printed time estimate (default: %(default)s)")
-    add("--workers", type=int, default=SweepConfig.workers,
-        help="runs trained at once, one process each (default: %(default)s)")
-    add("--min-run-steps", type=int, default=SweepConfig.min_run_steps,
-        help="leave out runs of fewer optimizer steps: still in the warm-up transient (default: %(default)s)")
-    add("--max-run-steps", type=int, default=SweepConfig.max_run_steps,
-        help="leave out runs of more steps (0: no cap) (default: %(default)s)")
-    add("--lr-rule", choices=("constant", "inverse_width"), default=SweepConfig.lr_rule,
-        help="each shape's learning rate: train.lr, or train.lr * lr_base_width / d_model (default: %(default)s)")
-    add("--lr-base-width", type=int, default=SweepConfig.lr_base_width,
-        help="the width whose rate is train.lr under inverse_width (the train run's, from params) "
-             "(default: %(default)s)")
-    add("--branches", action=argparse.BooleanOptionalAction, default=SweepConfig.branches,
-        help="WSD cooldown branches: one constant-LR trunk per shape, each budget a cooldown off it "
-             "(default: %(default)s)")
-    add("--seeds", type=int, nargs="*", default=list(SweepConfig.seeds),
-        help="extra seeds: every run again with each (run ids _s<seed>; scaling.fit averages them) "
-             "(default: %(default)s)")
-    add("--dry-run", action="store_true", help="print the plan and the budget check, run nothing")
+    add_config_flags(parser, SweepConfig, bool_switches=True)
+    add_config_flags(parser, SweepRun, bool_switches=True)
     return parser
 
 
@@ -520,7 +513,7 @@ def load_config(argv: list[str] | None) -> tuple[SweepConfig, argparse.Namespace
     section = sweep_section(params_path(argv))
     parser.set_defaults(**{k: v for k, v in section.items() if k in FLAGS})
     args = parser.parse_args(argv)
-    given = {k: getattr(args, k) for k in FLAGS if getattr(args, k) is not None}  # budgets, shapes: no default
+    given = {k: getattr(args, k) for k in FLAGS if getattr(args, k) is not REQUIRED}  # budgets, shapes: no default
     return SweepConfig.from_dict(section | given), args
 
 

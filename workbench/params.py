@@ -26,7 +26,7 @@ import dataclasses
 import sys
 import types
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ class _Required:
         return "required"
 
 
-_REQUIRED = _Required()
+_REQUIRED = REQUIRED = _Required()
 
 
 class ParamsError(ValueError):
@@ -54,12 +54,19 @@ class ParamsError(ValueError):
         self.unknown = list(unknown)
 
 
-def setting(default, help: str, *, choices: Sequence[str] | None = None, positional: bool = False):
+def setting(default, help: str, *, choices: Sequence[str] | None = None, positional: bool = False,
+            repeatable: bool = False, parse: Callable[[str], Any] | None = None, metavar: str | None = None):
     """A dataclass field with its default and the help text its `--help` flag shows (``add_config_flags``); the only
     way a CLI declares a setting (tests/workbench/test_config_style.py). ``choices``: the values it takes;
-    ``positional``: a positional argument (a stage's inputs) instead of a ``--flag``."""
-    metadata = {"help": help} | ({"choices": tuple(choices)} if choices else {}) | ({"positional": True} if positional
-                                                                                      else {})
+    ``positional``: a positional argument (a stage's inputs) instead of a ``--flag``; ``repeatable``: a tuple
+    setting whose flag may be given several times, each adding values (``--model a=x --model b=y``); ``parse``: how
+    one value's text is read when the annotation does not say (``64,4,2`` -> [64, 4, 2]), shown as ``metavar``.
+    ``default=REQUIRED``: no default; a run must give it (a flag or the params section)."""
+    metadata = {"help": help, "choices": tuple(choices) if choices else None, "positional": positional,
+                "repeatable": repeatable, "parse": parse, "metavar": metavar}
+    metadata = {k: v for k, v in metadata.items() if v}
+    if default is REQUIRED:
+        return dataclasses.field(metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
 
 
@@ -240,18 +247,24 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, helps: d
                              None if default is _REQUIRED else default)
             continue
         kind, nargs = _flag_type(hints[f.name])
+        kind = f.metadata.get("parse", kind)
         text = helps.get(dest) or f.metadata.get("help") or f.name.replace("_", " ")
         flag, help_text = "--" + prefix + f.name.replace("_", "-"), f"{text} (default: %(default)s)"
         choices = f.metadata.get("choices")
         if f.metadata.get("positional"):
             action = parser.add_argument(dest, type=kind, nargs=nargs or "?", default=default, choices=choices,
                                          help=help_text)
+        elif f.metadata.get("repeatable"):  # None when not given: config_from_args puts the default back
+            action = parser.add_argument(flag, dest=dest, type=kind, nargs="+", action="extend", default=None,
+                                         metavar=f.name.upper(), help=help_text)
         elif bool_switches and hints[f.name] is bool:
             action = parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=default,
                                          help=help_text)
-        else:
-            action = parser.add_argument(flag, dest=dest, type=kind, nargs=nargs, default=default, choices=choices,
-                                         metavar=None if choices else f.name.upper(), help=help_text)
+        else:  # choices are checked by config_from_args, for a flag's value and a params file's alike: one line
+            action = parser.add_argument(flag, dest=dest, type=kind, nargs=nargs, default=default,
+                                         metavar="{" + ",".join(choices) + "}" if choices else
+                                         f.metadata.get("metavar", f.name.upper()),
+                                         help=help_text)
         action.setting = f  # the field that declares it: what the config-style test checks
 
 
@@ -301,11 +314,19 @@ def config_from_args(config_cls: type, args: argparse.Namespace, section: str = 
         inner = nested_config(hints[f.name])
         values[f.name] = config_from_args(inner, args, section, f"{prefix}{f.name}.") if inner else \
             getattr(args, prefix + f.name)
-    missing = [name for name, value in values.items() if value is _REQUIRED]
+        if f.metadata.get("repeatable"):
+            values[f.name] = f.default if values[f.name] is None else tuple(values[f.name])
+    missing = [prefix + name for name, value in values.items() if value is _REQUIRED]
     if missing:
-        flag = prefix + missing[0]
-        where = f" or {section}.{flag} in {getattr(args, 'params', DEFAULT_PARAMS)}" if section else ""
-        raise ParamsError(f"--{prefix}{missing[0].replace('_', '-')} is required (a flag{where})")
+        flags = " and ".join("--" + name.replace("_", "-") for name in missing)
+        keys = ", ".join(f"{section}.{name}" for name in missing)
+        where = f" or {keys} in {getattr(args, 'params', DEFAULT_PARAMS)}" if section else ""
+        raise ParamsError(f"{flags} {'is' if len(missing) == 1 else 'are'} required (a flag{where})")
+    for f in dataclasses.fields(config_cls):  # argparse checks a flag's value; a params file's is checked here
+        choices = f.metadata.get("choices")
+        if choices and f.name in values and values[f.name] not in choices:
+            raise ParamsError(f"{section + '.' if section else '--'}{prefix}{f.name} must be one of "
+                              f"{', '.join(map(str, choices))}, got {values[f.name]!r}")
     return config_cls(**values)
 
 
