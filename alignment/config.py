@@ -14,17 +14,28 @@ from workbench.params import setting
 
 
 @dataclass(frozen=True)
-class LoopConfig:
-    """What a trainer starts from (model, task), how it evaluates and where it writes."""
+class TaskConfig:
+    """What every trainer and the report (alignment.report) share: the task, its prompts and the responses' length."""
 
-    model: str = field(metadata={"help": "our run folder / ckpt-*.pt, or a local Hugging Face model folder"})
     tokenizer: str | None = setting(None, "tokenizer folder (vocab.json + merges.txt); HF default: the model folder")
     task: str = setting("digits", "digits (alignment.tasks.digits: held out by problem), arithmetic (word problems) or "
                                   "gsm8k (../shared/data/alignment)")
-    n_train: int = setting(2000, "training problems (SFT: demonstrations; DPO: pairs; RL: questions drawn)")
-    n_test: int = setting(200, "held-out problems scored at each evaluation (validation for digits)")
     digits: int = setting(2, "operands of 1..digits digits (digits and arithmetic tasks)")
     held_out: str = setting("problems", "arithmetic test split: unseen problems, or unseen wording of the same facts")
+    max_new_tokens: int = setting(64, "token limit of every generated response (byte-level tokenizers need ~45 for "
+                                      "\" 23 + 48 = 71 </think> <answer> 71 </answer>\")")
+    template: str = setting("short", "prompt: 'short', 'r1_zero' (the R1-Zero / CS336 A5 prompt) or a string with "
+                                     "{question}")
+
+
+@dataclass(frozen=True)
+class LoopConfig(TaskConfig):
+    """What a trainer starts from (model, task), how it evaluates and where it writes."""
+
+    model: str = field(kw_only=True, metadata={"help": "our run folder / ckpt-*.pt, or a local Hugging Face model "
+                                                       "folder"})
+    n_train: int = setting(2000, "training problems (SFT: demonstrations; DPO: pairs; RL: questions drawn)")
+    n_test: int = setting(200, "held-out problems scored at each evaluation (validation for digits)")
     lr: float = setting(1e-4, "peak learning rate")
     grad_clip: float = setting(1.0, "clip the global gradient norm to this (0: off)")
     eval_interval: int = setting(50, "held-out evaluation every N steps (rounds for RFT) and at the end; 0: only at "
@@ -32,10 +43,6 @@ class LoopConfig:
     eval_batch_size: int = setting(32, "prompts per greedy evaluation batch")
     seed: int = setting(0, "seed of the data order, sampling and initialisation")
     out_dir: str = setting("runs/align", "folder for the checkpoint, config.json and metrics.csv")
-    max_new_tokens: int = setting(64, "token limit of every generated response (byte-level tokenizers need ~45 for "
-                                      "\" 23 + 48 = 71 </think> <answer> 71 </answer>\")")
-    template: str = setting("short", "prompt: 'short', 'r1_zero' (the R1-Zero / CS336 A5 prompt) or a string with "
-                                     "{question}")
     device: str = setting("cpu", "cpu | cuda | mps")
     report: str | None = setting(None, "also append the final eval row to this CSV")
     metrics: str | None = setting(None, "also write the final summary (JSON) here, for dvc metrics")

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from alignment.config import LoopConfig
 from alignment.core.policy import is_ours
 from alignment.evaluate import append_report_row, evaluate, load_model_and_tokenizer
 from alignment.tasks.arithmetic import HELD_OUT
@@ -33,7 +34,7 @@ from model.training.checkpoint import save_checkpoint
 from model.training.optim import AdamW, cosine_schedule
 from model.training.threads import CpuThreads
 from workbench.files import atomic_path, write_json, write_metrics
-from workbench.params import parse_config
+from workbench.params import SECTION_BASES, load_section, params_path, parse_config
 
 ENGINES = ("ours", "trl")
 METRIC_KEYS = ("task", "n", "accuracy", "format_rate", "mean_response_tokens", "pref_accuracy", "margin", "seconds")
@@ -248,6 +249,7 @@ def save_trained(cfg, stage: str, model, tokenizer, optimizer, summary: dict, st
 def parse_stage_config(config_cls, stage: str, argv: list[str] | None = None, doc: str = ""):
     """``config_cls`` from flags over the ``stage`` section of ``--params`` (params.yaml) over its defaults
     (``workbench.params.parse_config``: one flag per field; ``X | None`` fields accept ``none``)."""
+    load_section(SECTION_BASES[stage], params_path(argv), known=LoopConfig)  # a key no trainer knows: an error
     cfg, _ = parse_config(config_cls, stage, argv, prog=f"python -m alignment.{stage}",
                           description=(doc or "").split("\n\n")[0])
     return cfg

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from alignment.config import TaskConfig
 from alignment.core.rollout import rollout
 from alignment.evaluate import (
     CSV_COLUMNS,
@@ -47,7 +48,15 @@ from alignment.evaluation.stats import pass_at_k, summarize
 from alignment.tasks.datasets import DATA_DIR
 from alignment.tasks.digits import SPLITS
 from workbench.files import atomic_path, write_jsonl, write_metrics
-from workbench.params import add_config_flags, add_params_flag, apply_section, config_from_args, params_path, setting
+from workbench.params import (
+    add_config_flags,
+    add_params_flag,
+    apply_section,
+    config_from_args,
+    override,
+    params_path,
+    setting,
+)
 
 SECTION = "alignment_report"
 
@@ -196,19 +205,16 @@ def plot_report(frame: pd.DataFrame, curves: dict[str, Path], path: str | Path) 
 
 
 @dataclass(frozen=True)
-class ReportConfig:
+class ReportConfig(TaskConfig):
     """The alignment_report section: every stage's model on the same held-out problems."""
 
-    tokenizer: str | None = setting(None, "tokenizer folder (vocab.json + merges.txt) of our checkpoints")
-    task: str = setting("digits", "the task every stage is scored on", choices=tuple(t for t in TASKS if t != "safety"))
+    task: str = override(TaskConfig, "task", "digits", "the task every stage is scored on: digits, arithmetic, "
+                                                       "gsm8k, math or mmlu (safety rows come with safety_n)")
+    max_new_tokens: int = override(TaskConfig, "max_new_tokens", 32)
     n: int = setting(200, "problems per split")
-    template: str = setting("short", "prompt template: short, r1_zero or a string with {question}")
-    max_new_tokens: int = setting(32, "tokens generated per problem")
     batch_size: int = setting(64, "prompts per generation batch")
     seed: int = setting(0, "the models' training seed (a CSV column; also the arithmetic task's split seed)")
     device: str = setting("cpu", "cpu | cuda | mps")
-    digits: int = setting(2, "operands of 1..digits digits (digits and arithmetic tasks)")
-    held_out: str = setting("problems", "arithmetic test split: unseen problems, or unseen wording of the same facts")
     out: str = setting("reports/alignment.csv", "the report CSV (a row per stage and split)")
     out_dir: str = setting("reports/alignment", "folder for the per-example JSONL")
     plot: str = setting("reports/alignment.png", "training curves and held-out accuracy per stage")
@@ -223,6 +229,11 @@ class ReportConfig:
                                          "mapping)", repeatable=True)
     models: dict = field(default_factory=dict, metadata={"help": "stage -> model (params.yaml only)",
                                                          "flag": False})
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS or self.task == "safety":
+            raise ValueError(f"alignment_report.task must be one of {', '.join(t for t in TASKS if t != 'safety')} "
+                             f"(safety rows come with safety_n), got {self.task!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,7 +10,9 @@ command line (flags are the command's own: this shows what a run with no flags w
       over params.yaml: 0.006
       over the built-in default of python -m model.train: 0.001
 
-`python -m workbench.config show train` lists every key of a section that way. A nested config's keys
+`python -m workbench.config show train` lists every key of a section that way. A trainer's section (sft, dpo, grpo,
+rft, alignment_report) inherits the keys it knows from the shared `alignment:` section (workbench.params.SECTION_BASES):
+its own keys win, then `alignment:`'s, then the built-in default. A nested config's keys
 (train.model.d_model) have flags and so built-in defaults; other nested keys (filter.steps.langid, sweep.train.device)
 are looked up in the files, and their built-in defaults live in the stage's code.
 """
@@ -23,14 +25,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from workbench.params import DEFAULT_PARAMS, NO_PARAMS, ParamsError, read_layers
+from workbench.params import DEFAULT_PARAMS, NO_PARAMS, SECTION_BASES, ParamsError, read_layers
 
 # params.yaml section -> the CLI that reads it
 SECTION_CLIS = {
     "sample": "pipeline.sample.crawl", "extract": "pipeline.web.extract", "filter": "pipeline.filters.stage",
     "classify": "pipeline.classify", "dedup": "pipeline.dedup.stage", "report": "pipeline.report",
     "tokenizer": "tokenizer.train", "shards": "tokenizer.shards", "train": "model.train",
-    "sweep": "scaling.sweep", "scaling_fit": "scaling.fit", "sft": "alignment.sft", "dpo": "alignment.dpo",
+    "sweep": "scaling.sweep", "scaling_fit": "scaling.fit",
+    "alignment": "alignment.sft",  # what sft, dpo, grpo, rft and alignment_report inherit (SECTION_BASES)
+    "sft": "alignment.sft", "dpo": "alignment.dpo",
     "grpo": "alignment.grpo", "rft": "alignment.rft", "alignment_report": "alignment.report",
     "leaderboard": "leaderboard.report",
 }
@@ -67,6 +71,10 @@ def provenance(dotted: str, params: str | Path = DEFAULT_PARAMS) -> tuple[Any, s
                if (value := _lookup(data.get(section) or {}, keys)) is not _UNSET]
     default_source = f"the built-in default of python -m {SECTION_CLIS[section]}"
     defaults = built_in_defaults(section)
+    base = SECTION_BASES.get(section)
+    if base is not None and keys[0] in defaults:  # what the stage inherits, under its own keys
+        sources += [(f"{path} ({base}:)", value) for path, data in reversed(layers)
+                    if (value := _lookup(data.get(base) or {}, keys)) is not _UNSET]
     default = defaults.get(".".join(keys), _UNSET)  # a nested config's flag: model.d_model
     known = set(defaults) | {k for _, data in layers for k in (data.get(section) or {})}
     if not sources and default is _UNSET and keys[0] not in known and ".".join(keys) not in known:

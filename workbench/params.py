@@ -132,19 +132,35 @@ def read_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
     return merged
 
 
+# A section that inherits the settings its stages share from another: the alignment trainers' and report's common
+# settings (tokenizer, task, template ...) are stated once, in `alignment:`; a section's own keys win.
+SECTION_BASES = {name: "alignment" for name in ("sft", "dpo", "grpo", "rft", "alignment_report")}
+
+
 def load_section(section: str, path: str | Path = DEFAULT_PARAMS, known: Iterable[str] | type | None = None
                  ) -> dict[str, Any]:
-    """The ``section`` mapping of the params file ({} when absent). With ``known`` (key names, dotted for a nested
-    dataclass's fields, or a dataclass), a key outside it is a ParamsError naming the key, the section and the file."""
-    values = read_params(path).get(section) or {}
-    if not isinstance(values, dict):
-        raise ParamsError(f"{path}: section {section!r} must be a mapping, got {type(values).__name__}")
-    if known is not None:
-        names = set(field_names(known)) if isinstance(known, type) else set(known)
+    """The ``section`` mapping of the params file ({} when absent), over the keys it inherits from its base section
+    (``SECTION_BASES``: with ``known``, only the base's keys this section knows). With ``known`` (key names, dotted
+    for a nested dataclass's fields, or a dataclass), a key outside it is a ParamsError naming the key, the section
+    and the file."""
+    params = read_params(path)
+    values = _mapping(params, section, path)
+    names = (set(field_names(known)) if isinstance(known, type) else set(known)) if known is not None else None
+    if section in SECTION_BASES:
+        base = _mapping(params, SECTION_BASES[section], path)
+        values = {k: v for k, v in base.items() if names is None or k in names} | values
+    if names is not None:
         unknown = sorted(set(flatten(values, names)) - names)
         if unknown:
             raise ParamsError(f"{path}: section {section!r} has unknown key(s) {', '.join(unknown)} "
                               f"(known: {', '.join(sorted(names))})", unknown)
+    return dict(values)
+
+
+def _mapping(params: dict[str, Any], section: str, path: str | Path) -> dict[str, Any]:
+    values = params.get(section) or {}
+    if not isinstance(values, dict):
+        raise ParamsError(f"{path}: section {section!r} must be a mapping, got {type(values).__name__}")
     return dict(values)
 
 

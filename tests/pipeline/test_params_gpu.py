@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alignment.report import DEFAULTS
+from alignment.report import ReportConfig
 from model.training.train_config import TrainConfig
 from scaling.sweep import SweepConfig, sweep_section
-from workbench.params import read_params
+from workbench.params import load_section, read_params
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -46,15 +46,22 @@ def test_scaling_sections_are_valid():
                                                 ("grpo", "alignment.grpo", "GRPOConfig"),
                                                 ("rft", "alignment.rft", "RFTConfig")])
 def test_alignment_sections_are_valid_configs(section, module, cls):
+    """Each trainer's section over the shared `alignment:` section (workbench.params.SECTION_BASES) it inherits."""
     config_cls = getattr(importlib.import_module(module), cls)
     known = {f.name for f in dataclasses.fields(config_cls)}
     assert set(GPU[section]) <= known, sorted(set(GPU[section]) - known)
-    config = config_cls(**GPU[section])
+    assert set(GPU["alignment"]) <= known, sorted(set(GPU["alignment"]) - known)
+    config = config_cls(**load_section(section, ROOT / "params-gpu.yaml", known=config_cls))
     assert config.task in ("gsm8k", "none") and config.device == "cuda"
+    assert config.tokenizer == "/models/Qwen2.5-Math-1.5B" and config.max_new_tokens == 1024  # inherited
 
 
 def test_alignment_report_section_is_valid():
-    assert set(GPU["alignment_report"]) <= set(DEFAULTS)
+    known = {f.name for f in dataclasses.fields(ReportConfig)}
+    assert set(GPU["alignment_report"]) <= known
+    report = load_section("alignment_report", ROOT / "params-gpu.yaml", known=ReportConfig)
+    assert (report["task"], report["template"], report["device"]) == ("gsm8k", "r1_zero", "cuda")  # inherited
+    assert "n_test" not in report  # the shared keys the report does not take are not inherited
     assert set(GPU["alignment_report"]["models"]) == set(CPU["alignment_report"]["models"])
 
 

@@ -47,3 +47,21 @@ def test_an_unknown_key_is_an_error_that_suggests_the_nearest(capsys):
     assert "keys: " in (err := capsys.readouterr().err) and " lr," in err
     # a nested key the files do not set keeps its answer: its default lives in the stage's code
     assert config.main(["show", "filter.steps.langid.min_score"]) == 0
+
+
+def test_a_trainer_section_inherits_the_shared_alignment_section(tmp_path):
+    """sft's own key wins, then alignment:'s, then the built-in default; the report takes only the keys it knows."""
+    from workbench.params import load_section
+
+    (tmp_path / "params.yaml").write_text("alignment: {task: arithmetic, n_train: 6000, n_test: 50}\n"
+                                          "sft: {n_train: 4000}\nalignment_report: {n: 10}\n")
+    assert config.provenance("sft.task", tmp_path / "params.yaml")[:2] == \
+        ("arithmetic", f"{tmp_path / 'params.yaml'} (alignment:)")
+    assert config.provenance("sft.n_train", tmp_path / "params.yaml")[:2] == (4000, str(tmp_path / "params.yaml"))
+    report = load_section("alignment_report", tmp_path / "params.yaml", known=("task", "n"))
+    assert report == {"task": "arithmetic", "n": 10}  # n_train and n_test are not the report's
+    from alignment.sft import SFTConfig
+    from workbench.params import parse_config
+
+    cfg, _ = parse_config(SFTConfig, "sft", ["--params", str(tmp_path / "params.yaml"), "--model", "m"])
+    assert (cfg.task, cfg.n_train, cfg.n_test) == ("arithmetic", 4000, 50)
