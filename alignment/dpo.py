@@ -27,23 +27,12 @@ from dataclasses import dataclass
 
 import torch
 
+from alignment import loop
 from alignment.config import LoopConfig, StepsConfig
 from alignment.core.losses import dpo_loss
 from alignment.core.policy import frozen, is_ours
 from alignment.core.preference import pair_log_probs, preference_eval
 from alignment.evaluate import load_model_and_tokenizer
-from alignment.loop import (
-    VAL_COLUMNS,
-    ShuffledBatches,
-    Trainer,
-    check_choices,
-    cli_main,
-    cosine_lr,
-    held_out_accuracy,
-    load_model_and_prepare,
-    make_optimizer,
-    run_loop,
-)
 from alignment.tasks.data import load_pairs, tasks_for
 from alignment.trl_engine import train_dpo_trl
 from model.training.optim import clip_grad_norm
@@ -79,17 +68,11 @@ class DPOConfig(StepsConfig):
     batch_size: int = setting(16, "pairs per microbatch (2 x batch_size sequences per forward)")
 
     def __post_init__(self) -> None:
-        check_choices(self, TASKS)
+        loop.check_choices(self, TASKS)
         if self.task == "none" and not self.pairs:
             raise ValueError("DPOConfig.task='none' needs DPOConfig.pairs (a JSONL of preference pairs)")
-        for name in ("n_train", "batch_size", "grad_accum", "steps", "eval_batch_size", "max_new_tokens"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"DPOConfig.{name} must be a positive int, got {value!r}")
-        for name in ("n_test", "eval_interval", "warmup_steps", "seed"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"DPOConfig.{name} must be an int >= 0, got {value!r}")
+        positive = ("n_train", "batch_size", "grad_accum", "steps", "eval_batch_size", "max_new_tokens")
+        loop.check_ints(self, positive, at_least_zero=("n_test", "eval_interval", "warmup_steps", "seed"))
         for name in ("beta", "lr"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
@@ -112,7 +95,7 @@ def _load_models(cfg: DPOConfig, model, tokenizer, reference):
         reference = (load_model_and_tokenizer(cfg.reference, cfg.tokenizer, cfg.device)[0] if cfg.reference
                      else copy.deepcopy(model))
     reference = frozen(reference)
-    model, tokenizer, ours, context, out_dir = load_model_and_prepare(cfg, "dpo", model, tokenizer)
+    model, tokenizer, ours, context, out_dir = loop.load_model_and_prepare(cfg, "dpo", model, tokenizer)
     if ours and is_ours(reference):
         if reference.cfg.vocab_size != model.cfg.vocab_size:
             raise ValueError(f"DPOConfig.reference: vocab size {reference.cfg.vocab_size} differs from the "
@@ -124,12 +107,12 @@ def _load_models(cfg: DPOConfig, model, tokenizer, reference):
 def _held_out(cfg: DPOConfig, model, reference, tokenizer, test_pairs: list[dict], test_items: list[dict],
               context: int | None) -> dict:
     """Greedy task accuracy (when there are task items) and preference accuracy / margin on the held-out pairs."""
-    summary = held_out_accuracy(cfg, model, tokenizer, test_items)
+    summary = loop.held_out_accuracy(cfg, model, tokenizer, test_items)
     summary.update(preference_eval(model, reference, tokenizer, test_pairs, cfg.beta, cfg.eval_batch_size, context))
     return summary
 
 
-def _dpo_step(cfg: DPOConfig, model, reference, tokenizer, optimizer, batches: ShuffledBatches,
+def _dpo_step(cfg: DPOConfig, model, reference, tokenizer, optimizer, batches: loop.ShuffledBatches,
               train: list[dict], context: int | None) -> dict:
     """One optimizer step over ``grad_accum`` microbatches of whole pairs; the metrics row's training columns."""
     sums = dict.fromkeys(SUMMED, 0.0)
@@ -166,24 +149,24 @@ def train_dpo(cfg: DPOConfig, model=None, tokenizer=None, *, reference=None,
     torch.manual_seed(cfg.seed)
     train, test_pairs, test_items = data if data is not None else load_pairs(cfg)
     model, tokenizer, reference, context, out_dir = _load_models(cfg, model, tokenizer, reference)
-    optimizer = make_optimizer(cfg, model)
-    batches = ShuffledBatches(len(train), cfg.batch_size, random.Random(cfg.seed))
-    trainer = Trainer(
-        "dpo", METRIC_COLUMNS, lr=cosine_lr(cfg),
+    optimizer = loop.make_optimizer(cfg, model)
+    batches = loop.ShuffledBatches(len(train), cfg.batch_size, random.Random(cfg.seed))
+    trainer = loop.Trainer(
+        "dpo", METRIC_COLUMNS, lr=loop.cosine_lr(cfg),
         step=lambda step: _dpo_step(cfg, model, reference, tokenizer, optimizer, batches, train, context),
         held_out=lambda: _held_out(cfg, model, reference, tokenizer, test_pairs, test_items, context),
         line=lambda step, row, summary: (f"step {step}: loss {row['loss']:.4f} reward_accuracy "
                                          f"{row['reward_accuracy']:.3f} val_pref_accuracy {summary['pref_accuracy']} "
                                          f"val_accuracy {summary['accuracy']}"),
         postfix=lambda row: {"loss": f"{row['loss']:.4f}", "acc": f"{row['reward_accuracy']:.2f}"},
-        val_columns={"val_pref_accuracy": "pref_accuracy", "val_margin": "margin", **VAL_COLUMNS},
+        val_columns={"val_pref_accuracy": "pref_accuracy", "val_margin": "margin", **loop.VAL_COLUMNS},
         panels={"loss": ("loss",), "preference": ("reward_accuracy", "val_pref_accuracy", "val_accuracy"),
                 "margin": ("reward_margin", "val_margin")})
-    return run_loop(cfg, trainer, model, tokenizer, optimizer, out_dir)[0]
+    return loop.run_loop(cfg, trainer, model, tokenizer, optimizer, out_dir)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli_main(DPOConfig, train_dpo, "dpo", argv, doc=__doc__)
+    return loop.cli_main(DPOConfig, train_dpo, "dpo", argv, doc=__doc__)
 
 
 if __name__ == "__main__":

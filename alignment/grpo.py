@@ -31,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from alignment import loop
 from alignment.config import LoopConfig, RolloutConfig, StepsConfig
 from alignment.core.losses import (
     LENGTH_NORMALIZATIONS,
@@ -42,15 +43,6 @@ from alignment.core.losses import (
 from alignment.core.policy import frozen, get_response_log_probs, model_device, tokenize_prompt_and_output
 from alignment.core.rollout import rollout
 from alignment.evaluate import build_prompt, score
-from alignment.loop import (
-    Trainer,
-    check_choices,
-    cli_main,
-    held_out_accuracy,
-    load_model_and_prepare,
-    make_optimizer,
-    run_loop,
-)
 from alignment.tasks.data import TASKS, load_task
 from alignment.trl_engine import train_grpo_trl
 from model.training.optim import AdamW, clip_grad_norm
@@ -89,22 +81,16 @@ class GRPOConfig(StepsConfig, RolloutConfig):
     top_p: float = setting(1.0, "nucleus sampling of the rollouts")
 
     def __post_init__(self) -> None:
-        check_choices(self, TASKS)
+        loop.check_choices(self, TASKS)
         self._check_sizes_and_kinds()
         self._check_batch_shapes()
         self._check_objective()
         self._check_sampling()
 
     def _check_sizes_and_kinds(self) -> None:
-        for name in ("n_train", "steps", "rollout_batch_size", "group_size", "train_batch_size", "grad_accum",
-                     "epochs_per_rollout_batch", "max_new_tokens", "eval_batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"GRPOConfig.{name} must be a positive int, got {value!r}")
-        for name in ("n_test", "eval_interval", "warmup_steps"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ValueError(f"GRPOConfig.{name} must be an int >= 0, got {value!r}")
+        positive = ("n_train", "steps", "rollout_batch_size", "group_size", "train_batch_size", "grad_accum",
+                    "epochs_per_rollout_batch", "max_new_tokens", "eval_batch_size")
+        loop.check_ints(self, positive, at_least_zero=("n_test", "eval_interval", "warmup_steps"))
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"GRPOConfig.loss_type must be one of {', '.join(LOSS_TYPES)}, got {self.loss_type!r}")
         if self.length_normalization not in LENGTH_NORMALIZATIONS:
@@ -332,13 +318,13 @@ def _setup(cfg: GRPOConfig, model, tokenizer, reward_fn) -> tuple[_Run, list[dic
     """(the run, held-out items, out_dir): the model loaded (unless given), config.json written, a frozen
     reference when ``kl_coef`` > 0, the optimizer, and the task's verifier unless ``reward_fn`` replaces it."""
     torch.manual_seed(cfg.seed)
-    model, tokenizer, _, context, out_dir = load_model_and_prepare(cfg, "grpo", model, tokenizer)
+    model, tokenizer, _, context, out_dir = loop.load_model_and_prepare(cfg, "grpo", model, tokenizer)
     device = model_device(model)
     train, test = load_task(cfg)
     if not train:
         raise ValueError("GRPO needs training questions (n_train >= 1)")
     reference = frozen(copy.deepcopy(model)) if cfg.kl_coef > 0 else None
-    optimizer = make_optimizer(cfg, model)
+    optimizer = loop.make_optimizer(cfg, model)
     if reward_fn is None:
         def reward_fn(response: str, item: dict) -> dict:
             return score(cfg.task, response, item)
@@ -356,16 +342,16 @@ def train_grpo(cfg: GRPOConfig, model=None, tokenizer=None, reward_fn=None) -> d
     if cfg.engine == "trl":
         return train_grpo_trl(cfg, model, tokenizer, reward_fn)
     state, test, out_dir = _setup(cfg, model, tokenizer, reward_fn)
-    trainer = Trainer(
+    trainer = loop.Trainer(
         "grpo", METRIC_COLUMNS, eval_at_start=True,
         lr=lambda step: cfg.lr * min(1.0, step / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr,
         step=lambda step: _grpo_step(state, step),
-        held_out=lambda: held_out_accuracy(cfg, state.model, state.tokenizer, test),
+        held_out=lambda: loop.held_out_accuracy(cfg, state.model, state.tokenizer, test),
         line=lambda step, row, summary: (f"step {step}: reward {row['reward']:.3f} answer "
                                          f"{row['answer_reward']:.3f} val_accuracy {summary['accuracy']}"),
         panels={"reward": ("reward", "format_reward", "answer_reward", "val_accuracy"),
                 "policy": ("entropy", "clip_fraction", "kl", "frac_zero_std"), "length": ("response_tokens",)})
-    return run_loop(cfg, trainer, state.model, state.tokenizer, state.optimizer, out_dir)[0]
+    return loop.run_loop(cfg, trainer, state.model, state.tokenizer, state.optimizer, out_dir)[0]
 
 
 def _grpo_step(state: _Run, step: int) -> dict:
@@ -378,7 +364,7 @@ def _grpo_step(state: _Run, step: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli_main(GRPOConfig, train_grpo, "grpo", argv, doc=__doc__)
+    return loop.cli_main(GRPOConfig, train_grpo, "grpo", argv, doc=__doc__)
 
 
 if __name__ == "__main__":

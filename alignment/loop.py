@@ -50,6 +50,16 @@ def check_choices(cfg, tasks: tuple[str, ...]) -> None:
         raise ValueError(f"{name}.digits must be an int in 1..9, got {cfg.digits!r}")
 
 
+def check_ints(cfg, positive: tuple[str, ...], at_least_zero: tuple[str, ...] = ()) -> None:
+    """Integer settings: each of ``positive`` >= 1, each of ``at_least_zero`` >= 0 (a bool is not an int here)."""
+    for low, names in ((1, positive), (0, at_least_zero)):
+        for key in names:
+            value = getattr(cfg, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"{type(cfg).__name__}.{key} must be {'a positive int' if low else 'an int >= 0'}, "
+                                 f"got {value!r}")
+
+
 def load_model_and_prepare(cfg, stage: str, model=None, tokenizer=None):
     """(model, tokenizer, ours, context length or None, out_dir): loads ``cfg.model`` unless a model is
     given, creates ``cfg.out_dir`` and writes ``config.json`` (the model's config and the loop's)."""

@@ -23,20 +23,12 @@ from pathlib import Path
 
 import torch
 
+from alignment import loop
 from alignment.config import LoopConfig, RolloutConfig
 from alignment.core.losses import sft_microbatch_train_step
 from alignment.core.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
 from alignment.core.rollout import rollout
 from alignment.evaluate import build_prompt, score
-from alignment.loop import (
-    Trainer,
-    check_choices,
-    cli_main,
-    held_out_accuracy,
-    load_model_and_prepare,
-    make_optimizer,
-    run_loop,
-)
 from alignment.tasks.data import TASKS, load_task
 from model.training.optim import clip_grad_norm
 from workbench.params import override, setting
@@ -62,18 +54,12 @@ class RFTConfig(RolloutConfig):
     epochs_per_round: int = setting(1, "passes over each round's kept responses")
 
     def __post_init__(self) -> None:
-        check_choices(self, TASKS)
+        loop.check_choices(self, TASKS)
         if self.engine != "ours":
             raise ValueError(f"RFTConfig.engine must be 'ours', got {self.engine!r}")
-        for name in ("n_train", "max_rounds", "rollout_batch_size", "group_size", "max_new_tokens", "batch_size",
-                     "epochs_per_round", "eval_batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"RFTConfig.{name} must be a positive int, got {value!r}")
-        for name in ("n_test", "token_budget", "eval_interval"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"RFTConfig.{name} must be an int >= 0, got {value!r}")
+        positive = ("n_train", "max_rounds", "rollout_batch_size", "group_size", "max_new_tokens", "batch_size",
+                    "epochs_per_round", "eval_batch_size")
+        loop.check_ints(self, positive, at_least_zero=("n_test", "token_budget", "eval_interval"))
         if self.rollout_batch_size % self.group_size:
             raise ValueError(f"RFTConfig.rollout_batch_size={self.rollout_batch_size} must be a multiple of "
                              f"group_size={self.group_size}")
@@ -149,10 +135,10 @@ def train_rft(cfg: RFTConfig, model=None, tokenizer=None, sample_fn=None) -> dic
     (tests)."""
     budget = cfg.token_budget or grpo_token_budget(cfg.match_metrics)
     torch.manual_seed(cfg.seed)
-    model, tokenizer, _, context, out_dir = load_model_and_prepare(cfg, "rft", model, tokenizer)
+    model, tokenizer, _, context, out_dir = loop.load_model_and_prepare(cfg, "rft", model, tokenizer)
     device = model_device(model)
     train, held_out = load_task(cfg)
-    optimizer = make_optimizer(cfg, model, weight_decay=0.0)
+    optimizer = loop.make_optimizer(cfg, model, weight_decay=0.0)
     rng = random.Random(cfg.seed)
     if sample_fn is None:
         def sample_fn(prompts, seed):
@@ -173,18 +159,18 @@ def train_rft(cfg: RFTConfig, model=None, tokenizer=None, sample_fn=None) -> dic
         return {"sampled_tokens": sampled, "total_sampled_tokens": spent[0], "reward": sum(rewards) / len(rewards),
                 "kept": len(keep), "loss": loss}
 
-    trainer = Trainer(
+    trainer = loop.Trainer(
         "rft", METRIC_COLUMNS, step=one_round, step_column="round", finished=lambda: spent[0] >= budget,
-        held_out=lambda: held_out_accuracy(cfg, model, tokenizer, held_out),
+        held_out=lambda: loop.held_out_accuracy(cfg, model, tokenizer, held_out),
         line=lambda rnd, row, summary: (f"round {rnd}: {spent[0]}/{budget} sampled tokens, reward {row['reward']:.3f}, "
                                         f"val_accuracy {summary.get('accuracy')}"),
         panels={"reward": ("reward", "val_accuracy"), "loss": ("loss",)})
-    out, rounds = run_loop(cfg, trainer, model, tokenizer, optimizer, out_dir)
+    out, rounds = loop.run_loop(cfg, trainer, model, tokenizer, optimizer, out_dir)
     return {**out, "rounds": rounds, "sampled_tokens": spent[0], "token_budget": budget}
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli_main(RFTConfig, train_rft, "rft", argv, doc=__doc__)
+    return loop.cli_main(RFTConfig, train_rft, "rft", argv, doc=__doc__)
 
 
 if __name__ == "__main__":

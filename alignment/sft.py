@@ -21,20 +21,10 @@ from dataclasses import dataclass
 
 import torch
 
+from alignment import loop
 from alignment.config import LoopConfig, StepsConfig
 from alignment.core.losses import sft_microbatch_train_step
 from alignment.core.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
-from alignment.loop import (
-    ShuffledBatches,
-    Trainer,
-    check_choices,
-    cli_main,
-    cosine_lr,
-    held_out_accuracy,
-    load_model_and_prepare,
-    make_optimizer,
-    run_loop,
-)
 from alignment.tasks.data import TASKS, demonstrations, load_task
 from alignment.trl_engine import train_sft_trl
 from model.training.optim import clip_grad_norm
@@ -56,15 +46,9 @@ class SFTConfig(StepsConfig):
     normalize_constant: float = setting(1.0, "the summed response NLL is divided by this (CS336 A5)")
 
     def __post_init__(self) -> None:
-        check_choices(self, TASKS)
-        for name in ("n_train", "batch_size", "grad_accum", "steps", "eval_batch_size", "max_new_tokens"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"SFTConfig.{name} must be a positive int, got {value!r}")
-        for name in ("n_test", "eval_interval", "warmup_steps"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ValueError(f"SFTConfig.{name} must be an int >= 0, got {value!r}")
+        loop.check_choices(self, TASKS)
+        positive = ("n_train", "batch_size", "grad_accum", "steps", "eval_batch_size", "max_new_tokens")
+        loop.check_ints(self, positive, at_least_zero=("n_test", "eval_interval", "warmup_steps"))
         if not self.lr > 0:
             raise ValueError(f"SFTConfig.lr must be > 0, got {self.lr!r}")
         if self.weight_decay < 0 or self.grad_clip < 0:
@@ -79,7 +63,7 @@ class SFTConfig(StepsConfig):
                              f"got {self.template!r}")
 
 
-def _sft_step(cfg: SFTConfig, model, tokenizer, optimizer, batches: ShuffledBatches, examples, context,
+def _sft_step(cfg: SFTConfig, model, tokenizer, optimizer, batches: loop.ShuffledBatches, examples, context,
               device) -> dict:
     """One optimizer step over ``grad_accum`` microbatches; the metrics row's training columns."""
     loss_sum = nll_sum = tokens = 0.0
@@ -109,24 +93,24 @@ def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
     if cfg.engine == "trl":
         return train_sft_trl(cfg, model, tokenizer)
     torch.manual_seed(cfg.seed)
-    model, tokenizer, _, context, out_dir = load_model_and_prepare(cfg, "sft", model, tokenizer)
+    model, tokenizer, _, context, out_dir = loop.load_model_and_prepare(cfg, "sft", model, tokenizer)
     device = model_device(model)
     train, test = load_task(cfg)
     examples = demonstrations(cfg, train)
-    optimizer = make_optimizer(cfg, model)
-    batches = ShuffledBatches(len(examples), cfg.batch_size, random.Random(cfg.seed))
-    trainer = Trainer(
-        "sft", METRIC_COLUMNS, lr=cosine_lr(cfg),
+    optimizer = loop.make_optimizer(cfg, model)
+    batches = loop.ShuffledBatches(len(examples), cfg.batch_size, random.Random(cfg.seed))
+    trainer = loop.Trainer(
+        "sft", METRIC_COLUMNS, lr=loop.cosine_lr(cfg),
         step=lambda step: _sft_step(cfg, model, tokenizer, optimizer, batches, examples, context, device),
-        held_out=lambda: held_out_accuracy(cfg, model, tokenizer, test),
+        held_out=lambda: loop.held_out_accuracy(cfg, model, tokenizer, test),
         line=lambda step, row, summary: (f"step {step}: loss {row['loss']:.4f} nll/token {row['nll_per_token']:.4f} "
                                          f"val_accuracy {summary['accuracy']}"),
         panels={"loss": ("loss", "nll_per_token"), "held-out": ("val_accuracy", "val_format_rate")})
-    return run_loop(cfg, trainer, model, tokenizer, optimizer, out_dir)[0]
+    return loop.run_loop(cfg, trainer, model, tokenizer, optimizer, out_dir)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli_main(SFTConfig, train_sft, "sft", argv, doc=__doc__)
+    return loop.cli_main(SFTConfig, train_sft, "sft", argv, doc=__doc__)
 
 
 if __name__ == "__main__":

@@ -32,9 +32,9 @@ from workbench.bad_input import InputIssues, merged_stats, require_readable, sum
 from workbench.documents import EOT, document_paths, iter_texts
 from workbench.executor import ExecutorSettings, make_executor
 from workbench.files import atomic_path, tokenizer_identity, write_json
-from workbench.params import setting
+from workbench.params import override, setting
 from workbench.stage import TaskWriter, finished_stats, map_tasks, mark_done, remove_leftovers, write_stage_metrics
-from workbench.stage_cli import need, run_step, stage_parser
+from workbench.stage_cli import StageInput, need, run_step, stage_parser
 
 log = logging.getLogger(__name__)
 
@@ -223,11 +223,9 @@ def headline(metrics: dict) -> dict:
 
 # -- CLI ---------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class ShardSettings:
-    input: str | None = setting(None, "documents file or folder", positional=True)
+class ShardSettings(StageInput):
+    out_dir: str = override(StageInput, "out_dir", "shards", "writes train.bin, val.bin, meta.json")
     tokenizer: str = setting("tokenizer", "folder with vocab.json + merges.txt")
-    out_dir: str = setting("shards", "writes train.bin, val.bin, meta.json")
-    metrics: str | None = setting(None, "stage metrics JSON; details beside it")
     val_fraction: float = setting(0.05, "share of documents in val.bin")
     seed: int = setting(0, "seed of the train/val split")
     workers: int = setting(1, "encoding processes")

@@ -21,8 +21,8 @@ from tokenizer.encoder import Tokenizer
 from workbench.bad_input import InputIssues, summary_note
 from workbench.documents import EOT, iter_texts
 from workbench.files import write_metrics
-from workbench.params import setting
-from workbench.stage_cli import need, run_step, stage_parser
+from workbench.params import override, setting
+from workbench.stage_cli import StageInput, need, run_step, stage_parser
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +79,8 @@ def headline(metrics: dict) -> dict:
 
 # -- CLI ---------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class TokenizerSettings:
-    input: str | None = setting(None, "documents file or folder", positional=True)
-    out_dir: str = setting("tokenizer", "writes vocab.json, merges.txt, tokenizer.json")
-    metrics: str | None = setting(None, "stage metrics JSON; details beside it")
+class TokenizerSettings(StageInput):
+    out_dir: str = override(StageInput, "out_dir", "tokenizer", "writes vocab.json, merges.txt, tokenizer.json")
     vocab_size: int = setting(1024, "final vocabulary size, bytes and specials included")
     special_tokens: tuple[str, ...] = setting((EOT,), "special tokens, the end-of-text separator first")
     workers: int = setting(1, "pre-tokenization processes")

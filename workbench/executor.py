@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import multiprocessing as mp
 import os
+import signal
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -211,6 +212,23 @@ class ExecutorSettings:
                                         "tcp://scheduler:8786 (Dask); none: a local one of --workers processes")
     task_timeout_s: float | None = setting(None, "ray/dask: stop with an error when no task finishes for this many "
                                                  "seconds; none: wait")
+
+
+@contextmanager
+def alarm_time_limit(seconds: float, exc_type: type[BaseException]):
+    """Raise ``exc_type`` once ``seconds`` have passed inside the block, by SIGALRM (the main thread only: Python
+    runs signal handlers there); the handler and timer before it are restored."""
+
+    def on_alarm(signum, frame):
+        raise exc_type
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @contextmanager

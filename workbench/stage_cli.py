@@ -33,12 +33,25 @@ def step_parser(prog: str, section: str, description: str) -> argparse.ArgumentP
 
 
 @dataclass(frozen=True)
-class StageFiles:
-    """Where a data stage reads and writes; a stage restates the defaults and help that are its own (``override``)."""
+class StageOutputs:
+    """Where a data stage writes; a stage restates the defaults and help that are its own (``override``)."""
 
-    inputs: tuple[str, ...] = setting((), "documents files or folders", positional=True)
     out_dir: str = setting("out", "kept documents, one file per input")
     metrics: str | None = setting(None, "stage metrics JSON; details beside it")
+
+
+@dataclass(frozen=True)
+class StageInput(StageOutputs):
+    """A stage that reads one documents file or folder as a whole (train-tokenizer, tokenize)."""
+
+    input: str | None = setting(None, "documents file or folder", positional=True)
+
+
+@dataclass(frozen=True)
+class StageFiles(StageOutputs):
+    """A stage of one task per input file, resumable (extract, filter, dedup)."""
+
+    inputs: tuple[str, ...] = setting((), "documents files or folders", positional=True)
     force: bool = setting(False, "redo inputs whose output already exists")
 
 

@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from fractions import Fraction
 
+from workbench.executor import alarm_time_limit
+
 MAX_ANSWER_CHARS = 1_000  # longer answers are compared as stripped strings only
 MAX_EXPR_CHARS = 200  # longest normalized answer handed to the arithmetic evaluator or sympy
 REL_TOL = 1e-6  # relative tolerance for non-integer numbers
@@ -254,17 +256,8 @@ def _time_limit(seconds: float):
     if not usable:
         yield
         return
-
-    def _raise(signum, frame):
-        raise _Timeout()
-
-    old = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
+    with alarm_time_limit(seconds, _Timeout):
         yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 _SYMPY_CHARS = re.compile(r"[0-9A-Za-z+\-*/^(). ]+")

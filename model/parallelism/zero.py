@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from model.parallelism.distributed import GradientSyncSwitch
+from model.training.optim import closure_loss
 
 
 class ShardedOptimizer(GradientSyncSwitch, torch.optim.Optimizer):
@@ -132,10 +133,7 @@ class ShardedOptimizer(GradientSyncSwitch, torch.optim.Optimizer):
     # ---- stepping ----------------------------------------------------------------------------
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = closure_loss(closure)
         for group, local in zip(self.param_groups, self.local.param_groups, strict=False):
             local.update({k: v for k, v in group.items() if k != "params"})
         self.local.step()

@@ -15,6 +15,14 @@ import torch
 from torch import Tensor
 
 
+def closure_loss(closure) -> torch.Tensor | None:
+    """The loss of an optimizer step's ``closure`` (run with gradients on, as torch.optim's contract says), or None."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
 class AdamW(torch.optim.Optimizer):
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.01):
@@ -30,10 +38,7 @@ class AdamW(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = closure_loss(closure)
         for group in self.param_groups:
             lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
             params, grads, exp_avgs, exp_avg_sqs = [], [], [], []

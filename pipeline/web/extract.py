@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import threading
 from collections import Counter, deque
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ from pipeline.runtime.supervised import Lost, SupervisedPool
 from pipeline.web.extract_cascade import fast_text, needs_fallback
 from pipeline.web.warc import Payload, is_generated_crawl, iter_payloads
 from workbench.bad_input import InputIssues, merged_stats, summary_note
-from workbench.executor import ExecutorSettings, LocalExecutor, make_executor, thread_time_limit
+from workbench.executor import ExecutorSettings, LocalExecutor, alarm_time_limit, make_executor, thread_time_limit
 from workbench.files import check_unique_outputs, expand_inputs
 from workbench.params import config_from_args, override, setting
 from workbench.stage import FileStage, TaskWriter, mark_done, marker_path, sum_counts, sum_stats
@@ -121,21 +120,9 @@ class _Timeout(Exception):
 @contextmanager
 def _time_limit(seconds: float):
     """Raise _Timeout after ``seconds`` (SIGALRM: pool workers and the main thread; a timer off it)."""
-    if threading.current_thread() is not threading.main_thread():  # a Dask worker thread runs the task
-        with thread_time_limit(seconds, _Timeout):
-            yield
-        return
-
-    def on_alarm(signum, frame):
-        raise _Timeout
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
+    on_main = threading.current_thread() is threading.main_thread()  # else a Dask worker thread runs the task
+    with (alarm_time_limit if on_main else thread_time_limit)(seconds, _Timeout):
         yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 _worker_cfg: ExtractConfig | None = None
