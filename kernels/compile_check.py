@@ -48,6 +48,7 @@ from triton.compiler import ASTSource
 from triton.runtime.jit import JITFunction
 
 from kernels import cross_entropy, flash_attention, rmsnorm, swiglu
+from workbench.params import add_config_flags, config_from_args, setting
 
 TARGETS = {90: 227 * 1024, 80: 163 * 1024}  # compute capability -> max shared memory per block (opt-in)
 DTYPES = ("fp16", "bf16", "fp32")
@@ -425,18 +426,21 @@ def summarize(rows: list[dict], missing: list[str], wall: float) -> tuple[str, b
     return "\n".join(lines), not (errors or over or missing)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m kernels.compile_check", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help=f"one dtype ({QUICK_DTYPE}) and the largest head dim")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel compiles (default: all cores)")
-    p.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="per-compile result cache (default %(default)s)")
-    p.add_argument("--no-cache", action="store_true", help="compile everything, store nothing")
-    p.add_argument("--kernel", action="append", default=[], help="only kernels whose name contains this (repeatable)")
-    p.add_argument("--spec-module", action="append", default=[], help="a Python file whose SPECS are added")
-    p.add_argument("--json", help="also write the rows and the summary to this JSON file")
-    return p.parse_args(argv)
+@dataclasses.dataclass(frozen=True)
+class CompileCheckSettings:
+    quick: bool = setting(False, f"one dtype ({QUICK_DTYPE}) and the largest head dim")
+    jobs: int = setting(os.cpu_count() or 1, "parallel compiles (all cores)")
+    cache_dir: str = setting(str(DEFAULT_CACHE), "per-compile result cache")
+    cache: bool = setting(True, "keep a per-compile result cache (--no-cache: compile everything, store nothing)")
+    kernel: tuple[str, ...] = setting((), "only kernels whose name contains this (repeatable)", repeatable=True)
+    spec_module: tuple[str, ...] = setting((), "a Python file whose SPECS are added (repeatable)", repeatable=True)
+    json: str | None = setting(None, "also write the rows and the summary to this JSON file")
+
+
+def parse_args(argv: list[str] | None = None) -> CompileCheckSettings:
+    p = argparse.ArgumentParser(prog="python -m kernels.compile_check", description=__doc__.splitlines()[0])
+    add_config_flags(p, CompileCheckSettings, bool_switches=True)
+    return config_from_args(CompileCheckSettings, p.parse_args(argv))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -457,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="compile_check_triton_") as triton_cache:
         os.environ["TRITON_CACHE_DIR"] = triton_cache
-        rows = run_jobs(jobs, extra, None if args.no_cache else args.cache_dir, args.jobs)
+        rows = run_jobs(jobs, extra, args.cache_dir if args.cache else None, args.jobs)
     wall = time.perf_counter() - start
     rows = sorted(rows + pruned, key=lambda r: (list(specs).index(r["kernel"]), r["case"], r["dtype"]))
     summary, ok = summarize(rows, missing, wall)

@@ -55,6 +55,7 @@ from workbench.params import (
     load_section,
     params_path,
     parse_config,
+    setting,
 )
 
 log = logging.getLogger("model.train")
@@ -581,12 +582,18 @@ def _fail_rank(exc: BaseException, code: int) -> None:
     os._exit(code)
 
 
+@dataclass(frozen=True)
+class ResumeFlag:
+    resume: bool = setting(False, "continue from the run folder's newest good checkpoint (its config.json gives the "
+                                  "settings)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """--params, --resume, and one flag per TrainConfig field (bools as --x / --no-x); --help shows the
     value a run would use (the params file's where it sets one)."""
     parser = argparse.ArgumentParser(prog="python -m model.train", description=__doc__.split("\n\n")[0])
     add_params_flag(parser, "train")
-    parser.add_argument("--resume", action="store_true", help="continue from the run folder's newest good checkpoint")
+    add_config_flags(parser, ResumeFlag, bool_switches=True)
     add_config_flags(parser, TrainConfig, bool_switches=True)
     return parser
 

@@ -43,12 +43,9 @@ from pipeline.classifiers.models import (
 )
 from pipeline.sample.labels import write_labelled_data
 from workbench.files import file_sha256, write_json, write_metrics
-from workbench.params import ParamsError, load_section, params_path
+from workbench.params import ParamsError, add_config_flags, config_from_args, load_section, params_path, setting
 
-HYPERPARAMETERS = {"lr": (float, "learning rate"), "epoch": (int, "passes over the data"),
-                   "word_ngrams": (int, "longest word n-gram"), "dim": (int, "vector size"),
-                   "minn": (int, "shortest char n-gram (0 = none)"), "maxn": (int, "longest char n-gram"),
-                   "bucket": (int, "hash buckets for n-grams"), "thread": (int, "threads (1 = reproducible)")}
+HYPERPARAMETERS = ("lr", "epoch", "word_ngrams", "dim", "minn", "maxn", "bucket", "thread")  # fastText's
 SOURCE_KEYS = ("train", "generate", "davidson", "jigsaw", "positives")  # one of them picks the data
 DATA_KEYS = (*SOURCE_KEYS, "valid", "negatives", "max_pages", "eval")  # also per task: classify.<task>.<key>
 SECTION_KEYS = ("task", "generate", "seed", "data_dir", "out", *HYPERPARAMETERS)  # and one mapping per task
@@ -193,6 +190,41 @@ def _per_task(name: str, section: dict) -> str:
     return ", ".join(f"{task} {value}" for task, value in values.items())
 
 
+@dataclass(frozen=True)
+class ClassifySettings:
+    """The flags of ``python -m pipeline.classify``; None: the `classify` section's value (per task where it has one),
+    else the task's built-in one (``build_parser`` says which in each help line)."""
+
+    task: str | None = setting(None, "what to classify", choices=tuple(sorted(TASKS)))
+    train: str | None = setting(None, "fastText-format training file (`__label__x text` lines)")
+    valid: str | None = setting(None, "held-out file; with --train and no --valid, a fifth of --train is held out")
+    generate: int | None = setting(None, "generate N labelled examples", metavar="N")
+    davidson: str | None = setting(None, "Davidson et al. labeled_data.csv: toxicity (hate + offensive vs neither) or "
+                                         "nsfw (offensive vs neither)", metavar="CSV")
+    jigsaw: str | None = setting(None, "Jigsaw toxic-comment train.csv: toxicity (any label) or nsfw (obscene)",
+                                 metavar="CSV")
+    positives: tuple[str, ...] | None = setting(None, "quality: reference pages (`wiki`): WARC/WET/JSONL/.txt files or "
+                                                      "folders of them", metavar="PAGES")
+    negatives: tuple[str, ...] | None = setting(None, "quality: crawl pages (`cc`) drawn at random, as many as the "
+                                                      "positives", metavar="PAGES")
+    max_pages: int | None = setting(None, "quality: at most N pages a class (none: 20000)", metavar="N")
+    eval: tuple[str, ...] | None = setting(None, "also evaluate on these real labelled sets (Davidson/Jigsaw CSV or "
+                                                 "fastText files)", metavar="FILE")
+    seed: int | None = setting(None, "seed of the generated data, the split and fastText")
+    data_dir: str | None = setting(None, "where the train+valid files go")
+    out: str | None = setting(None, "model path")
+    metrics: str | None = setting(None, "write held-out metrics JSON here (the headline; all of them in "
+                                        "details/<name> beside it)")
+    lr: float | None = setting(None, "fastText learning rate")
+    epoch: int | None = setting(None, "fastText passes over the data")
+    word_ngrams: int | None = setting(None, "fastText longest word n-gram")
+    dim: int | None = setting(None, "fastText vector size")
+    minn: int | None = setting(None, "fastText shortest char n-gram (0 = none)")
+    maxn: int | None = setting(None, "fastText longest char n-gram")
+    bucket: int | None = setting(None, "fastText hash buckets for n-grams")
+    thread: int | None = setting(None, "fastText threads (1 = reproducible)")
+
+
 def build_parser(section: dict) -> argparse.ArgumentParser:
     """The CLI; each help line names the default a run would use, ``section``'s value where it has one."""
     def default(key: str, builtin) -> str:
@@ -207,33 +239,15 @@ def build_parser(section: dict) -> argparse.ArgumentParser:
                     "or --positives/--negatives pages (quality). Defaults come from the `classify` section of "
                     "params.yaml (also per task: `classify.toxicity: {davidson: CSV}`; `classify.quality: false` "
                     "trains nothing), else each task's built-in ones.")
-    p.add_argument("--task", choices=sorted(TASKS),
-                   help="what to classify " + default("task", "quality; toxicity with --davidson/--jigsaw"))
-    p.add_argument("--train", type=Path, help="fastText-format training file (`__label__x text` lines)")
-    p.add_argument("--valid", type=Path, help="held-out file; with --train and no --valid, 20%% of --train is held out")
-    p.add_argument("--generate", type=int, metavar="N",
-                   help="generate N labelled examples " + default("generate", 4000))
-    p.add_argument("--davidson", type=Path, metavar="CSV",
-                   help="Davidson et al. labeled_data.csv: toxicity (hate + offensive vs neither) or nsfw (offensive "
-                        "vs neither)")
-    p.add_argument("--jigsaw", type=Path, metavar="CSV",
-                   help="Jigsaw toxic-comment train.csv: toxicity (any label) or nsfw (obscene)")
-    p.add_argument("--positives", type=Path, nargs="+", metavar="PAGES",
-                   help="quality: reference pages (`wiki`): WARC/WET/JSONL/.txt files or folders of them")
-    p.add_argument("--negatives", type=Path, nargs="+", metavar="PAGES",
-                   help="quality: crawl pages (`cc`) drawn at random, as many as the positives")
-    p.add_argument("--max-pages", type=int, metavar="N", help="quality: at most N pages a class (default: 20000)")
-    p.add_argument("--eval", type=Path, nargs="+", metavar="FILE",
-                   help="also evaluate on these real labelled sets (Davidson/Jigsaw CSV or fastText files)")
-    p.add_argument("--seed", type=int, help="seed of the generated data, the split and fastText " + default("seed", 0))
-    p.add_argument("--data-dir", type=Path, help="where the train+valid files go "
-                                                 + default("data_dir", "<out folder>/labelled"))
-    p.add_argument("--out", type=Path, help="model path " + default("out", "data/classifiers/<task>.bin"))
-    p.add_argument("--metrics", type=Path, help="write held-out metrics JSON here (the headline; all of them in "
-                                                "details/<name> beside it)")
-    for name, (kind, what) in HYPERPARAMETERS.items():
-        p.add_argument(f"--{name.replace('_', '-')}", type=kind,
-                       help=f"fastText {what} (default: {_per_task(name, section)})")
+    add_config_flags(p, ClassifySettings)
+    shown = {"task": default("task", "quality; toxicity with --davidson/--jigsaw"),
+             "generate": default("generate", 4000), "seed": default("seed", 0),
+             "data_dir": default("data_dir", "<out folder>/labelled"),
+             "out": default("out", "data/classifiers/<task>.bin"),
+             **{name: f"(default: {_per_task(name, section)})" for name in HYPERPARAMETERS}}
+    for action in p._actions:  # the default a run would use, which the section may set per task
+        if action.dest in shown:
+            action.help = f"{action.setting.metadata['help']} {shown[action.dest]}"
     p.add_argument("--params", type=Path, default=Path("params.yaml"),
                    help="params file whose `classify` section gives the defaults (default: %(default)s)")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
@@ -329,6 +343,12 @@ def main(argv: list[str] | None = None) -> int:
         build_parser({}).error(str(e))
     parser = build_parser(d)
     args = parser.parse_args(argv)
+    try:
+        config_from_args(ClassifySettings, args)  # the settings' own checks (choices)
+    except ValueError as exc:
+        parser.error(str(exc))
+    for key in ("train", "valid", "davidson", "jigsaw", "data_dir", "out", "metrics"):
+        setattr(args, key, Path(getattr(args, key)) if getattr(args, key) is not None else None)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     task = args.task or ("toxicity" if args.davidson or args.jigsaw else d.get("task", "quality"))

@@ -13,10 +13,12 @@ dropped text tokenizes a little differently).
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.files import atomic_path, details_path, read_json
-from workbench.stage_cli import need, run_step, step_parser
+from workbench.params import setting
+from workbench.stage_cli import need, run_step, stage_parser
 
 COLUMNS = ["stage", "step", "docs", "dropped", "kept_share", "chars", "tokens", "tokens_est"]
 
@@ -113,13 +115,15 @@ def plot_funnel(frame, path: Path) -> None:
 
 
 # -- CLI ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FunnelFiles:
+    metrics_dir: str | None = setting(None, "folder of stage metrics JSON, details in its details/ folder")
+    out_dir: str | None = setting(None, "writes data_funnel.csv and data_funnel.png")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = step_parser("python -m pipeline.report", "report",
-                    "How many records, documents, characters and tokens survive each data step.")
-    p.add_argument("--metrics-dir", type=Path, help="folder of stage metrics JSON, details in its details/ folder "
-                                                    "(default: %(default)s)")
-    p.add_argument("--out-dir", type=Path, help="writes data_funnel.csv and data_funnel.png (default: %(default)s)")
-    return p
+    return stage_parser("python -m pipeline.report", "report",
+                        "How many records, documents, characters and tokens survive each data step.", FunnelFiles)
 
 
 def run_command(args: argparse.Namespace, section: dict) -> str:

@@ -23,6 +23,8 @@ import re
 import sys
 from pathlib import Path
 
+from workbench.params import CheckOnly, add_config_flags
+
 ROOT = Path(__file__).resolve().parent.parent
 CLI_DOC = ROOT / "docs" / "cli.md"
 USER_PACKAGES = ("pipeline", "tokenizer", "model", "scaling", "alignment", "leaderboard", "workbench", "kernels")
@@ -113,9 +115,8 @@ def render(doc: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m workbench.cli_docs", description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 on a stale doc or a bare flag")
+    ap = argparse.ArgumentParser(prog="python -m workbench.cli_docs", description=__doc__.splitlines()[0])
+    add_config_flags(ap, CheckOnly, bool_switches=True)
     args = ap.parse_args(argv)
     os.chdir(ROOT)  # the CLIs read ./params.yaml for the defaults they show
     problems = [f"{m} {issue}" for m in cli_modules() for issue in undocumented(capture_parser(m))]

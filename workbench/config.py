@@ -22,10 +22,19 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.params import DEFAULT_PARAMS, NO_PARAMS, SECTION_BASES, ParamsError, read_layers
+from workbench.params import (
+    DEFAULT_PARAMS,
+    NO_PARAMS,
+    SECTION_BASES,
+    ParamsError,
+    add_config_flags,
+    read_layers,
+    setting,
+)
 
 # params.yaml section -> the CLI that reads it
 SECTION_CLIS = {
@@ -106,16 +115,21 @@ def describe(dotted: str, params: str | Path = DEFAULT_PARAMS) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class ShowSettings:
+    command: str = setting("show", "show: a setting's value and the layer it comes from", choices=("show",),
+                           positional=True)
+    key: str | None = setting(None, "SECTION.KEY (e.g. train.lr, train.model.d_model, filter.steps.langid.min_score) "
+                                    "or a SECTION", positional=True)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m workbench.config", description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    sub = ap.add_subparsers(dest="command", required=True)
-    show = sub.add_parser("show", help="a setting's value and the layer it comes from",
-                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    show.add_argument("key", help="SECTION.KEY (e.g. train.lr, train.model.d_model, filter.steps.langid.min_score) "
-                                      "or a SECTION")
-    show.add_argument("--params", default=str(DEFAULT_PARAMS), help="params file or profile")
+    ap = argparse.ArgumentParser(prog="python -m workbench.config", description=__doc__.splitlines()[0])
+    add_config_flags(ap, ShowSettings)
+    ap.add_argument("--params", default=str(DEFAULT_PARAMS), help="params file or profile (default: %(default)s)")
     args = ap.parse_args(argv)
+    if not args.key:
+        ap.error("give SECTION.KEY or SECTION: python -m workbench.config show train.lr")
     try:
         if "." in args.key:
             print(describe(args.key, args.params))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.dvc_deps import FIRST_PARTY
+from workbench.params import CheckOnly, add_config_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMAND = re.compile(r"python3? -m ([\w.]+)(.*)")
@@ -157,7 +158,7 @@ def check() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m workbench.doc_commands", description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 when a documented command would not run")
+    add_config_flags(ap, CheckOnly, bool_switches=True)
     args = ap.parse_args(argv)
     problems = check()
     for line in problems:

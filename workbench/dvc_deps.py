@@ -15,7 +15,10 @@ import ast
 import re
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+
+from workbench.params import add_config_flags, setting
 
 FIRST_PARTY = ("workbench", "tokenizer", "pipeline", "model", "kernels", "scaling", "alignment", "leaderboard", "bench")
 MODULE_FLAG = re.compile(r"python3?\s+-m\s+([\w.]+)")
@@ -135,13 +138,20 @@ def write(root: Path, dvc_yaml: Path) -> int:
     return changed
 
 
+@dataclass(frozen=True)
+class DepsSettings:
+    dvc_yaml: str = setting("dvc.yaml", "pipeline file")
+    check: bool = setting(False, "exit 1 if any stage's code deps differ (what runs without --write)")
+    write: bool = setting(False, "rewrite the code deps in place")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workbench.dvc_deps", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dvc-yaml", type=Path, default=Path("dvc.yaml"), help="pipeline file (default dvc.yaml)")
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--check", action="store_true", help="exit 1 if any stage's code deps differ (default)")
-    mode.add_argument("--write", action="store_true", help="rewrite the code deps in place")
+    add_config_flags(parser, DepsSettings, bool_switches=True)
     args = parser.parse_args(argv)
+    if args.check and args.write:
+        parser.error("--check and --write: one or the other")
+    args.dvc_yaml = Path(args.dvc_yaml)
     root = args.dvc_yaml.resolve().parent
     if not args.dvc_yaml.is_file():
         print(f"error: {args.dvc_yaml}: no such file", file=sys.stderr)

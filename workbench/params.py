@@ -27,6 +27,7 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,13 @@ def override(cls: type, name: str, default, help: str | None = None):
     (choices, positional) stays."""
     base = next(f for f in dataclasses.fields(cls) if f.name == name)
     return dataclasses.field(default=default, metadata={**base.metadata, **({"help": help} if help else {})})
+
+
+@dataclass(frozen=True)
+class CheckOnly:
+    """The one setting of the project's checkers (workbench.cli_docs, workbench.doc_commands)."""
+
+    check: bool = setting(False, "change nothing; exit 1 on what the check finds")
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -278,7 +286,7 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, helps: d
                                          help=help_text)
         else:  # choices are checked by config_from_args, for a flag's value and a params file's alike: one line
             action = parser.add_argument(flag, dest=dest, type=kind, nargs=nargs, default=default,
-                                         metavar="{" + ",".join(choices) + "}" if choices else
+                                         metavar="{" + ",".join(map(str, choices)) + "}" if choices else
                                          f.metadata.get("metavar", f.name.upper()),
                                          help=help_text)
         action.setting = f  # the field that declares it: what the config-style test checks
@@ -331,16 +339,21 @@ def config_from_args(config_cls: type, args: argparse.Namespace, section: str = 
         values[f.name] = config_from_args(inner, args, section, f"{prefix}{f.name}.") if inner else \
             getattr(args, prefix + f.name)
         if f.metadata.get("repeatable"):
-            values[f.name] = f.default if values[f.name] is None else tuple(values[f.name])
+            if values[f.name] is not None:
+                values[f.name] = tuple(values[f.name])
+            else:
+                values[f.name] = _REQUIRED if f.default is dataclasses.MISSING else f.default
+    positional = {f.name for f in dataclasses.fields(config_cls) if f.metadata.get("positional")}
     missing = [prefix + name for name, value in values.items() if value is _REQUIRED]
     if missing:
-        flags = " and ".join("--" + name.replace("_", "-") for name in missing)
+        flags = " and ".join(name if name in positional else "--" + name.replace("_", "-") for name in missing)
         keys = ", ".join(f"{section}.{name}" for name in missing)
         where = f" or {keys} in {getattr(args, 'params', DEFAULT_PARAMS)}" if section else ""
-        raise ParamsError(f"{flags} {'is' if len(missing) == 1 else 'are'} required (a flag{where})")
+        given = "on the command line" if set(missing) <= positional else "a flag"
+        raise ParamsError(f"{flags} {'is' if len(missing) == 1 else 'are'} required ({given}{where})")
     for f in dataclasses.fields(config_cls):  # argparse checks a flag's value; a params file's is checked here
         choices = f.metadata.get("choices")
-        if choices and f.name in values and values[f.name] not in choices:
+        if choices and values.get(f.name) is not None and values[f.name] not in choices:
             raise ParamsError(f"{section + '.' if section else '--'}{prefix}{f.name} must be one of "
                               f"{', '.join(map(str, choices))}, got {values[f.name]!r}")
     return config_cls(**values)

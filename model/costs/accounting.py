@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 
 from model.core.config import PRESETS, ModelConfig
 from model.costs.memory import (
@@ -48,8 +49,9 @@ from model.costs.memory import (
     check_stage,
     zero_model_state_bytes,
 )
-from model.costs.napkin import add_arguments, run, wants_report
+from model.costs.napkin import NapkinSettings, add_arguments, run, wants_report
 from workbench.hardware import HARDWARE, Hardware, get_hardware
+from workbench.params import add_config_flags, config_from_args, setting
 
 STRATEGIES: dict[str, dict] = {  # name -> Layout fields (gpus comes from the table)
     "ddp": dict(zero_stage=0),
@@ -210,25 +212,25 @@ collectives, no overlap inefficiency, no pipeline parallelism; compute at the gi
 peak; micro-batch = the largest divisor of the per-rank sequences that fits; GB = 1e9 bytes."""
 
 
+@dataclass(frozen=True)
+class ScaleOutSettings:
+    scale_out: bool = setting(False, "print memory/communication tables per strategy (ddp, zero1-3, tp8) and GPU count")
+    presets: tuple[str, ...] = setting(("xl", "2.7B"), "model presets")
+    gpus: tuple[int, ...] | None = setting(None, "GPU counts (none: 8 64 256 1024 for --scale-out, 1 for the report)")
+    hardware: str = setting("h100", f"one of {', '.join(HARDWARE)}")
+    global_batch_tokens: int = setting(2**22, "tokens per optimizer step across all GPUs (2^22)")
+    seq_len: int | None = setting(None, "sequence length (none: 2048; 1024 for --measure-activations)")
+    micro_batch: int | None = setting(None, "sequences per micro-batch per rank (none: for --scale-out the largest "
+                                            "that divides the rank's share and fits; 1 for the report)")
+    vocab: int = setting(50257, "vocabulary size (GPT-2's)")
+    mfu: float = setting(0.5, "model FLOPs utilisation for compute time")
+    recompute: str = setting("none", "activation checkpointing", choices=RECOMPUTE)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m model.costs.accounting", description=__doc__.split("\n\n")[0],
                                 epilog="--scale-out " + ASSUMPTIONS)
-    p.add_argument("--scale-out", action="store_true",
-                   help="print memory/communication tables per strategy (ddp, zero1-3, tp8) and GPU count")
-    p.add_argument("--presets", nargs="+", default=["xl", "2.7B"], help="model presets (default: xl 2.7B)")
-    p.add_argument("--gpus", nargs="+", type=int, default=None,
-                   help="GPU counts (default: 8 64 256 1024 for --scale-out, 1 for the report)")
-    p.add_argument("--hardware", default="h100", help=f"one of {', '.join(HARDWARE)} (default h100)")
-    p.add_argument("--global-batch-tokens", type=int, default=2**22,
-                   help="tokens per optimizer step across all GPUs (default 4194304 = 2^22)")
-    p.add_argument("--seq-len", type=int, default=None,
-                   help="sequence length (default 2048; 1024 for --measure-activations)")
-    p.add_argument("--micro-batch", type=int, default=None,
-                   help="sequences per micro-batch per rank (--scale-out default: largest that divides the rank's "
-                        "share and fits; report default 1)")
-    p.add_argument("--vocab", type=int, default=50257, help="vocabulary size (default 50257, GPT-2)")
-    p.add_argument("--mfu", type=float, default=0.5, help="model FLOPs utilisation for compute time (default 0.5)")
-    p.add_argument("--recompute", choices=RECOMPUTE, default="none", help="activation checkpointing (default none)")
+    add_config_flags(p, ScaleOutSettings, bool_switches=True)
     add_arguments(p)  # the single-run report's flags (model/costs/napkin.py)
     return p
 
@@ -236,6 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:  # the settings' own checks (choices)
+        config_from_args(ScaleOutSettings, args)
+        config_from_args(NapkinSettings, args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if not args.scale_out and wants_report(args):
         args.gpus = [1] if args.gpus is None else args.gpus
         return run(args)

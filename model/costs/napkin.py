@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +29,7 @@ from model.core.transformer import TransformerLM
 from model.costs.memory import GB, RECOMPUTE, Layout, activation_bytes, zero_model_state_bytes
 from model.costs.roofline import block_matmuls, decode_batch_for_ridge, format_roofline, ridge_point, roofline_row
 from workbench.hardware import Hardware, get_hardware
+from workbench.params import add_config_flags, setting
 
 DAY = 86400.0
 CHINCHILLA_TOKENS_PER_PARAM = 20  # Hoffmann et al. 2022: D ≈ 20·N at the compute-optimal point
@@ -292,24 +294,34 @@ def format_measurement(rows: list[dict]) -> str:
 # ---- CLI (wired into ``python -m model.costs.accounting``) -----------------------------------------------
 
 
+@dataclass(frozen=True)
+class NapkinSettings:
+    """One run's napkin report: the model (a preset, a config, a bare count or a shape) and how it is trained."""
+
+    preset: str | None = setting(None, "model.core.config preset (nano … 2.7B); shape flags below override it")
+    config: str | None = setting(None, "a ModelConfig JSON (e.g. a run's config.json)")
+    params: float | None = setting(None, "a bare parameter count, e.g. 70e9 (attention FLOPs then omitted)")
+    d_model: int | None = setting(None, "model width")
+    n_layers: int | None = setting(None, "blocks")
+    n_heads: int | None = setting(None, "attention heads")
+    d_ff: int | None = setting(None, "FFN width (none: 8/3·d)")
+    n_kv_heads: int | None = setting(None, "KV heads (GQA)")
+    n_experts: int | None = setting(None, "MoE experts (0 dense)")
+    moe_top_k: int | None = setting(None, "experts per token")
+    tokens: float | None = setting(None, "training tokens D (none: 20·N, Chinchilla)")
+    zero_stage: int = setting(0, "ZeRO stage over DP", choices=(0, 1, 2, 3))
+    tp: int = setting(1, "tensor-parallel degree")
+    bytes_per_param: float = setting(16, "model-state bytes per parameter for the largest model (mixed-precision "
+                                         "AdamW)")
+    fit: bool = setting(False, "print only the assumptions and the largest model that fits")
+    measure_activations: bool = setting(False, "CUDA only: measure activation memory of --preset (none: small, seq "
+                                               "1024, micro-batch 4) against the estimate, with and without "
+                                               "checkpoint_every=1")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("napkin report (--preset / --config / --params / --d-model; or --fit)")
-    g.add_argument("--preset", help="model.core.config preset (nano … 2.7B); shape flags below override it")
-    g.add_argument("--config", help="a ModelConfig JSON (e.g. a run's config.json)")
-    g.add_argument("--params", type=float, help="a bare parameter count, e.g. 70e9 (attention FLOPs then omitted)")
-    for flag, text in (("--d-model", "model width"), ("--n-layers", "blocks"), ("--n-heads", "attention heads"),
-                       ("--d-ff", "FFN width (default 8/3·d)"), ("--n-kv-heads", "KV heads (GQA)"),
-                       ("--n-experts", "MoE experts (0 dense)"), ("--moe-top-k", "experts per token")):
-        g.add_argument(flag, type=int, help=text)
-    g.add_argument("--tokens", type=float, help="training tokens D (default 20·N, Chinchilla)")
-    g.add_argument("--zero-stage", type=int, default=0, choices=(0, 1, 2, 3), help="ZeRO stage over DP (default 0)")
-    g.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
-    g.add_argument("--bytes-per-param", type=float, default=16,
-                   help="model-state bytes per parameter for the largest model (default 16, mixed-precision AdamW)")
-    g.add_argument("--fit", action="store_true", help="print only the assumptions and the largest model that fits")
-    g.add_argument("--measure-activations", action="store_true",
-                   help="CUDA only: measure activation memory of --preset (default small, seq 1024, micro-batch 4) "
-                        "against the estimate, with and without checkpoint_every=1")
+    add_config_flags(g, NapkinSettings, bool_switches=True)
 
 
 def wants_report(args: argparse.Namespace) -> bool:

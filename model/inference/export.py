@@ -19,6 +19,7 @@ import shutil
 import sys
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -27,6 +28,7 @@ from torch import Tensor, nn
 from model.core.config import ModelConfig
 from model.training.checkpoint import check_tokenizer, load_model
 from workbench.files import tokenizer_identity, write_bytes, write_json
+from workbench.params import REQUIRED, add_config_flags, config_from_args, setting
 
 # our per-layer suffix -> HF per-layer suffix (under "layers.{i}." and "model.layers.{i}." respectively)
 _LAYER_NAMES = {
@@ -251,34 +253,45 @@ def _add_tokenizer(tokenizer_dir: Path, out_dir: Path, eos_token: str) -> None:
     write_json(out_dir / "tokenizer_config.json", config, sort_keys=False)
 
 
+@dataclass(frozen=True)
+class ExportSettings:
+    checkpoint: str = setting(REQUIRED, "run folder (newest good checkpoint) or a ckpt-*.pt file", positional=True)
+    out_dir: str = setting(REQUIRED, "output folder: config.json + model.safetensors (+ tokenizer)", positional=True)
+    tokenizer: str | None = setting(None, "tokenizer folder (with tokenizer.json) to bundle")
+    eos_token: str = setting("<|endoftext|>", "end-of-text special token")
+    dtype: str | None = setting(None, "weight dtype: float32, bfloat16 or float16 (none: as saved)",
+                                choices=("float32", "bfloat16", "float16"))
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter, prog="python -m model.inference.export",
-        description="Export a run's checkpoint as a Hugging Face LlamaForCausalLM folder.")
-    parser.add_argument("checkpoint", type=Path, help="run folder (newest good checkpoint) or a ckpt-*.pt file")
-    parser.add_argument("out_dir", type=Path, help="output folder: config.json + model.safetensors (+ tokenizer)")
-    parser.add_argument("--tokenizer", type=Path, help="tokenizer folder (with tokenizer.json) to bundle")
-    parser.add_argument("--eos-token", default="<|endoftext|>", help="end-of-text special token")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), help="weight dtype (default: as saved)")
-    args = parser.parse_args(argv)
+    parser = argparse.ArgumentParser(prog="python -m model.inference.export",
+                                     description="Export a run's checkpoint as a Hugging Face LlamaForCausalLM folder.")
+    add_config_flags(parser, ExportSettings)
     try:
-        model = load_model(args.checkpoint)
+        args = config_from_args(ExportSettings, parser.parse_args(argv))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    checkpoint, out_dir = Path(args.checkpoint), Path(args.out_dir)
+    tokenizer = Path(args.tokenizer) if args.tokenizer else None
+    try:
+        model = load_model(checkpoint)
         overrides = {}
-        if args.tokenizer:
-            check_tokenizer(model.tokenizer_identity, tokenizer_identity(args.tokenizer), args.checkpoint,
-                            args.tokenizer)
-            vocab = json.loads((args.tokenizer / "vocab.json").read_text(encoding="utf-8"))
+        if tokenizer:
+            check_tokenizer(model.tokenizer_identity, tokenizer_identity(tokenizer), checkpoint,
+                            tokenizer)
+            vocab = json.loads((tokenizer / "vocab.json").read_text(encoding="utf-8"))
             if args.eos_token not in vocab:
-                raise ValueError(f"{args.tokenizer}/vocab.json has no {args.eos_token!r} token")
+                raise ValueError(f"{tokenizer}/vocab.json has no {args.eos_token!r} token")
             eos_id = vocab[args.eos_token]
             overrides = {"eos_token_id": eos_id, "bos_token_id": eos_id, "pad_token_id": eos_id}
-        export_llama(model, model.cfg, args.out_dir, args.dtype, config_overrides=overrides)
-        if args.tokenizer:
-            _add_tokenizer(args.tokenizer, args.out_dir, args.eos_token)
+        export_llama(model, model.cfg, out_dir, args.dtype, config_overrides=overrides)
+        if tokenizer:
+            _add_tokenizer(tokenizer, out_dir, args.eos_token)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"exported {args.checkpoint} -> {args.out_dir}")
+    print(f"exported {checkpoint} -> {out_dir}")
     return 0
 
 

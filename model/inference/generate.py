@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -25,6 +26,7 @@ from torch import Tensor
 
 from model.training.checkpoint import CheckpointError, check_tokenizer, load_model
 from workbench.files import tokenizer_identity
+from workbench.params import REQUIRED, add_config_flags, config_from_args, setting
 
 
 def processed_probs(logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
@@ -192,29 +194,32 @@ def _decode(tokenizer, ids: list[int]) -> str:
     return b"".join(tokenizer.vocab.get(i, unknown) for i in ids).decode("utf-8", errors="replace")
 
 
+@dataclass(frozen=True)
+class GenerateSettings:
+    checkpoint: str = setting(REQUIRED, "run directory (its newest good ckpt-*.pt) or a ckpt file")
+    tokenizer: str = setting(REQUIRED, "tokenizer directory holding vocab.json and merges.txt")
+    prompt: tuple[str, ...] = setting(REQUIRED, "prompt text; repeat the flag for several prompts (generated as one "
+                                                "batch)", repeatable=True)
+    max_new_tokens: int = setting(128, "tokens to generate per prompt")
+    temperature: float = setting(0.8, "sampling temperature; 0 = greedy")
+    top_k: int | None = setting(None, "keep only the k most likely tokens (none: all)")
+    top_p: float | None = setting(None, "nucleus sampling: keep the smallest set of tokens with this total probability")
+    seed: int = setting(0, "random seed for sampling")
+    device: str = setting("auto", "cpu, cuda, cuda:N or auto (cuda when available)")
+    cache: bool = setting(True, "reuse the KV cache (--no-cache: recompute the whole sequence each step)")
+    bf16: bool = setting(False, "run under bfloat16 autocast (CUDA)")
+    eos: str = setting("<|endoftext|>", "special token that ends a completion ('' never stops early)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m model.inference.generate", description=__doc__.split("\n\n")[0])
-    p.add_argument("--checkpoint", required=True, help="run directory (its newest good ckpt-*.pt) or a ckpt file")
-    p.add_argument("--tokenizer", required=True, help="tokenizer directory holding vocab.json and merges.txt")
-    p.add_argument("--prompt", action="append", required=True,
-                   help="prompt text; repeat the flag for several prompts (generated as one batch)")
-    p.add_argument("--max-new-tokens", type=int, default=128, help="tokens to generate per prompt (default 128)")
-    p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature; 0 = greedy (default 0.8)")
-    p.add_argument("--top-k", type=int, default=None, help="keep only the k most likely tokens (default: all)")
-    p.add_argument("--top-p", type=float, default=None,
-                   help="nucleus sampling: keep the smallest set of tokens with this total probability")
-    p.add_argument("--seed", type=int, default=0, help="random seed for sampling (default 0)")
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (cuda when available; default)")
-    p.add_argument("--no-cache", action="store_true", help="recompute the whole sequence each step (no KV cache)")
-    p.add_argument("--bf16", action="store_true", help="run under bfloat16 autocast (CUDA)")
-    p.add_argument("--eos", default="<|endoftext|>",
-                   help="special token that ends a completion (default <|endoftext|>; '' never stops early)")
+    add_config_flags(p, GenerateSettings, bool_switches=True)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = config_from_args(GenerateSettings, build_parser().parse_args(argv))
         device = _resolve_device(args.device)
         tokenizer = _load_tokenizer(args.tokenizer, [args.eos] if args.eos else [])
         model = load_model(args.checkpoint, device=device)
@@ -222,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         eos_id = tokenizer.token_to_id(args.eos) if args.eos else None
         prompts = [tokenizer.encode(text) for text in args.prompt]
         completions = generate(model, prompts, args.max_new_tokens, temperature=args.temperature,
-                               top_k=args.top_k, top_p=args.top_p, eos_id=eos_id, use_cache=not args.no_cache,
+                               top_k=args.top_k, top_p=args.top_p, eos_id=eos_id, use_cache=args.cache,
                                seed=args.seed, bf16=args.bf16)
     except (FileNotFoundError, ValueError, CheckpointError) as exc:
         print(f"error: {exc}".splitlines()[0], file=sys.stderr)

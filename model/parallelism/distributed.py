@@ -30,6 +30,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from model.training.checkpoint import save_checkpoint
+from workbench.params import REQUIRED, add_config_flags, config_from_args, setting
 
 # torch.distributed.fsdp / .checkpoint stay imported inside the functions below: they add ~0.6 s to every
 # ``import model.train`` and only FSDP runs use them.
@@ -287,14 +288,20 @@ def export_sharded_checkpoint(run_dir: str | os.PathLike, step: int | None = Non
     return str(save_checkpoint(run_dir, trainer["step"], state, keep_last=10**6))
 
 
+@dataclass(frozen=True)
+class ExportShardedSettings:
+    command: str = setting(REQUIRED, "export: the sharded checkpoint to one file", choices=("export",),
+                           positional=True)
+    run_dir: str = setting(REQUIRED, "run folder holding dcp/step-*", positional=True)
+    step: int | None = setting(None, "which step (none: the newest)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m model.parallelism.distributed",
                                      description="Export an FSDP run's sharded checkpoint to a single file.")
-    parser.add_argument("command", choices=["export"])
-    parser.add_argument("run_dir", help="run folder holding dcp/step-*")
-    parser.add_argument("--step", type=int, default=None, help="which step (default: the newest)")
-    args = parser.parse_args(argv)
+    add_config_flags(parser, ExportShardedSettings)
     try:
+        args = config_from_args(ExportShardedSettings, parser.parse_args(argv))
         print(export_sharded_checkpoint(args.run_dir, args.step))
     except (FileNotFoundError, KeyError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -60,6 +60,7 @@ from typing import ClassVar
 import numpy as np
 
 from pipeline.runtime.steps import Step
+from workbench.params import add_config_flags, config_from_args, setting
 
 BACKENDS = ("langid", "resiliparse", "lingua", "fasttext", "vote")
 DEFAULT_BACKEND = "fasttext"
@@ -269,15 +270,24 @@ def declared_language(html: bytes) -> str | None:
     return normalize_code(m.group(1).decode("ascii")) if m else None
 
 
+@dataclass(frozen=True)
+class IdentifySettings:
+    text: tuple[str, ...] = setting((), "text to identify (joined with spaces)", positional=True)
+    backend: str = setting(DEFAULT_BACKEND, "identifier to use", choices=BACKENDS)
+    model_path: str | None = setting(None, "lid.176.bin/.ftz for --backend fasttext")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         prog="python -m pipeline.filters.langid", description=__doc__.split("\n\n")[0],
         epilog="The backends' agreement with <html lang> on real pages: python -m bench.benchmarks.langid")
-    ap.add_argument("text", nargs="+", help="text to identify (joined with spaces)")
-    ap.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS, help="identifier to use")
-    ap.add_argument("--model-path", default=None, help="lid.176.bin/.ftz for --backend fasttext")
-    args = ap.parse_args(argv)
+    add_config_flags(ap, IdentifySettings)
+    try:
+        args = config_from_args(IdentifySettings, ap.parse_args(argv))
+        if not args.text:
+            raise ValueError("no text to identify")
+    except ValueError as exc:
+        ap.error(str(exc))
     lang, score = identify_language(" ".join(args.text), args.backend, args.model_path)
     print(f"{lang}\t{score:.4f}")
     return 0

@@ -29,6 +29,7 @@ import re
 import time
 import unicodedata
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from html import escape
 from pathlib import Path
@@ -59,7 +60,7 @@ from pipeline.sample.pages import (
 )
 from pipeline.sample.text import FORUM_BITS, INSULTS, KEYWORD_MODS, LEXICON, SPAM, SWAPS, TOPICS, TOXIC, EnglishProse
 from workbench.files import atomic_path, write_jsonl
-from workbench.params import ParamsError, add_params_flag, apply_section, params_path
+from workbench.params import ParamsError, add_config_flags, add_params_flag, apply_section, params_path, setting
 
 LANGS = {"en": 0.70, "de": 0.06, "fr": 0.05, "es": 0.05, "ru": 0.04, "ja": 0.04, "zh": 0.04, "it": 0.02}
 LOCALES = {"en": "en_US", "de": "de_DE", "fr": "fr_FR", "es": "es_ES", "it": "it_IT", "ru": "ru_RU",
@@ -531,16 +532,19 @@ def summarize(manifest: list[dict], records: int, nbytes: int) -> dict:
             "broken": dict(count(m["broken"] for m in manifest if m["broken"]).most_common())}
 
 
+@dataclass(frozen=True)
+class SampleSettings:
+    out: str = setting("data/raw/sample.warc.gz", "where to write the gzip WARC (one gzip member per record)")
+    manifest: str = setting("data/raw/manifest.jsonl", "where to write the JSONL manifest: one object per response "
+                                                       "record saying what it carries")
+    pages: int = setting(3000, "number of pages (request+response pairs), >= 1")
+    seed: int = setting(0, "random seed; the same seed gives the same bytes")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m pipeline.sample", description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m pipeline.sample", description=__doc__.split("\n\n")[0])
     add_params_flag(ap, "sample")
-    ap.add_argument("--out", default="data/raw/sample.warc.gz",
-                    help="where to write the gzip WARC (one gzip member per record)")
-    ap.add_argument("--manifest", default="data/raw/manifest.jsonl",
-                    help="where to write the JSONL manifest: one object per response record saying what it carries")
-    ap.add_argument("--pages", type=int, default=3000, help="number of pages (request+response pairs), >= 1")
-    ap.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same bytes")
+    add_config_flags(ap, SampleSettings)
     return ap
 
 

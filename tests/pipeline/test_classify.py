@@ -323,7 +323,7 @@ def test_cli_trains_reports_and_writes_atomically(tmp_path, capsys):
     (["--task", "quality", "--davidson", "x.csv"], "toxicity"),
     (["--generate", "3"], "--generate"),
     (["--lr", "-1"], "TrainConfig.lr"),
-    (["--task", "spam"], "invalid choice"),
+    (["--task", "spam"], "--task must be one of nsfw, quality, toxicity, got 'spam'"),
     (["--valid", "v.txt"], "--valid needs --train"),
 ])
 def test_cli_bad_usage_exits_2_with_one_error_line(tmp_path, capsys, argv, msg):
