@@ -2,11 +2,10 @@
 
 Each document is encoded, followed by the end-of-text id, and appended to the split chosen by a
 seeded hash of its id, so the split does not depend on file order, worker count or chunking.
-Encoding fans out to a process pool over batches of documents; results come back in order, so the
-shards are byte-identical for any ``workers``. On a cluster (``--executor ray|dask``, workbench/executor.py) each
-input file is one task (``encode_file``: its documents' tokens into train/val parts under ``out_dir/_work/``,
-written atomically, then a ``done`` record), and the parts are joined in file order: the same bytes as the local
-run. A killed run redoes only the files without a ``done`` record. Read them with
+Each input file is one task (``encode_file``: its documents' tokens into train/val parts under ``out_dir/_work/``,
+written atomically, then a ``done`` record) on an executor (workbench/executor.py: the local pool of ``workers``
+processes, Ray or Dask), and the parts are joined in file order, so the shards are byte-identical for any executor
+and worker count. A killed run redoes only the files without a ``done`` record. Read them with
 ``np.memmap(path, dtype=meta["dtype"])``
 (the layout nanoGPT's ``prepare.py`` uses). ``python -m tokenizer.shards`` is the tokenize stage (defaults: the
 ``shards`` section of params.yaml). Bad lines and files are skipped and counted (``workbench.bad_input``).
@@ -17,29 +16,23 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
-import multiprocessing as mp
 import shutil
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from tokenizer.encoder import Tokenizer
 from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
 from workbench.documents import EOT, document_paths, iter_texts
-from workbench.executor import ExecutorSettings, make_executor
+from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
 from workbench.files import atomic_path, tokenizer_identity, write_json
 from workbench.params import override, setting
 from workbench.stage import TaskWriter, finished_stats, map_tasks, mark_done, remove_leftovers, write_stage_metrics
 from workbench.stage_cli import StageInput, need, run_step, stage_parser
 
 log = logging.getLogger(__name__)
-
-_BATCH_DOCS = 64
-
 
 def is_val(doc_id: str, val_fraction: float, seed: int) -> bool:
     digest = hashlib.blake2b(f"{seed}:{doc_id}".encode(), digest_size=8).digest()
@@ -56,32 +49,6 @@ def load_tokenizer(tokenizer_dir: str | Path, special_tokens: list[str] | None =
         if not (d / name).is_file():
             raise FileNotFoundError(f"tokenizer file missing: {d / name}")
     return Tokenizer.from_files(d / "vocab.json", d / "merges.txt", special_tokens or [EOT])
-
-
-_tok: Tokenizer | None = None
-
-
-def _init(tokenizer: Tokenizer) -> None:
-    global _tok
-    _tok = tokenizer
-
-
-def _encode_batch(batch: tuple[list[str], list[bool]]) -> tuple[list[list[int]], list[bool]]:
-    texts, flags = batch
-    return [_tok.encode(t) for t in texts], flags
-
-
-def _batches(docs: Iterator[tuple[str, str]], val_fraction: float, seed: int):
-    """Yield (texts, is_val flags) batches for the pool."""
-    texts, flags = [], []
-    for doc_id, text in docs:
-        texts.append(text)
-        flags.append(is_val(doc_id, val_fraction, seed))
-        if len(texts) == _BATCH_DOCS:
-            yield texts, flags
-            texts, flags = [], []
-    if texts:
-        yield texts, flags
 
 
 def _dtype(tokenizer: Tokenizer) -> np.dtype:
@@ -152,8 +119,8 @@ def _encode_on(executor, input_path, tokenizer_dir, out_dir: Path, val_fraction:
 
 
 def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, workers=1, executor=None) -> dict:
-    """Tokenize every document into ``out_dir/{train,val}.bin`` + ``meta.json``; with an ``executor``
-    (workbench/executor.py), one task per input file, joined into the same bytes.
+    """Tokenize every document into ``out_dir/{train,val}.bin`` + ``meta.json``: one task per input file on
+    ``executor`` (workbench/executor.py; default the local pool of ``workers`` processes), joined in file order.
 
     Returns the meta plus this run's ``seconds`` and ``tokens_per_s`` (kept out of ``meta.json``,
     which must be byte-identical on a rerun).
@@ -166,10 +133,8 @@ def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, 
     out_dir = Path(out_dir)
     remove_leftovers(out_dir)
     start = time.perf_counter()
-    if executor is not None:
-        counts, stats = _encode_on(executor, input_path, tokenizer_dir, out_dir, val_fraction, seed)
-    else:
-        counts, stats = _encode_here(input_path, tokenizer, eot, dtype, out_dir, val_fraction, seed, workers)
+    counts, stats = _encode_on(executor or LocalExecutor(workers), input_path, tokenizer_dir, out_dir, val_fraction,
+                               seed)
     seconds = time.perf_counter() - start
     require_readable(stats, len(document_paths(input_path)))
     meta = {
@@ -187,31 +152,6 @@ def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, 
     write_json(out_dir / "meta.json", meta)
     tokens = counts["train"][1] + counts["val"][1]
     return {**meta, "seconds": round(seconds, 3), "tokens_per_s": round(tokens / max(seconds, 1e-9)), **stats}
-
-
-def _encode_here(input_path, tokenizer: Tokenizer, eot: int, dtype: np.dtype, out_dir: Path, val_fraction: float,
-                 seed: int, workers: int) -> tuple:
-    """The documents streamed through this process (or a fork pool of ``workers``, results in order) into
-    train.bin and val.bin: (counts, bad-input stats)."""
-    counts = {"train": [0, 0], "val": [0, 0]}  # documents, tokens
-    issues = InputIssues()
-    batches = _batches(iter_texts(input_path, issues), val_fraction, seed)
-    pool = mp.get_context("fork").Pool(workers, _init, (tokenizer,)) if workers > 1 else None
-    _init(tokenizer)
-    try:
-        with TaskWriter(train=out_dir / "train.bin", val=out_dir / "val.bin") as out, \
-                tqdm(desc="tokenize", unit="doc", dynamic_ncols=True) as bar:
-            encoded = pool.imap(_encode_batch, batches) if pool else map(_encode_batch, batches)
-            for ids_batch, flags in encoded:
-                for ids, val in zip(ids_batch, flags, strict=False):
-                    _write_doc(ids, val, eot, dtype, (out.files["train"], out.files["val"]), counts)
-                bar.update(len(ids_batch))
-    finally:
-        if pool:
-            pool.close()
-            pool.join()
-    issues.warn(log)
-    return counts, issues.stats(with_skipped=True)
 
 
 def headline(metrics: dict) -> dict:
@@ -241,13 +181,8 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "input", "tokenizer", "out_dir")
     shards = (Path(args.input), Path(args.tokenizer), Path(args.out_dir), float(args.val_fraction), int(args.seed),
               int(args.workers))
-    if args.executor == "local":  # the streaming path: one reader, a pool of encoders
-        if args.address or args.task_timeout_s is not None:
-            raise ValueError("--address and --task-timeout-s are for --executor ray or dask")
-        meta = write_shards(*shards)
-    else:
-        with make_executor(args.executor, int(args.workers), args.address, args.task_timeout_s) as executor:
-            meta = write_shards(*shards, executor=executor)
+    with make_executor(args.executor, int(args.workers), args.address, args.task_timeout_s) as executor:
+        meta = write_shards(*shards, executor=executor)
     stats = {"stage": "shards", **meta}
     write_stage_metrics(Path(args.metrics) if args.metrics else None, stats, headline(stats))
     return (f"tokenize: {meta['train_tokens']:,} train + {meta['val_tokens']:,} val tokens "

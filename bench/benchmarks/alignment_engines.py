@@ -49,7 +49,7 @@ from alignment.evaluate import build_prompt, score
 from alignment.grpo import GRPOConfig, train_grpo
 from alignment.tasks.data import load_task
 from bench.tools.alignment_engines_rows import results_rows
-from bench.tools.results import RESULTS_DIR, record
+from bench.tools.results import bench_parser, finish
 from bench.tools.timing import format_table, timed  # median-of-N timing and the shared table layout
 from model.core.config import ModelConfig
 from model.core.transformer import TransformerLM
@@ -323,9 +323,7 @@ def bench_grpo(args, workdir: Path, device: torch.device) -> dict:
 # ---- CLI ------------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.benchmarks.alignment_engines", description=__doc__.split("\n\n")[0])
+    p = bench_parser("bench.benchmarks.alignment_engines", __doc__, "alignment_engines")
     p.add_argument("--parts", default="rollout,grpo", help="comma-separated parts: rollout, grpo (default both)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available; default)")
     p.add_argument("--quick", action="store_true", help="smoke-test sizes (seconds on CPU)")
@@ -352,12 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
     p.add_argument("--timeout", type=int, default=3600, help="grpo: seconds allowed per engine subprocess")
-    p.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
-                   help="where the rows go, as alignment_engines.jsonl (gpu_alignment_engines.jsonl on CUDA; "
-                        "default: %(default)s); bench.tools.report tabulates them")
     p.add_argument("--area", default=None, help="results area, i.e. file name (default alignment_engines, "
                    "gpu_alignment_engines on CUDA): another for a run whose rows must not replace the default's")
-    p.add_argument("--no-record", action="store_true", help="print only")
     p.add_argument("--worker", nargs=3, metavar=("ENGINE", "SPEC", "OUT"), help=argparse.SUPPRESS)
     return p
 
@@ -433,10 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(report, indent=2, default=str) + "\n")
         print(f"\nwrote {args.out}")
-    if not args.no_record:
-        area = args.area or ("gpu_alignment_engines" if device.type == "cuda" else "alignment_engines")
-        path = record(area, results_rows(report), recorded_command(report["argv"]), args.results_dir)
-        print(f"rows appended to {path}")
+    area = args.area or ("gpu_alignment_engines" if device.type == "cuda" else "alignment_engines")
+    finish(area, results_rows(report), args, recorded_command(report["argv"]))
     failed = [e for e, r in report.get("grpo", {}).items() if isinstance(r, dict) and "error" in r]
     return 1 if failed else 0
 

@@ -12,15 +12,13 @@ tests/kernels/test_cross_entropy.py asserts issue 5's goal (both ratios >= 3) wi
 
 from __future__ import annotations
 
-import argparse
 import weakref
-from pathlib import Path
 
 import torch
 from torch.autograd.graph import saved_tensors_hooks
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from bench.tools.results import RESULTS_DIR, Result, record
+from bench.tools.results import Result, bench_parser, finish
 from kernels.cross_entropy import fused_linear_cross_entropy, linear_cross_entropy_torch
 from kernels.runtime import INTERPRET
 
@@ -119,31 +117,22 @@ def measure(n: int, d: int, v: int, device: str) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.benchmarks.ce_memory", description=__doc__.split("\n\n")[0])
+    ap = bench_parser("bench.benchmarks.ce_memory", __doc__, "ce_memory")
     ap.add_argument("--tokens", type=int, default=256, help="N, rows of hidden states")
     ap.add_argument("--d-model", type=int, default=64, help="d, the hidden size")
     ap.add_argument("--vocab", type=int, default=32768, help="V, the vocabulary")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where ce_memory.jsonl goes")
     ap.add_argument("--area", help="results file (default ce_memory on CPU, gpu_ce_memory on CUDA)")
-    ap.add_argument("--no-record", action="store_true", help="print only")
     args = ap.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu" and not INTERPRET:
         ap.error("on CPU set TRITON_INTERPRET=1, or the fused side would not run the Triton kernel")
     rows = measure(args.tokens, args.d_model, args.vocab, device)
-    for r in rows:
-        print(f"{r.name:<10}{r.metric:<10} fused {r.value:8.1f} MiB  eager {r.baseline_value:8.1f} MiB  "
-              f"eager/fused {r.ratio:.1f}x")
-    if not args.no_record:
-        command = ("TRITON_INTERPRET=1 python -m bench.benchmarks.ce_memory" if device == "cpu"
-                   else "python -m bench.benchmarks.ce_memory")
-        if (args.tokens, args.d_model, args.vocab) != DEFAULT_SHAPE:
-            command += f" --tokens {args.tokens} --d-model {args.d_model} --vocab {args.vocab}"
-        area = args.area or ("ce_memory" if device == "cpu" else "gpu_ce_memory")
-        print(f"rows appended to {record(area, rows, command, args.results_dir)}")
-    return 0
+    command = ("TRITON_INTERPRET=1 python -m bench.benchmarks.ce_memory" if device == "cpu"
+               else "python -m bench.benchmarks.ce_memory")
+    if (args.tokens, args.d_model, args.vocab) != DEFAULT_SHAPE:
+        command += f" --tokens {args.tokens} --d-model {args.d_model} --vocab {args.vocab}"
+    area = args.area or ("ce_memory" if device == "cpu" else "gpu_ce_memory")
+    return finish(area, rows, args, command)
 
 
 if __name__ == "__main__":

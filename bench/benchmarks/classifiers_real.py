@@ -20,7 +20,6 @@ bench.tools.report`` puts them into docs/benchmarks/classifiers.md.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gzip
 import json
@@ -29,7 +28,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from bench.tools.results import RESULTS_DIR, Result, record
+from bench.tools.results import Result, bench_parser, finish
 from pipeline import classify
 from pipeline.classifiers.models import FastTextClassifier, load_task_model
 from pipeline.classify import Source, train_source
@@ -203,15 +202,10 @@ def crawl_results(r: dict) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.benchmarks.classifiers_real", description=__doc__.split("\n\n")[0])
+    ap = bench_parser("bench.benchmarks.classifiers_real", __doc__, "classifiers_real")
     ap.add_argument("--data", type=Path, default=SHARED, help="the shared data folder (default: %(default)s)")
     ap.add_argument("--only", nargs="+", choices=("labels", "crawl"), default=("labels", "crawl"),
                     help="parts to run: labelled sets and/or the real-crawl profile")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
-                    help="where the rows go, as classifiers_real.jsonl (default: %(default)s)")
-    ap.add_argument("--no-record", action="store_true", help="print only")
     args = ap.parse_args(argv)
     davidson = args.data / "toxicity" / "davidson_labeled_data.csv"
     jigsaw = args.data / "toxicity" / "jigsaw_train_head.csv"
@@ -232,11 +226,9 @@ def main(argv: list[str] | None = None) -> int:
             report = crawl_part(args.data / "web", davidson, scratch)
             print(format_crawl(report))
             results += crawl_results(report)
-    if not args.no_record:
-        command = "python -m bench.benchmarks.classifiers_real" + (
-            f" --only {' '.join(args.only)}" if argv and "--only" in argv else "")
-        print(f"rows appended to {record('classifiers_real', results, command, args.results_dir)}")
-    return 0
+    command = "python -m bench.benchmarks.classifiers_real" + (
+        f" --only {' '.join(args.only)}" if argv and "--only" in argv else "")
+    return finish("classifiers_real", results, args, command)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ Rows go to benchmarks/results/cpu_contention.jsonl (``--no-record``: print only)
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -24,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.tools.results import RESULTS_DIR, ROOT, Result, record
+from bench.tools.results import ROOT, Result, bench_parser, finish
 
 BUSY_LOOP = "while True: pass"
 
@@ -91,28 +90,20 @@ def results(runs: dict, torch_default: str) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                 prog="python -m bench.benchmarks.cpu_contention", description=__doc__.split("\n\n")[0])
+    ap = bench_parser("bench.benchmarks.cpu_contention", __doc__, "cpu_contention")
     ap.add_argument("--params", type=Path, default=ROOT / "params.yaml", help="params file whose train run is timed")
     ap.add_argument("--seconds", type=float, default=25.0, help="wall time of each training run")
     ap.add_argument("--repeats", type=int, default=2, help="runs of each configuration")
     ap.add_argument("--threads", nargs="+", default=["1", str(os.cpu_count() or 1), "auto"],
                     help="thread settings to time: counts, and auto (the default policy)")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the rows go, as cpu_contention.jsonl")
-    ap.add_argument("--no-record", action="store_true", help="print only")
     args = ap.parse_args(argv)
     torch_default = str(os.cpu_count() or 1)  # torch's intra-op pool: one thread per core
     if torch_default not in args.threads:
         ap.error(f"--threads must include {torch_default}, torch's own choice on this machine (the baseline)")
     runs = measure(args.params, args.threads, args.seconds, args.repeats)
     rows = results(runs, torch_default)
-    for row in rows:
-        print(f"{row.name:>40} {row.metric:>24}: {row.value:,}" +
-              (f" (baseline {row.baseline}: {row.baseline_value})" if row.baseline else ""))
-    if not args.no_record:
-        command = f"python -m bench.benchmarks.cpu_contention --seconds {args.seconds:g} --repeats {args.repeats}"
-        print(f"rows appended to {record('cpu_contention', rows, command, args.results_dir)}")
-    return 0
+    command = f"python -m bench.benchmarks.cpu_contention --seconds {args.seconds:g} --repeats {args.repeats}"
+    return finish("cpu_contention", rows, args, command)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ the generated sections of docs/benchmarks/ (pipeline.md, data-quality.md).
 
 from __future__ import annotations
 
-import argparse
 import platform
 import tempfile
 import time
@@ -25,7 +24,7 @@ from bench.benchmarks import dedup as bench_dedup
 from bench.benchmarks import filter as bench_filter
 from bench.benchmarks.extract import DEFAULT_WEB, bench_extract, format_rows
 from bench.benchmarks.tokenizer import DEFAULT_CORPUS, DEFAULT_GPT2, EOT, bench_bpe_training, bench_encode, rows_table
-from bench.tools.results import Result, record
+from bench.tools.results import Result, bench_parser, finish
 from pipeline.classifiers.models import DAVIDSON_CONFIG
 from pipeline.classify import run_train
 from pipeline.sample.crawl import generate_sample
@@ -48,9 +47,7 @@ def sample_corpus(docs_dir: Path, scratch: Path, pages: int) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.benchmarks.data", description=__doc__.split("\n\n")[0])
+    parser = bench_parser("bench.benchmarks.data", __doc__, "classifiers")
     parser.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="shared web folder (trafilatura eval pages)")
     parser.add_argument("--tinystories", type=Path, default=DEFAULT_CORPUS, help="TinyStories text for BPE/encoding")
     parser.add_argument("--docs", type=Path, default=Path("data/documents"),
@@ -62,8 +59,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--filter-pages", type=int, default=600, help="pages per input set for the filter chain")
     parser.add_argument("--dedup-docs", type=int, default=20_000, help="documents for the dedup stage run")
     parser.add_argument("--only", choices=PARTS, nargs="*", help="run only these parts")
-    parser.add_argument("--no-record", action="store_true",
-                        help="print only (the parts that record rows: filter, dedup, classify)")
     args = parser.parse_args(argv)
     parts = set(args.only or PARTS)
     print(f"# bench.benchmarks.data {time.strftime('%Y-%m-%d')} on {platform.node()} "
@@ -85,17 +80,16 @@ def main(argv: list[str] | None = None) -> int:
             print("## Encoding with the GPT-2 vocabulary\n" + rows_table(rows) + "\n")
         else:
             print("## Encoding: skipped, shared TinyStories / GPT-2 files absent\n")
+    shared = ["--results-dir", str(args.results_dir)] + (["--no-record"] if args.no_record else [])
     if "filter" in parts:
-        bench_filter.main(["--web-dir", str(args.web_dir), "--limit", str(args.filter_pages)]
-                          + (["--no-record"] if args.no_record else []))
+        bench_filter.main(["--web-dir", str(args.web_dir), "--limit", str(args.filter_pages)] + shared)
     if "dedup" in parts:
         print("## MinHash dedup")
-        bench_dedup.main(["--docs", str(args.dedup_docs)] + (["--no-record"] if args.no_record else []))
+        bench_dedup.main(["--docs", str(args.dedup_docs)] + shared)
     if "classify" in parts:
         rows = bench_classifiers(args.davidson)
         print("## fastText classifiers, held-out 20%\n" + format_classifiers(rows) + "\n")
-        if not args.no_record:
-            print(f"rows appended to {record('classifiers', classifier_results(rows), CLASSIFY_COMMAND)}")
+        finish("classifiers", classifier_results(rows), args, CLASSIFY_COMMAND)
     return 0
 
 

@@ -19,7 +19,6 @@ Timings are interleaved repeats (ours, datasketch, ours, ...; the stage alone, r
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import random
@@ -32,7 +31,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.tools.results import RESULTS_DIR, Result, interleaved, record
+from bench.tools.results import Result, bench_parser, finish, interleaved
 from pipeline.dedup.minhash import UnionFind, jaccard, minhash_signatures, normalize_text, shingle_hash_set
 from pipeline.dedup.stage import DedupConfig, near_duplicate_clusters
 from pipeline.sample.text import TOPICS, EnglishProse
@@ -213,17 +212,13 @@ def bench_stage(docs: list[dict], truths: dict[str, list[int]], scratch: Path, w
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.benchmarks.dedup", description=__doc__.split("\n\n")[0])
+    parser = bench_parser("bench.benchmarks.dedup", __doc__, "dedup")
     parser.add_argument("--docs", type=int, default=20_000, help="documents for the stage run")
     parser.add_argument("--sig-docs", type=int, default=2000, help="documents for the signature comparison")
     parser.add_argument("--cluster-docs", type=int, default=10_000, help="documents for ours vs MinHashLSH")
     parser.add_argument("--workers", type=int, default=1, help="signature processes in the stage run")
     parser.add_argument("--seed", type=int, default=0, help="generator seed")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats (ours and datasketch interleaved)")
-    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where dedup.jsonl rows go")
-    parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args(argv)
     if args.docs < 10 or args.sig_docs < 1 or args.cluster_docs < 10 or args.workers < 1:
         parser.error("--docs and --cluster-docs must be >= 10, --sig-docs and --workers >= 1")
@@ -257,14 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     results = [sig, *clusters, *stage]
     print(f"signatures on {args.sig_docs} docs, clustering on {k}, the stage on {args.docs} in 4 gzip files "
           f"(workers={args.workers}); {args.repeats} interleaved repeats")
-    for r in results:
-        spread = f"  ({r.min:.4g}-{r.max:.4g})" if r.repeats > 1 else ""
-        base = f"  vs {r.baseline} {r.baseline_value:.4g}: {r.ratio:.2f}x" if r.baseline_value else ""
-        print(f"{r.name:<22}{r.metric:<16}{r.value:>10.4g} {r.unit}{spread}{base}")
-    if not args.no_record:
-        command = f"python -m bench.benchmarks.dedup --docs {args.docs}"
-        print(f"rows appended to {record('dedup', results, command, args.results_dir)}")
-    return 0
+    return finish("dedup", results, args, f"python -m bench.benchmarks.dedup --docs {args.docs}")
 
 
 if __name__ == "__main__":

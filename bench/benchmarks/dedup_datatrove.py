@@ -30,7 +30,6 @@ join every LSH candidate as datatrove does (no verification): then what is left 
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -40,7 +39,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from bench.benchmarks.dedup_scale import replicate
-from bench.tools.results import ROOT, Result, record
+from bench.tools.results import ROOT, Result, bench_parser, finish
 from workbench.files import read_jsonl
 
 NGRAMS, BANDS, ROWS = 5, 14, 8
@@ -218,7 +217,7 @@ def measure(source: Path, tmp: Path, workers: int, repeats: int, label: str, thr
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.benchmarks.dedup_datatrove", description=__doc__.splitlines()[0])
+    p = bench_parser("bench.benchmarks.dedup_datatrove", __doc__, "dedup_datatrove")
     p.add_argument("--source", type=Path, default=ROOT / "data" / "filtered",
                    help="documents (gzip JSONL) to replicate (default: %(default)s, from make repro)")
     p.add_argument("--scales", type=int, nargs="+", default=[1, 10],
@@ -229,7 +228,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jaccard-threshold", type=float, default=0.8,
                    help="our verification threshold (the stage's default 0.8); a tiny one such as 1e-9 joins every "
                         "LSH candidate, as datatrove does (default: %(default)s)")
-    p.add_argument("--results-dir", type=Path, help="where rows go (default: benchmarks/results)")
     args = p.parse_args(argv)
     if not any(args.source.glob("*.jsonl*")):
         raise SystemExit(f"error: no documents (*.jsonl.gz) in {args.source}: run make repro or give --source")
@@ -243,8 +241,7 @@ def main(argv: list[str] | None = None) -> int:
                 label += f" J>={args.jaccard_threshold:g}"
             results += measure(d / "in", d, args.workers, args.repeats, label, args.jaccard_threshold)
     command = "python -m bench.benchmarks.dedup_datatrove " + " ".join(argv if argv is not None else sys.argv[1:])
-    print(f"rows appended to {record('dedup_datatrove', results, command.strip(), args.results_dir)}")
-    return 0
+    return finish("dedup_datatrove", results, args, command.strip())
 
 
 if __name__ == "__main__":

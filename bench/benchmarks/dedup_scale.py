@@ -12,7 +12,6 @@ in the row, not the documents)."""
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import random
@@ -22,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.tools.results import ROOT, Result, record
+from bench.tools.results import ROOT, Result, bench_parser, finish
 from workbench.files import read_jsonl
 
 _RUN = """
@@ -107,7 +106,7 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.benchmarks.dedup_scale", description=__doc__.splitlines()[0])
+    p = bench_parser("bench.benchmarks.dedup_scale", __doc__, "dedup_scale")
     p.add_argument("--source", type=Path, default=ROOT / "data" / "filtered",
                    help="documents to replicate (default: %(default)s, from make repro)")
     p.add_argument("--scales", type=int, nargs="+", default=[1, 10], help="replication factors (default: %(default)s)")
@@ -116,7 +115,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES,
                    help="single: one process; sharded: tasks on the local pool; sharded-ray: the same tasks on a "
                         "local Ray cluster of --workers CPUs (default: %(default)s)")
-    p.add_argument("--results-dir", type=Path, help="where rows go (default: benchmarks/results)")
     p.add_argument("--plot", type=Path, default=ROOT / "docs" / "benchmarks" / "dedup_scale.png",
                    help="time and peak RSS against documents, per engine (default: %(default)s)")
     args = p.parse_args(argv)
@@ -151,8 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     plot(results, args.plot)
     print(f"plot: {args.plot}")
     command = "python -m bench.benchmarks.dedup_scale " + " ".join(argv if argv is not None else sys.argv[1:])
-    print(f"rows appended to {record('dedup_scale', results, command.strip(), args.results_dir)}")
-    return 0
+    return finish("dedup_scale", results, args, command.strip())
 
 
 if __name__ == "__main__":

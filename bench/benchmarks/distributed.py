@@ -45,7 +45,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from bench.tools.results import RESULTS_DIR, Result, record
+from bench.tools.results import Result, bench_parser, finish
 from bench.tools.timing import format_table
 from model.core.config import ModelConfig
 from model.core.loss import cross_entropy
@@ -367,9 +367,7 @@ def results_rows(results: list[dict], world: int) -> list[Result]:
 
 def build_parser() -> argparse.ArgumentParser:
     d = DistBenchConfig()
-    p = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.benchmarks.model_train --distributed", description=__doc__.split("\n\n")[0])
+    p = bench_parser("bench.benchmarks.model_train --distributed", __doc__, "distributed")
     p.add_argument("--world", type=int, default=d.world, help=f"ranks to spawn (default {d.world})")
     p.add_argument("--device", default=d.device, help="cpu (gloo, default) or cuda (NCCL, needs --world GPUs)")
     p.add_argument("--preset", default=d.preset, help=f"memory model preset (default {d.preset})")
@@ -385,8 +383,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bucket-mb", type=float, default=d.bucket_mb,
                    help=f"DDP bucket size in MB for 'bucketed' and zero1 (default {d.bucket_mb:g})")
     p.add_argument("--json", default=None, help="also write every rank's raw results to this JSON file")
-    p.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where distributed.jsonl rows go")
-    p.add_argument("--no-record", action="store_true", help="print only")
     return p
 
 
@@ -419,11 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     verdict = "met" if speedup >= GOAL else "NOT met"
     print(f"\ngoal: bucketed >= {GOAL}x faster than naive: {verdict} ({speedup:.2f}x)")
-    if not args.no_record:
-        command = "python -m bench.benchmarks.model_train --distributed" + (" " + " ".join(argv) if argv else "")
-        path = record("distributed", results_rows(results, bench.world), command, args.results_dir)
-        print(f"rows appended to {path}")
-    return 0
+    command = "python -m bench.benchmarks.model_train --distributed" + (" " + " ".join(argv) if argv else "")
+    return finish("distributed", results_rows(results, bench.world), args, command)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ them alike, ``--repeats`` times; the ratio is against ours with trafilatura in t
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import logging
@@ -23,7 +22,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.tools.results import RESULTS_DIR, Result, record
+from bench.tools.results import Result, bench_parser, finish
 from pipeline.web.extract import decode_html, extract_text
 from pipeline.web.extract_cascade import DROP_TAGS, prune_html
 from pipeline.web.warc import iter_payloads
@@ -245,9 +244,7 @@ def plot_frontier(rows: list[dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.benchmarks.extract", description=__doc__.split("\n\n")[0])
+    parser = bench_parser("bench.benchmarks.extract", __doc__, "extract")
     parser.add_argument("--web-dir", type=Path, default=DEFAULT_WEB,
                         help="folder with trafilatura-pages-*.warc.gz and trafilatura-evaldata.json")
     parser.add_argument("--repeats", type=int, default=2, help="timed passes over the pages (default: %(default)s)")
@@ -256,31 +253,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, help="write the speed-vs-quality PNG here")
     parser.add_argument("--stage", action="store_true",
                         help="instead: time the extract stage on every WARC of --web-dir, cascade vs trafilatura")
-    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
-                        help="where the rows go, as extract.jsonl (default: %(default)s)")
-    parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args(argv)
     if not (args.web_dir / "trafilatura-evaldata.json").is_file():
         print(f"error: {args.web_dir}/trafilatura-evaldata.json not found", flush=True)
         return 2
     if args.stage:
         stage_rows = bench_stage(sorted(args.web_dir.glob("*.warc.gz")), args.repeats)
-        for r in stage_rows:
-            print(f"{r.name:<32}{r.metric:<16}{r.value:>10}  {r.unit}" + (f"  ({r.ratio}x)" if r.ratio else ""))
-        if not args.no_record:
-            command = f"python -m bench.benchmarks.extract --stage --repeats {args.repeats}"
-            print(f"rows appended to {record('extract', stage_rows, command, args.results_dir)}")
-        return 0
+        command = f"python -m bench.benchmarks.extract --stage --repeats {args.repeats}"
+        return finish("extract", stage_rows, args, command)
     rows = bench_extract(args.web_dir, repeats=args.repeats, tried=not args.no_tried, limit=args.limit)
     print(format_rows(rows))
     if args.plot:
         plot_frontier(rows, args.plot)
         print(f"plot written to {args.plot}")
-    if not args.no_record and args.limit is None:
-        path = record("extract", results_rows(rows), f"python -m bench.benchmarks.extract --repeats {args.repeats}",
-                      args.results_dir)
-        print(f"rows appended to {path}")
-    return 0
+    if args.limit is not None:  # a smoke run: not recorded
+        return 0
+    return finish("extract", results_rows(rows), args, f"python -m bench.benchmarks.extract --repeats {args.repeats}")
 
 
 if __name__ == "__main__":

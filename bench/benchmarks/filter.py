@@ -20,14 +20,13 @@ Two measurements, each as interleaved repeats (ours, datatrove, ours, ...) with 
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from collections import Counter
 from pathlib import Path
 
 from bench.benchmarks.extract import DEFAULT_WEB
 from bench.benchmarks.filter_datatrove import datatrove_extractor, datatrove_step, quiet_datatrove
-from bench.tools.results import RESULTS_DIR, Result, interleaved, record
+from bench.tools.results import Result, bench_parser, finish, interleaved
 from pipeline.filters.stage import CLASSIFIER_STEPS, FilterConfig, build_parser, build_steps
 from pipeline.runtime.steps import run_steps
 from pipeline.web.extract import decode_html, extract_text
@@ -158,9 +157,7 @@ def default_steps(params: Path, classifiers: Path, alpha_words: str = "datatrove
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.benchmarks.filter", description=__doc__.split("\n\n")[0])
+    parser = bench_parser("bench.benchmarks.filter", __doc__, "filter")
     parser.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="folder of real-page WARCs (*.warc.gz)")
     parser.add_argument("--sample", type=Path, default=Path("data/raw/sample.warc.gz"), help="generated crawl WARC")
     parser.add_argument("--limit", type=int, default=600, help="pages per input set")
@@ -169,8 +166,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--classifiers", type=Path, default=Path("data/classifiers"), help="trained models folder")
     parser.add_argument("--alpha-words", choices=("datatrove", "paper"), default="datatrove",
                         help="our Gopher alpha-words rule (datatrove: the same decisions as datatrove's filter)")
-    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where filter.jsonl rows go")
-    parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args(argv)
     if args.repeats < 3 and not args.no_record:
         parser.error("--repeats: at least 3 for recorded rows (or --no-record)")
@@ -193,11 +188,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"## {SETS[label]} ({len(pages)} pages, one core; docs/s, median of {args.repeats})\n"
               + format_rows(mine) + "\n", flush=True)
         rows += mine
-    if rows and not args.no_record:
-        command = f"python -m bench.benchmarks.filter --limit {args.limit}" + (
-            f" --alpha-words {args.alpha_words}" if args.alpha_words != "datatrove" else "")
-        print(f"rows appended to {record('filter', rows, command, args.results_dir)}")
-    return 0
+    if not rows:
+        return 0
+    command = f"python -m bench.benchmarks.filter --limit {args.limit}" + (
+        f" --alpha-words {args.alpha_words}" if args.alpha_words != "datatrove" else "")
+    return finish("filter", rows, args, command)
 
 
 if __name__ == "__main__":

@@ -15,13 +15,12 @@ captures, the Common Crawl sample) go through the extract stage; for each defini
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
 from bench.benchmarks.extract import DEFAULT_WEB
 from bench.tools.real_pages import is_english, real_documents
-from bench.tools.results import RESULTS_DIR, Result, record
+from bench.tools.results import Result, bench_parser, finish
 from pipeline.filters.quality_rules import ALPHA_WORDS, GopherQualityFilter, alpha_words_ratio
 
 THRESHOLD = GopherQualityFilter.min_alpha_words_ratio
@@ -92,15 +91,10 @@ def report(m: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.benchmarks.gopher_words", description=__doc__.split("\n\n")[0])
+    ap = bench_parser("bench.benchmarks.gopher_words", __doc__, "gopher_words")
     ap.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="folder of real-page WARCs (*.warc.gz)")
     ap.add_argument("--cache", type=Path, help="keep the extracted documents here (default: a temporary folder)")
     ap.add_argument("--workers", type=int, default=2, help="extraction processes (default: %(default)s)")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
-                    help="where the rows go, as gopher_words.jsonl (default: %(default)s)")
-    ap.add_argument("--no-record", action="store_true", help="print only")
     args = ap.parse_args(argv)
     warcs = sorted(args.web_dir.glob("*.warc.gz"))
     if not warcs:
@@ -108,10 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         m = measure(real_documents(warcs, args.cache or Path(tmp), args.workers))
     print(report(m))
-    if not args.no_record:
-        path = record("gopher_words", results_rows(m), "python -m bench.benchmarks.gopher_words", args.results_dir)
-        print(f"rows appended to {path}")
-    return 0
+    return finish("gopher_words", results_rows(m), args, "python -m bench.benchmarks.gopher_words")
 
 
 def results_rows(m: dict) -> list[Result]:

@@ -11,7 +11,6 @@ the two differ by < 1 % (exit status 1 otherwise). Losses per step go to --out a
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
@@ -21,7 +20,7 @@ from pathlib import Path
 import torch
 
 from bench.benchmarks.kernel_select import add_shape_flags
-from bench.tools.results import Result, record
+from bench.tools.results import Result, bench_parser, finish
 from model.core.config import ModelConfig
 from model.core.transformer import TransformerLM
 
@@ -73,15 +72,12 @@ def train(kernels: str, args, device) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.benchmarks.kernel_convergence", description=__doc__.splitlines()[0])
+    p = bench_parser("bench.benchmarks.kernel_convergence", __doc__, "gpu_convergence")
     add_shape_flags(p)
     p.add_argument("--steps", type=int, default=200, help="training steps per run")
     p.add_argument("--seed", type=int, default=0, help="seed of the weights, the stream and its order (both runs)")
     p.add_argument("--kernels", default="all", choices=("all", "auto"), help="the kernel set compared with none")
     p.add_argument("--out", default="data/gpu_check", help="folder for kernel_convergence.json")
-    p.add_argument("--no-record", action="store_true", help="write no results rows")
     args = p.parse_args(argv)
     if args.steps <= LAST:
         print(f"error: --steps must exceed {LAST}", file=sys.stderr)
@@ -91,19 +87,20 @@ def main(argv: list[str] | None = None) -> int:
     final = {name: sum(c[-LAST:]) / LAST for name, c in curves.items()}
     rel = final[args.kernels] / final["none"] - 1
     ok = abs(rel) < TOLERANCE
-    print(f"final loss (mean of the last {LAST} of {args.steps} steps): none {final['none']:.4f}, "
-          f"{args.kernels} {final[args.kernels]:.4f}, difference {100 * rel:+.2f}% "
-          f"({'within' if ok else 'OUTSIDE'} {100 * TOLERANCE:.0f}%); first step {curves['none'][0]:.3f} / "
-          f"{curves[args.kernels][0]:.3f}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "kernel_convergence.json").write_text(json.dumps({"final": final, "relative_difference": rel,
                                                              "curves": curves}, indent=1))
-    if not args.no_record:
-        record("gpu_convergence", [Result(f"{args.preset} ctx{args.context} B{args.batch} {args.steps} steps",
-                                          "final_loss", final[args.kernels], "nats", "kernels: none", final["none"],
-                                          repeats=LAST, extra={"kernels": args.kernels, "relative_difference": rel})],
-               "python -m bench.benchmarks.kernel_convergence " + " ".join(argv if argv is not None else sys.argv[1:]))
+    rows = [Result(f"{args.preset} ctx{args.context} B{args.batch} {args.steps} steps", "final_loss",
+                   final[args.kernels], "nats", "kernels: none", final["none"], repeats=LAST,
+                   extra={"kernels": args.kernels, "relative_difference": rel})]
+    finish("gpu_convergence", rows, args,
+           "python -m bench.benchmarks.kernel_convergence " + " ".join(argv if argv is not None else sys.argv[1:]))
+    # the verdict last: bench.tools.gpu_check keeps a part's last line
+    print(f"final loss (mean of the last {LAST} of {args.steps} steps): none {final['none']:.4f}, "
+          f"{args.kernels} {final[args.kernels]:.4f}, difference {100 * rel:+.2f}% "
+          f"({'within' if ok else 'OUTSIDE'} {100 * TOLERANCE:.0f}%); first step {curves['none'][0]:.3f} / "
+          f"{curves[args.kernels][0]:.3f}")
     return 0 if ok else 1
 
 

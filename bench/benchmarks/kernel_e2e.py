@@ -18,7 +18,6 @@ MFU = tokens/s · flops_per_token / the device's peak bf16 FLOP/s (workbench.har
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import statistics
 import sys
@@ -28,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.benchmarks.model_train import RefGPT
-from bench.tools.results import Result, record
+from bench.tools.results import Result, bench_parser, finish
 from bench.tools.timing import event_times_ms, percentiles, table, timed
 from model.core.config import ModelConfig
 from model.core.transformer import TransformerLM
@@ -143,9 +142,7 @@ def _shape(text: str) -> tuple[str, int, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.benchmarks.kernel_e2e", description=__doc__.splitlines()[0])
+    p = bench_parser("bench.benchmarks.kernel_e2e", __doc__, "gpu_kernel_e2e")
     p.add_argument("--shape", dest="e2e", type=_shape, action="append", default=None,
                    help="preset:context:batch (repeatable; default small:1024:16)")
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated from " + ", ".join(VARIANTS))
@@ -154,7 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vocab", type=int, default=32768, help="vocabulary size")
     p.add_argument("--no-compile", action="store_true", help="run the models eagerly")
     p.add_argument("--profile", default=None, help="folder for each variant's top-kernels table")
-    p.add_argument("--no-record", action="store_true", help="write no results rows")
     args = p.parse_args(argv)
     args.e2e = args.e2e or [("small", 1024, 16)]
     args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -166,18 +162,18 @@ def main(argv: list[str] | None = None) -> int:
         print("error: bench.benchmarks.kernel_e2e needs a CUDA GPU", file=sys.stderr)
         return 2
     results = bench_end_to_end(args, torch.device("cuda"))
-    if not args.no_record:
-        rows = []
-        for r in results:
-            none = next((b for b in results if b["shape"] == r["shape"] and b["variant"] == "none"), None)
-            rows.append(Result(f"{r['shape']}/{r['variant']}", "tokens_per_s", r["tokens_per_s"], "tokens/s",
-                               "none" if none else None, none["tokens_per_s"] if none else None,
-                               repeats=r["steps"], extra={"mfu": r["mfu"], "ms": r["ms"], "p20_ms": r["p20_ms"],
-                                                          "p80_ms": r["p80_ms"], "switches": r["switches"]}))
-            if r["mfu"] is not None:
-                rows.append(Result(f"{r['shape']}/{r['variant']}", "mfu", 100 * r["mfu"], "%", repeats=r["steps"]))
-        command = "python -m bench.benchmarks.kernel_e2e " + " ".join(argv if argv is not None else sys.argv[1:])
-        record("gpu_kernel_e2e", rows, command)
+    rows = []
+    for r in results:
+        none = next((b for b in results if b["shape"] == r["shape"] and b["variant"] == "none"), None)
+        rows.append(Result(f"{r['shape']}/{r['variant']}", "tokens_per_s", r["tokens_per_s"], "tokens/s",
+                           "none" if none else None, none["tokens_per_s"] if none else None,
+                           repeats=r["steps"], extra={"mfu": r["mfu"], "ms": r["ms"], "p20_ms": r["p20_ms"],
+                                                      "p80_ms": r["p80_ms"], "switches": r["switches"]}))
+        if r["mfu"] is not None:
+            rows.append(Result(f"{r['shape']}/{r['variant']}", "mfu", 100 * r["mfu"], "%", repeats=r["steps"]))
+    command = "python -m bench.benchmarks.kernel_e2e " + " ".join(argv if argv is not None else sys.argv[1:])
+    finish("gpu_kernel_e2e", rows, args, command)
+    # the summary last: bench.tools.gpu_check keeps a part's last line
     print(f"median step times: {statistics.median(r['ms'] for r in results):.1f} ms over {len(results)} variants")
     return 0
 

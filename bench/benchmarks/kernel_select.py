@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bench.tools.results import Result, record
+from bench.tools.results import Result, bench_parser, finish
 from bench.tools.timing import cuda_graph_ms, event_times_ms, format_table, peak_memory_mb, percentiles
 from kernels import flash_attention as fa
 from kernels import selection
@@ -291,15 +291,12 @@ def add_shape_flags(p: argparse.ArgumentParser) -> None:
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.benchmarks.kernel_select", description=__doc__.splitlines()[0])
+    p = bench_parser("bench.benchmarks.kernel_select", __doc__, "gpu_kernel_select")
     add_shape_flags(p)
     p.add_argument("--table", default=None, help="selection table to update (default kernels/selection.json)")
     p.add_argument("--out", default="data/gpu_check", help="folder for kernel_select.json and attention_sweep.json")
     p.add_argument("--attention-sweep", action="store_true", help="time every FlashAttention candidate config")
     p.add_argument("--cuda-graphs", action="store_true", help="also time each call replayed from a CUDA graph")
-    p.add_argument("--no-record", action="store_true", help="write no results rows")
     return p.parse_args(argv)
 
 
@@ -318,21 +315,20 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(["op", "impl", "median ms", "p20-p80", "CUDA graph ms", "peak MB", "choice"], rows))
     path = selection.update(name, entries, args.table)
     (out / "kernel_select.json").write_text(json.dumps({name: entries}, indent=1))
-    print(f"selection table: {path}")
+    results = []
+    for op, by_shape in entries.items():
+        for key, e in by_shape.items():
+            best_ours = min(("ours", "ours-compiled"), key=lambda n: e["timings"][n]["ms"])
+            t, alt = e["timings"][best_ours], e["timings"][e["best_alternative"]]
+            results.append(Result(f"{op} {key} B{args.batch}", "fwd_bwd_ms", t["ms"], "ms",
+                                  e["best_alternative"], alt["ms"], alt["ms"] / t["ms"], ITERS, t["p20"], t["ms"],
+                                  t["p80"], extra={"choice": e["choice"], "ours": best_ours,
+                                                   "graph_ms": t["graph_ms"]}))
+    finish("gpu_kernel_select", results, args,
+           "python -m bench.benchmarks.kernel_select " + " ".join(argv or sys.argv[1:]))
+    print(f"selection table: {path}")  # the summary (or the sweep's) last: bench.tools.gpu_check keeps the last line
     if args.attention_sweep:
         (out / "attention_sweep.json").write_text(json.dumps(attention_sweep(device), indent=1))
-    if not args.no_record:
-        results = []
-        for op, by_shape in entries.items():
-            for key, e in by_shape.items():
-                best_ours = min(("ours", "ours-compiled"), key=lambda n: e["timings"][n]["ms"])
-                t, alt = e["timings"][best_ours], e["timings"][e["best_alternative"]]
-                results.append(Result(f"{op} {key} B{args.batch}", "fwd_bwd_ms", t["ms"], "ms",
-                                      e["best_alternative"], alt["ms"], alt["ms"] / t["ms"], ITERS, t["p20"], t["ms"],
-                                      t["p80"], extra={"choice": e["choice"], "ours": best_ours,
-                                                       "graph_ms": t["graph_ms"]}))
-        record("gpu_kernel_select", results,
-               "python -m bench.benchmarks.kernel_select " + " ".join(argv or sys.argv[1:]))
     return 0
 
 

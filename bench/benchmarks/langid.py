@@ -9,7 +9,6 @@ are ``--repeats`` passes over all pages per backend, the backends taking turns p
 
 from __future__ import annotations
 
-import argparse
 import logging
 import statistics
 import time
@@ -17,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.benchmarks.extract import DEFAULT_WEB
-from bench.tools.results import RESULTS_DIR, Result, record
+from bench.tools.results import Result, bench_parser, finish
 from pipeline.filters.langid import BACKENDS, UNKNOWN, LanguageFilter, bundled_lid176, declared_language, get_identifier
 from pipeline.web.extract import extract_text
 from pipeline.web.warc import iter_payloads
@@ -65,16 +64,11 @@ def speeds(pages: list[tuple[str, str]], identifiers: dict, repeats: int = 3) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.benchmarks.langid", description=__doc__.split("\n\n")[0])
+    ap = bench_parser("bench.benchmarks.langid", __doc__, "langid")
     ap.add_argument("warcs", nargs="*", type=Path, help=f"WARC files (default: {DEFAULT_WEB}/*.warc.gz)")
     ap.add_argument("--model-path", default=None,
                     help="lid.176.bin/.ftz for the fasttext backend (default: the bundled lid.176.ftz)")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
-                    help="where the rows go, as langid.jsonl (default: %(default)s); bench.tools.report tabulates them")
     ap.add_argument("--repeats", type=int, default=3, help="timed passes per backend, the backends taking turns")
-    ap.add_argument("--no-record", action="store_true", help="print only")
     args = ap.parse_args(argv)
     paths = args.warcs or sorted(DEFAULT_WEB.glob("*.warc.gz"))
     if not paths:
@@ -93,15 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError as e:
             print(f"{backend:12s} skipped: {e}")
     rates = speeds(pages, identifiers, args.repeats)
-    for backend, (acc, low_right, low_wrong) in measured.items():
-        print(f"{backend:12s} agreement {acc:.4f}  {statistics.median(rates[backend]):8.0f} docs/s "
-              f"({min(rates[backend]):.0f}-{max(rates[backend]):.0f})  below min_score {MIN_SCORE}: "
-              f"{low_right} right, {low_wrong} wrong")
-    if not args.no_record and measured:
-        command = "python -m bench.benchmarks.langid" + (f" ({len(paths)} WARCs given)" if args.warcs else "")
-        path = record("langid", results_rows(measured, rates, len(pages)), command, args.results_dir)
-        print(f"rows appended to {path}")
-    return 0
+    if not measured:
+        return 0
+    command = "python -m bench.benchmarks.langid" + (f" ({len(paths)} WARCs given)" if args.warcs else "")
+    return finish("langid", results_rows(measured, rates, len(pages)), args, command)
 
 
 def results_rows(measured: dict, rates: dict, n_pages: int) -> list[Result]:

@@ -24,7 +24,6 @@ import contextlib
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +31,7 @@ from torch import nn
 
 from bench.benchmarks.distributed import main as distributed_main
 from bench.benchmarks.variants import main as variants_main
-from bench.tools.results import RESULTS_DIR, Result, record
+from bench.tools.results import Result, bench_parser, finish
 from bench.tools.timing import format_table
 from model.core.config import ModelConfig
 from model.core.transformer import TransformerLM
@@ -179,7 +178,7 @@ def bench_generate(cfg: ModelConfig, args, device: torch.device) -> list[Result]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench.benchmarks.model_train", description=__doc__.split("\n\n")[0])
+    p = bench_parser("bench.benchmarks.model_train", __doc__, "model_train")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available; default)")
     p.add_argument("--preset", default=None, help="model preset (default: micro on CPU, small on CUDA)")
     p.add_argument("--context", type=int, default=None, help="context length (default: 256 CPU, 1024 CUDA)")
@@ -194,9 +193,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
     p.add_argument("--skip-train", action="store_true", help="skip the training benchmark (a)")
     p.add_argument("--skip-generate", action="store_true", help="skip the generation benchmark (b)")
-    p.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
-                   help="where the rows go, as model_train.jsonl (default: %(default)s)")
-    p.add_argument("--no-record", action="store_true", help="print only")
     p.add_argument("--variants", action="store_true",
                    help="run the architecture-variant benchmark instead (MoE, GQA, checkpointing, speculative "
                         "decoding, int8; its own flags: python -m bench.benchmarks.model_train --variants --help)")
@@ -245,10 +241,9 @@ def main(argv: list[str] | None = None) -> int:
         results += bench_train(cfg, args, device)
     if not args.skip_generate:
         results += bench_generate(cfg, args, device)
-    if results and not args.no_record:
-        command = "python -m bench.benchmarks.model_train" + (" " + " ".join(argv) if argv else "")
-        print(f"rows appended to {record('model_train', results, command, args.results_dir)}")
-    return 0
+    print()  # the rows apart from the tables above (bench.tools.gpu_check reads a table up to a blank line)
+    command = "python -m bench.benchmarks.model_train" + (" " + " ".join(argv) if argv else "")
+    return finish("model_train", results, args, command) if results else 0
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ The counts go to benchmarks/results/pii.jsonl (``--no-record``: print only), for
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from bench.benchmarks.extract import DEFAULT_WEB
 from bench.tools.real_pages import real_documents
-from bench.tools.results import RESULTS_DIR, ROOT, Result, record
+from bench.tools.results import ROOT, Result, bench_parser, finish
 from pipeline.filters.pii import mask_phone_numbers, phone_number_spans
 
 
@@ -48,16 +47,11 @@ def load_masker(path: Path):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.benchmarks.pii", description=__doc__.split("\n\n")[0])
+    ap = bench_parser("bench.benchmarks.pii", __doc__, "pii")
     ap.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="folder of real-page WARCs (*.warc.gz)")
     ap.add_argument("--baseline", type=Path, help="another pii.py whose phone masks to count on the same pages")
     ap.add_argument("--baseline-rev",
                     help="the same for pipeline/filters/pii.py at this git revision (git show REV:...)")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
-                    help="where the rows go, as pii.jsonl (default: %(default)s)")
-    ap.add_argument("--no-record", action="store_true", help="print only")
     ap.add_argument("--show", type=int, default=1000, help="list at most this many masks (default: %(default)s)")
     ap.add_argument("--cache", type=Path, help="keep the extracted documents here (default: a temporary folder)")
     ap.add_argument("--workers", type=int, default=2, help="extraction processes (default: %(default)s)")
@@ -88,13 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"baseline {base_name}: {base_count} phone masks")
     for url, _, around in masks[:args.show]:
         print(f"  {url[:60]:<60}  {around}")
-    if not args.no_record:
-        command = "python -m bench.benchmarks.pii" + (
-            f" --baseline-rev {args.baseline_rev}" if args.baseline_rev else "")
-        rows = [Result("ours", "phone_masks", len(masks), f"on {len(docs)} pages", base_name, base_count),
-                Result("ours", "pages_with_phone_masks", len(pages), f"of {len(docs)} pages")]
-        print(f"rows appended to {record('pii', rows, command, args.results_dir)}")
-    return 0
+    command = "python -m bench.benchmarks.pii" + (f" --baseline-rev {args.baseline_rev}" if args.baseline_rev else "")
+    rows = [Result("ours", "phone_masks", len(masks), f"on {len(docs)} pages", base_name, base_count),
+            Result("ours", "pages_with_phone_masks", len(pages), f"of {len(docs)} pages")]
+    return finish("pii", rows, args, command)
 
 
 if __name__ == "__main__":

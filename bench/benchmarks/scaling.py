@@ -14,16 +14,14 @@ Reads what the pipeline wrote (params.yaml's sweep results CSV, the fit stage's 
 
 from __future__ import annotations
 
-import argparse
 import csv
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import yaml
 
-from bench.tools.results import RESULTS_DIR, Result, record
+from bench.tools.results import Result, bench_parser, finish
 from workbench.files import read_json
 from workbench.params import read_params
 
@@ -167,16 +165,8 @@ def run_seed_sweep(params: dict, seed: int, python: str = sys.executable) -> dic
     return read_json(folder / "fit" / "fit.json")
 
 
-def _print(rows: list[Result]) -> None:
-    for r in rows:
-        value = f"{r.value:.4g}" if np.isfinite(r.value) else str(r.value)
-        print(f"{r.name:<28}{r.metric:<20}{value:>12}  {r.unit}")
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.benchmarks.scaling", description=__doc__.split("\n\n")[0])
+    ap = bench_parser("bench.benchmarks.scaling", __doc__, "scaling")
     ap.add_argument("--params", default="params.yaml", help="params file of the sweep and the fit")
     ap.add_argument("--fit-dir", type=Path, default=FIT_DIR, help="folder of the fit stage's fit.json")
     ap.add_argument("--stage-times", type=Path, default=Path("reports/stage_times.csv"),
@@ -185,16 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--published", type=Path, metavar="RESULTS",
                     help="instead: fit published IsoFLOP runs (../shared/data/scaling/isoflops_curves.json) and record "
                          "them as area scaling_published")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the results rows go")
-    ap.add_argument("--no-record", action="store_true", help="print only")
     args = ap.parse_args(argv)
     if args.published:
         rows = published_fit_rows(run_published_fit(args.published))
-        _print(rows)
-        if not args.no_record:
-            command = f"python -m bench.benchmarks.scaling --published {args.published}"
-            print(f"recorded {len(rows)} rows in {record('scaling_published', rows, command, args.results_dir)}")
-        return 0
+        command = f"python -m bench.benchmarks.scaling --published {args.published}"
+        return finish("scaling_published", rows, args, command)
     params = read_params(args.params)  # a profile merged onto its base
     fit_path = args.fit_dir / "fit.json"
     if not fit_path.is_file():
@@ -206,11 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = vertex_rows(fit, results) + holdout_rows(fit) + stage_rows(args.stage_times)
     if args.seed_check:
         rows += seed_rows(fit, run_seed_sweep(params, 1))
-    _print(rows)
-    if not args.no_record:
-        command = "python -m bench.benchmarks.scaling" + (" --seed-check" if args.seed_check else "")
-        print(f"recorded {len(rows)} rows in {record('scaling', rows, command, args.results_dir)}")
-    return 0
+    command = "python -m bench.benchmarks.scaling" + (" --seed-check" if args.seed_check else "")
+    return finish("scaling", rows, args, command)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ docs/benchmarks/scaling_backtest.png; ``python -m bench.tools.report`` regenerat
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import sys
@@ -33,7 +32,7 @@ import pandas as pd
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
-from bench.tools.results import ROOT, Result, record
+from bench.tools.results import ROOT, Result, bench_parser, finish
 from scaling.data import canonicalize
 from scaling.laws import LAWS
 from scaling.predict import fit_and_predict, table_runs
@@ -250,9 +249,7 @@ def result_rows(results: list[dict]) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.benchmarks.scaling_backtest",
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                     description=__doc__.split("\n\n")[0])
+    parser = bench_parser("bench.benchmarks.scaling_backtest", __doc__, AREA)
     parser.add_argument("--data", type=Path, default=DATA, help="folder of the published sweeps")
     parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples of our fits")
     parser.add_argument("--epoch-bootstrap", type=int, default=100, help="bootstrap resamples of Epoch's fit")
@@ -263,7 +260,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, default=PLOT, help="the predicted-vs-measured PNG")
     parser.add_argument("--timing-runs", type=int, default=1000, help="also time a fit of this many synthetic "
                                                                        "runs (0: skip)")
-    parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args(argv)
     if not (args.data / "porian2024_runs.csv").is_file():
         print(f"error: {args.data}: no published sweeps (porian2024_runs.csv)", file=sys.stderr)
@@ -285,15 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = result_rows(results)
     if args.timing_runs:
         rows.append(timing_row(args.timing_runs, args.bootstrap, args.seed))
-        print(f"{rows[-1].name}: {rows[-1].value:.1f} s")
-    for row in rows[-7:]:
-        print(f"{row.name}: {row.metric} {row.value:.4g}" + (f" (baseline {row.baseline_value:.4g})"
-                                                              if row.baseline_value is not None else ""))
     if args.plot:
         plot(results, args.plot)
-    if not args.no_record:
-        record(AREA, rows, "python -m bench.benchmarks.scaling_backtest" + (" " + " ".join(argv) if argv else ""))
-    return 0
+    command = "python -m bench.benchmarks.scaling_backtest" + (" " + " ".join(argv) if argv else "")
+    return finish(AREA, rows, args, command)
 
 
 if __name__ == "__main__":

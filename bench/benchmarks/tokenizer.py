@@ -17,7 +17,6 @@ from GPT-2's ``vocab.json`` (tiktoken ``load.data_gym_to_mergeable_bpe_ranks`` d
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -28,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.tools.results import RESULTS_DIR, Result, interleaved, record, timing_result
+from bench.tools.results import RESULTS_DIR, Result, bench_parser, finish, interleaved, timing_result
 from tokenizer.bpe import GPT2_PAT, train_bpe
 from tokenizer.encoder import Tokenizer, unicode_to_token
 from workbench.files import write_text
@@ -247,9 +246,7 @@ def rows_table(rows: list[Result]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.benchmarks.tokenizer", description=__doc__.split("\n")[0])
+    parser = bench_parser("bench.benchmarks.tokenizer", __doc__, "tokenizer")
     parser.add_argument("--tinystories", type=Path, default=DEFAULT_CORPUS, help="TinyStories text")
     parser.add_argument("--docs", type=Path, default=Path("data/documents"),
                         help="generated-crawl documents (make repro's; skipped when absent)")
@@ -279,12 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(Result("ours, one-off", "import_and_load_s", **_load_row()))
         for label, path in corpora.items():
             rows += bench_encode(path.read_text(encoding="utf-8"), label, repeats=args.repeats)
-    print(rows_table(rows))
-    if args.record:
-        command = "python -m bench.benchmarks.tokenizer --record" + " --skip-train" * args.skip_train + \
-            " --skip-encode" * args.skip_encode
-        print(f"wrote {record('tokenizer', rows, command)}")
-    return 0
+    command = "python -m bench.benchmarks.tokenizer --record" + " --skip-train" * args.skip_train + \
+        " --skip-encode" * args.skip_encode
+    args.no_record = args.no_record or not args.record  # here recording is opt-in: --record
+    return finish("tokenizer", rows, args, command)
 
 
 def _load_row() -> dict:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from bench.tools.results import RESULTS_DIR, Result, record
+from bench.tools.results import Result, bench_parser, finish
 from bench.tools.timing import format_table
 from model.core.config import ModelConfig
 from model.core.loss import cross_entropy
@@ -230,9 +230,7 @@ PARTS = ("moe", "gqa", "checkpointing", "speculative", "int8")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.benchmarks.model_train --variants", description=__doc__.split("\n\n")[0])
+    p = bench_parser("bench.benchmarks.model_train --variants", __doc__, "variants")
     p.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS), help="which parts to run (default all)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto")
     p.add_argument("--data", default="data/shards", help="token shards (make repro's default)")
@@ -249,9 +247,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spec-tokens", type=int, default=64, help="new tokens per prompt in (d)")
     p.add_argument("--ppl-batches", type=int, default=8, help="validation batches of 16 windows in (e)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    p.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
-                   help="where the rows of (b), (c) and (e) go, as variants.jsonl (default: %(default)s)")
-    p.add_argument("--no-record", action="store_true", help="print only")
     return p
 
 
@@ -282,10 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = run[part]()  # (a) and (d) print only: too slow to re-run for rows on a shared CPU (None)
         results += [dataclasses.replace(r, name=f"{part}/{r.name}") for r in rows or []]
     print(f"\n{time.perf_counter() - started:.0f} s in all")
-    if results and not args.no_record:
-        command = "python -m bench.benchmarks.model_train --variants" + (" " + " ".join(argv) if argv else "")
-        print(f"rows appended to {record('variants', results, command, args.results_dir)}")
-    return 0
+    command = "python -m bench.benchmarks.model_train --variants" + (" " + " ".join(argv) if argv else "")
+    return finish("variants", results, args, command) if results else 0
 
 
 if __name__ == "__main__":

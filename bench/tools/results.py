@@ -10,10 +10,15 @@ Files are append-only logs: a rerun appends, and ``latest`` keeps the newest row
 what ``python -m bench.tools.report`` puts into the pages of docs/benchmarks/. ``interleaved`` times ours and the
 baseline in turns (ours, baseline, ours, ...) so drift on a shared machine hits both, and reports min/median/max and
 the ratio of medians within the one run.
+
+What every benchmark's command line shares is here too: ``bench_parser`` (its prog and description, ``--results-dir``
+and ``--no-record``) and ``finish`` (the printed table of rows, then the rows recorded unless ``--no-record``); a
+benchmark adds only its own flags and makes its own rows.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import functools
 import importlib.util
@@ -175,6 +180,34 @@ def timing_result(name: str, metric: str, times: list[float], baseline: str | No
     base = statistics.median(baseline_times) * scale if baseline_times else None
     return Result(name, metric, med, unit, baseline, base, base / med if base else None, len(times),
                   min(times) * scale, med, max(times) * scale)
+
+
+def bench_parser(module: str, doc: str | None, area: str) -> argparse.ArgumentParser:
+    """The parser a benchmark starts from: ``python -m <module>``, the first paragraph of its ``doc`` as the
+    description, defaults shown in ``--help``, and the flags every benchmark has: ``--results-dir`` (where
+    ``<area>.jsonl`` goes) and ``--no-record``."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=(doc or "").split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help=f"where the rows go, as {area}.jsonl")
+    parser.add_argument("--no-record", action="store_true", help="print only")
+    return parser
+
+
+def format_result(r: Result) -> str:
+    """One printed row: name, metric, value and unit, the min-max spread over repeats, the ratio to the baseline."""
+    spread = f"  ({r.min:.4g}-{r.max:.4g})" if r.repeats > 1 and r.min is not None and r.max is not None else ""
+    base = f"  vs {r.baseline} {r.baseline_value:.4g}: {r.ratio:.3g}x" if r.baseline_value and r.ratio else ""
+    return f"{r.name:<28} {r.metric:<20} {r.value:>12.5g} {r.unit}{spread}{base}"
+
+
+def finish(area: str, results: list[Result], args: argparse.Namespace, command: str) -> int:
+    """A benchmark's ending: every row printed, then recorded in ``<args.results_dir>/<area>.jsonl`` with the
+    ``command`` that reruns it, unless ``args.no_record``. Returns the exit status (0)."""
+    for r in results:
+        print(format_result(r))
+    if not args.no_record:
+        print(f"{len(results)} rows appended to {record(area, results, command, args.results_dir)}")
+    return 0
 
 
 commit_at_start()  # pinned at import: the start of the bench
