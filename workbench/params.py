@@ -245,14 +245,13 @@ def nest(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, helps: dict[str, str] | None = None,
-                     bool_switches: bool = False, prefix: str = "", defaults: Any = None) -> None:
+def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, bool_switches: bool = False,
+                     prefix: str = "", defaults: Any = None) -> None:
     """One ``--field-name`` flag per dataclass field, defaulting to the field's default; the help line shows the
     default a run will use (after ``apply_section``). ``bool_switches``: a ``bool`` field is a value-less
     ``--field / --no-field`` pair instead of ``--field true|false``. A field holding a dataclass gets one flag per
     field of it, ``--field.sub-field`` (dest ``field.sub_field``, the key ``apply_section`` reads from a nested
     mapping of the section); ``prefix`` and ``defaults`` (the nested default instance) are for that recursion."""
-    helps = helps or {}
     hints = typing.get_type_hints(config_cls)
     for f in dataclasses.fields(config_cls):
         if defaults is not None:
@@ -267,12 +266,12 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, helps: d
         if f.metadata.get("flag") is False:  # a mapping only a params file can give (filter.steps)
             continue
         if inner := nested_config(hints[f.name]):
-            add_config_flags(parser, inner, helps, bool_switches, dest + ".",
+            add_config_flags(parser, inner, bool_switches, dest + ".",
                              None if default is _REQUIRED else default)
             continue
         kind, nargs = _flag_type(hints[f.name])
         kind = f.metadata.get("parse", kind)
-        text = helps.get(dest) or f.metadata.get("help") or f.name.replace("_", " ")
+        text = f.metadata.get("help") or f.name.replace("_", " ")
         flag, help_text = "--" + prefix + f.name.replace("_", "-"), f"{text} (default: %(default)s)"
         choices = f.metadata.get("choices")
         if f.metadata.get("positional"):
@@ -315,11 +314,11 @@ def apply_section(parser: argparse.ArgumentParser, section: str, path: str | Pat
     return values
 
 
-def build_config_parser(config_cls: type, section: str, prog: str | None = None, description: str = "",
-                        helps: dict[str, str] | None = None) -> argparse.ArgumentParser:
+def build_config_parser(config_cls: type, section: str, prog: str | None = None, description: str = ""
+                        ) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description)
     add_params_flag(parser, section)
-    add_config_flags(parser, config_cls, helps)
+    add_config_flags(parser, config_cls)
     return parser
 
 
@@ -360,11 +359,11 @@ def config_from_args(config_cls: type, args: argparse.Namespace, section: str = 
 
 
 def parse_config(config_cls: type, section: str, argv: Sequence[str] | None = None, prog: str | None = None,
-                 description: str = "", helps: dict[str, str] | None = None,
+                 description: str = "",
                  parser: argparse.ArgumentParser | None = None):
     """Flags over the ``section`` of ``--params`` over the dataclass defaults, as a validated ``config_cls``.
     ``parser`` may bring extra flags of its own (they are returned in ``args``). Returns (config, args)."""
-    parser = parser or build_config_parser(config_cls, section, prog, description, helps)
+    parser = parser or build_config_parser(config_cls, section, prog, description)
     apply_section(parser, section, params_path(argv))
     args = parser.parse_args(argv)
     return config_from_args(config_cls, args, section), args

@@ -13,8 +13,7 @@ After datatrove's ``PipelineStep``: the base owns the iteration, the writers and
   changed input is redone, and the stage says so in one line;
 - the metrics: per-file stats summed (``sum_stats``) into the stage's metrics, written atomically with their
   headline (``write_stage_metrics``: ``metrics/<stage>.json`` and ``metrics/details/<stage>.json``); a stage none
-  of whose inputs could be read then fails (``workbench.bad_input``).
-
+  of whose inputs could be read then fails (``workbench.bad_input``);
 - leftovers: a killed task leaves its writers' temporary files (``.<name>.<random>.tmp``); ``run`` removes those
   of its output folders first (``remove_leftovers``), so a folder a stage owns holds only finished files.
 

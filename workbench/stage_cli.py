@@ -24,14 +24,6 @@ from workbench.params import ParamsError, add_config_flags, add_params_flag, app
 Command = Callable[[argparse.Namespace, dict], str]
 
 
-def step_parser(prog: str, section: str, description: str) -> argparse.ArgumentParser:
-    """A parser with the flags every step has: ``--params`` (whose ``section`` gives the defaults) and ``-v``."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    add_params_flag(parser, section)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
-    return parser
-
-
 @dataclass(frozen=True)
 class StageOutputs:
     """Where a data stage writes; a stage restates the defaults and help that are its own (``override``)."""
@@ -63,9 +55,11 @@ class RejectingStageFiles(StageFiles):
 
 
 def stage_parser(prog: str, section: str, description: str, *settings: type) -> argparse.ArgumentParser:
-    """``step_parser`` with one flag per field of each ``settings`` dataclass (a bool is a ``--x / --no-x``
-    switch)."""
-    parser = step_parser(prog, section, description)
+    """A stage's parser: ``--params`` (whose ``section`` gives the defaults), ``-v``, and one flag per field of each
+    ``settings`` dataclass (a bool is a ``--x / --no-x`` switch)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    add_params_flag(parser, section)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     for config_cls in settings:
         add_config_flags(parser, config_cls, bool_switches=True)
     return parser

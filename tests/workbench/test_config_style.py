@@ -48,7 +48,8 @@ def test_a_hand_written_flag_a_setting_without_help_and_a_help_table_are_each_ca
 
     parser = argparse.ArgumentParser()
     add_params_flag(parser, "planted")
-    add_config_flags(parser, Planted, helps={"tabled": "help from a table"})
+    add_config_flags(parser, Planted)
+    next(a for a in parser._actions if a.dest == "tabled").help = "help from a table"  # what a help table did
     parser.add_argument("--by-hand", type=int, default=4, help="written outside any dataclass")
     assert outside_settings(parser) == ["--bare: its setting has no help text",
                                         "--tabled: its help comes from a table, not from its setting",
