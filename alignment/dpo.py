@@ -20,7 +20,6 @@ CLI: ``python -m alignment.dpo --model RUN --tokenizer TOK_DIR --out-dir runs/dp
 from __future__ import annotations
 
 import copy
-import math
 import random
 import sys
 from dataclasses import dataclass
@@ -73,17 +72,7 @@ class DPOConfig(StepsConfig):
             raise ValueError("DPOConfig.task='none' needs DPOConfig.pairs (a JSONL of preference pairs)")
         positive = ("n_train", "batch_size", "grad_accum", "steps", "eval_batch_size", "max_new_tokens")
         loop.check_ints(self, positive, at_least_zero=("n_test", "eval_interval", "warmup_steps", "seed"))
-        for name in ("beta", "lr"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"DPOConfig.{name} must be a finite number > 0, got {value!r}")
-        for name in ("weight_decay", "grad_clip"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"DPOConfig.{name} must be a finite number >= 0, got {value!r}")
-        if self.template not in ("short", "r1_zero") and "{question}" not in self.template:
-            raise ValueError(f"DPOConfig.template must be 'short', 'r1_zero' or contain {{question}}, "
-                             f"got {self.template!r}")
+        loop.check_numbers(self, ("beta", "lr"), at_least_zero=("weight_decay", "grad_clip"))
 
 
 def _load_models(cfg: DPOConfig, model, tokenizer, reference):

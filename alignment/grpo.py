@@ -85,7 +85,6 @@ class GRPOConfig(StepsConfig, RolloutConfig):
         self._check_sizes_and_kinds()
         self._check_batch_shapes()
         self._check_objective()
-        self._check_sampling()
 
     def _check_sizes_and_kinds(self) -> None:
         positive = ("n_train", "steps", "rollout_batch_size", "group_size", "train_batch_size", "grad_accum",
@@ -119,22 +118,10 @@ class GRPOConfig(StepsConfig, RolloutConfig):
         if self.skip_zero_std_groups and self.loss_type == "no_baseline":
             raise ValueError("GRPOConfig.skip_zero_std_groups needs advantages (reinforce_with_baseline or grpo_clip): "
                              "no_baseline learns from every rewarded response")
-        if not self.lr > 0:
-            raise ValueError(f"GRPOConfig.lr must be > 0, got {self.lr!r}")
-        for name in ("weight_decay", "grad_clip", "kl_coef", "advantage_eps"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"GRPOConfig.{name} must be >= 0, got {getattr(self, name)!r}")
-        if not self.cliprange > 0:
-            raise ValueError(f"GRPOConfig.cliprange must be > 0, got {self.cliprange!r}")
-
-    def _check_sampling(self) -> None:
-        if self.temperature <= 0:
-            raise ValueError(f"GRPOConfig.temperature must be > 0 for sampling rollouts, got {self.temperature!r}")
+        loop.check_numbers(self, ("lr", "cliprange", "temperature"),
+                           at_least_zero=("weight_decay", "grad_clip", "kl_coef", "advantage_eps"))
         if not 0 < self.top_p <= 1:
             raise ValueError(f"GRPOConfig.top_p must be in (0, 1], got {self.top_p!r}")
-        if self.template not in ("short", "r1_zero") and "{question}" not in self.template:
-            raise ValueError(f"GRPOConfig.template must be 'short', 'r1_zero' or contain {{question}}, "
-                             f"got {self.template!r}")
 
     @property
     def off_policy(self) -> bool:

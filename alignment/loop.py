@@ -16,6 +16,7 @@ saved with ``save_pretrained`` under ``out_dir/hf``.
 from __future__ import annotations
 
 import csv
+import math
 import random
 import sys
 import time
@@ -41,13 +42,26 @@ METRIC_KEYS = ("task", "n", "accuracy", "format_rate", "mean_response_tokens", "
 HEADLINE_KEYS = ("accuracy", "format_rate", "pref_accuracy", "margin", "seconds")  # dvc's shared vocabulary
 
 def check_choices(cfg, tasks: tuple[str, ...]) -> None:
-    """The checks every loop config shares: engine, task, and the arithmetic digits / held_out options."""
+    """The checks every loop config shares: engine, task, the arithmetic digits / held_out options, template."""
     name = type(cfg).__name__
     for key, allowed in (("engine", ENGINES), ("task", tasks), ("held_out", HELD_OUT)):
         if getattr(cfg, key) not in allowed:
             raise ValueError(f"{name}.{key} must be one of {', '.join(allowed)}, got {getattr(cfg, key)!r}")
     if not isinstance(cfg.digits, int) or not 1 <= cfg.digits <= 9:
         raise ValueError(f"{name}.digits must be an int in 1..9, got {cfg.digits!r}")
+    if cfg.template not in ("short", "r1_zero") and "{question}" not in cfg.template:
+        raise ValueError(f"{name}.template must be 'short', 'r1_zero' or contain {{question}}, got {cfg.template!r}")
+
+
+def check_numbers(cfg, positive: tuple[str, ...], at_least_zero: tuple[str, ...] = ()) -> None:
+    """Real-valued settings: each of ``positive`` a finite number > 0, each of ``at_least_zero`` one >= 0."""
+    for low, names in ((0, positive), (None, at_least_zero)):
+        for key in names:
+            value = getattr(cfg, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or \
+                    (value <= 0 if low == 0 else value < 0):
+                raise ValueError(f"{type(cfg).__name__}.{key} must be a finite number {'> 0' if low == 0 else '>= 0'}, "
+                                 f"got {value!r}")
 
 
 def check_ints(cfg, positive: tuple[str, ...], at_least_zero: tuple[str, ...] = ()) -> None:

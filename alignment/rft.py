@@ -65,9 +65,7 @@ class RFTConfig(RolloutConfig):
                              f"group_size={self.group_size}")
         if self.token_budget == 0 and not self.match_metrics:
             raise ValueError("RFTConfig: set token_budget > 0 or match_metrics (GRPO's metrics.csv)")
-        if not self.lr > 0 or self.temperature <= 0 or self.grad_clip < 0:
-            raise ValueError(f"RFTConfig: lr and temperature must be > 0 and grad_clip >= 0, got lr={self.lr!r}, "
-                             f"temperature={self.temperature!r}, grad_clip={self.grad_clip!r}")
+        loop.check_numbers(self, ("lr", "temperature"), at_least_zero=("grad_clip",))
 
     @property
     def steps(self) -> int:  # what save_trained and the CLI line call the run's length

@@ -49,18 +49,9 @@ class SFTConfig(StepsConfig):
         loop.check_choices(self, TASKS)
         positive = ("n_train", "batch_size", "grad_accum", "steps", "eval_batch_size", "max_new_tokens")
         loop.check_ints(self, positive, at_least_zero=("n_test", "eval_interval", "warmup_steps"))
-        if not self.lr > 0:
-            raise ValueError(f"SFTConfig.lr must be > 0, got {self.lr!r}")
-        if self.weight_decay < 0 or self.grad_clip < 0:
-            raise ValueError(f"SFTConfig.weight_decay and grad_clip must be >= 0, got "
-                             f"{self.weight_decay!r}, {self.grad_clip!r}")
+        loop.check_numbers(self, ("lr", "normalize_constant"), at_least_zero=("weight_decay", "grad_clip"))
         if not 0.0 <= self.teacher_slip <= 1.0:
             raise ValueError(f"SFTConfig.teacher_slip must be in [0, 1], got {self.teacher_slip!r}")
-        if self.normalize_constant <= 0:
-            raise ValueError(f"SFTConfig.normalize_constant must be > 0, got {self.normalize_constant!r}")
-        if self.template not in ("short", "r1_zero") and "{question}" not in self.template:
-            raise ValueError(f"SFTConfig.template must be 'short', 'r1_zero' or contain {{question}}, "
-                             f"got {self.template!r}")
 
 
 def _sft_step(cfg: SFTConfig, model, tokenizer, optimizer, batches: loop.ShuffledBatches, examples, context,

@@ -79,8 +79,8 @@ from pathlib import Path
 
 from alignment.core.policy import frozen, is_ours
 from alignment.core.preference import preference_eval
-from alignment.evaluate import build_prompt, evaluate, is_hf_model_dir, load_model_and_tokenizer, score
-from alignment.loop import load_model_and_prepare, save_trained
+from alignment.evaluate import build_prompt, is_hf_model_dir, load_model_and_tokenizer, score
+from alignment.loop import held_out_accuracy, load_model_and_prepare, save_trained
 from alignment.tasks.data import demonstrations, load_pairs, load_task
 
 OUR_CHECKPOINT_MESSAGE = ("{what}={path}: engine='trl' needs a local Hugging Face model folder (config.json with "
@@ -123,15 +123,11 @@ def _max_length(model) -> int | None:
     return getattr(getattr(model, "config", None), "max_position_embeddings", None)
 
 
-def _held_out(cfg, model, tokenizer, items: list[dict], task: str | None = None) -> dict:
-    """Greedy accuracy on the held-out items, like ``alignment.sft``'s ``held_out``."""
-    if not items:
-        return {"accuracy": None, "format_rate": None}
+def _held_out(cfg, model, tokenizer, items: list[dict]) -> dict:
+    """Greedy accuracy on the held-out items, as our loop measures it (``alignment.loop.held_out_accuracy``)."""
     tokenizer.padding_side = "left"  # batched greedy generation pads on the left
     model.eval()
-    _, summary = evaluate(model, tokenizer, task or cfg.task, items, cfg.template, cfg.max_new_tokens,
-                          cfg.eval_batch_size, model_name=str(cfg.out_dir))
-    return summary
+    return held_out_accuracy(cfg, model, tokenizer, items)
 
 
 def _write_log_history(out_dir: Path, log_history: list[dict], summary: dict) -> Path:
@@ -152,9 +148,9 @@ def _write_log_history(out_dir: Path, log_history: list[dict], summary: dict) ->
 
 
 def _finish(cfg, stage: str, trainer, tokenizer, out_dir: Path, test_items: list[dict], started: float,
-            extra: dict | None = None, task: str | None = None) -> dict:
+            extra: dict | None = None) -> dict:
     model = trainer.model
-    summary = {**_held_out(cfg, model, tokenizer, test_items, task), **(extra or {})}
+    summary = {**_held_out(cfg, model, tokenizer, test_items), **(extra or {})}
     _write_log_history(out_dir, trainer.state.log_history, summary)
     return save_trained(cfg, stage, model, tokenizer, trainer.optimizer, summary, started)
 
@@ -221,8 +217,7 @@ def train_dpo_trl(cfg, model=None, tokenizer=None) -> dict:
     trainer.train()
     model = trainer.model
     pref = preference_eval(model, reference, tokenizer, test_pairs, cfg.beta, cfg.eval_batch_size)
-    task = cfg.task if cfg.task != "none" else None
-    return _finish(cfg, "dpo", trainer, tokenizer, out_dir, test_items if task else [], started, pref, task)
+    return _finish(cfg, "dpo", trainer, tokenizer, out_dir, test_items if cfg.task != "none" else [], started, pref)
 
 
 # --------------------------------------------------------------------------- GRPO
