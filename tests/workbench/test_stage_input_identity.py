@@ -106,3 +106,30 @@ def test_dedup_is_done_again_when_an_input_changed(tmp_path, capsys):
     assert _outputs(tmp_path / "out" / "kept") == _outputs(tmp_path / "clean" / "kept")
     assert _outputs(tmp_path / "out" / "rejected") == _outputs(tmp_path / "clean" / "rejected")
     assert (tmp_path / "out" / "rejected" / "b.jsonl").read_text().count("exact_duplicate") == 1
+
+
+def test_filter_redoes_only_the_changed_input(tmp_path, capsys):
+    words = "the council met on monday to vote on a budget for parks schools roads and the new library".split()
+    texts = [" ".join(words[i:] + words[:i]) + " and it was a long meeting that went on well into the evening"
+             for i in range(6)]
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    _docs(inputs / "a.jsonl", texts[:3])
+    _docs(inputs / "b.jsonl", texts[3:])
+
+    def run(out: Path) -> int:
+        return main(["--params", "none", "filter", str(inputs), "--out-dir", str(out / "kept"), "--rejected-dir",
+                     str(out / "rejected"), "--workers", "1"])
+
+    assert run(tmp_path / "out") == 0
+    a_marker = tmp_path / "out" / "kept" / "_stats" / "a.jsonl.json"
+    a_written = a_marker.stat().st_mtime_ns
+    capsys.readouterr()
+    _docs(inputs / "b.jsonl", texts[3:5])  # b loses a document
+    assert run(tmp_path / "out") == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if "is not the input" in line]
+    assert len(said) == 1 and "b.jsonl" in said[0]
+    assert a_marker.stat().st_mtime_ns == a_written  # a was not filtered again
+    assert run(tmp_path / "clean") == 0
+    assert _outputs(tmp_path / "out" / "kept") == _outputs(tmp_path / "clean" / "kept")
+    assert _outputs(tmp_path / "out" / "rejected") == _outputs(tmp_path / "clean" / "rejected")
