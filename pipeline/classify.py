@@ -207,7 +207,7 @@ class ClassifySettings:
                                                       "folders of them", metavar="PAGES")
     negatives: tuple[str, ...] | None = setting(None, "quality: crawl pages (`cc`) drawn at random, as many as the "
                                                       "positives", metavar="PAGES")
-    max_pages: int | None = setting(None, "quality: at most N pages a class (none: 20000)", metavar="N")
+    max_pages: int | None = setting(None, "quality: at most N pages a class", metavar="N")
     eval: tuple[str, ...] | None = setting(None, "also evaluate on these real labelled sets (Davidson/Jigsaw CSV or "
                                                  "fastText files)", metavar="FILE")
     seed: int | None = setting(None, "seed of the generated data, the split and fastText")
@@ -243,11 +243,13 @@ def build_parser(section: dict) -> argparse.ArgumentParser:
     shown = {"task": default("task", "quality; toxicity with --davidson/--jigsaw"),
              "generate": default("generate", 4000), "seed": default("seed", 0),
              "data_dir": default("data_dir", "<out folder>/labelled"),
-             "out": default("out", "data/classifiers/<task>.bin"),
+             "out": default("out", "data/classifiers/<task>.bin"), "max_pages": "(default: 20000)",
              **{name: f"(default: {_per_task(name, section)})" for name in HYPERPARAMETERS}}
     for action in p._actions:  # the default a run would use, which the section may set per task
         if action.dest in shown:
             action.help = f"{action.setting.metadata['help']} {shown[action.dest]}"
+        if action.dest in ("positives", "negatives", "eval"):  # a list of files: at least one
+            action.nargs = "+"
     p.add_argument("--params", type=Path, default=Path("params.yaml"),
                    help="params file whose `classify` section gives the defaults (default: %(default)s)")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")

@@ -21,9 +21,10 @@ import io
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.params import CheckOnly, add_config_flags
+from workbench.params import CheckOnly, add_config_flags, override
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI_DOC = ROOT / "docs" / "cli.md"
@@ -93,8 +94,15 @@ def undocumented(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def help_text(module: str) -> str:
-    os.environ["COLUMNS"] = WIDTH
-    text = capture_parser(module).format_help()
+    previous = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = WIDTH  # argparse wraps at $COLUMNS; restored so that other help is not rewrapped
+    try:
+        text = capture_parser(module).format_help()
+    finally:
+        if previous is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = previous
     return text.replace(str(ROOT.parent / "shared"), "../shared").replace(str(ROOT) + "/", "").replace(str(ROOT), ".")
 
 
@@ -114,9 +122,14 @@ def render(doc: str) -> str:
     return f"{head}{BEGIN}\n\n{reference()}\n{END}{tail}"
 
 
+@dataclass(frozen=True)
+class DocsCheck(CheckOnly):
+    check: bool = override(CheckOnly, "check", False, "change nothing; exit 1 on a stale doc or a bare flag")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m workbench.cli_docs", description=__doc__.splitlines()[0])
-    add_config_flags(ap, CheckOnly, bool_switches=True)
+    add_config_flags(ap, DocsCheck, bool_switches=True)
     args = ap.parse_args(argv)
     os.chdir(ROOT)  # the CLIs read ./params.yaml for the defaults they show
     problems = [f"{m} {issue}" for m in cli_modules() for issue in undocumented(capture_parser(m))]

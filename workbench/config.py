@@ -29,9 +29,11 @@ from typing import Any
 from workbench.params import (
     DEFAULT_PARAMS,
     NO_PARAMS,
+    REQUIRED,
     SECTION_BASES,
     ParamsError,
     add_config_flags,
+    config_from_args,
     read_layers,
     setting,
 )
@@ -117,10 +119,10 @@ def describe(dotted: str, params: str | Path = DEFAULT_PARAMS) -> str:
 
 @dataclass(frozen=True)
 class ShowSettings:
-    command: str = setting("show", "show: a setting's value and the layer it comes from", choices=("show",),
+    command: str = setting(REQUIRED, "show: a setting's value and the layer it comes from", choices=("show",),
                            positional=True)
-    key: str | None = setting(None, "SECTION.KEY (e.g. train.lr, train.model.d_model, filter.steps.langid.min_score) "
-                                    "or a SECTION", positional=True)
+    key: str = setting(REQUIRED, "SECTION.KEY (e.g. train.lr, train.model.d_model, filter.steps.langid.min_score) "
+                                 "or a SECTION", positional=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,8 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     add_config_flags(ap, ShowSettings)
     ap.add_argument("--params", default=str(DEFAULT_PARAMS), help="params file or profile (default: %(default)s)")
     args = ap.parse_args(argv)
-    if not args.key:
-        ap.error("give SECTION.KEY or SECTION: python -m workbench.config show train.lr")
+    try:
+        config_from_args(ShowSettings, args)  # the command and the key are required
+    except ParamsError as exc:
+        ap.error(f"{exc}, e.g. python -m workbench.config show train.lr")
     try:
         if "." in args.key:
             print(describe(args.key, args.params))

@@ -350,7 +350,7 @@ def config_from_args(config_cls: type, args: argparse.Namespace, section: str = 
         where = f" or {keys} in {getattr(args, 'params', DEFAULT_PARAMS)}" if section else ""
         given = "on the command line" if set(missing) <= positional else "a flag"
         raise ParamsError(f"{flags} {'is' if len(missing) == 1 else 'are'} required ({given}{where})")
-    for f in dataclasses.fields(config_cls):  # argparse checks a flag's value; a params file's is checked here
+    for f in dataclasses.fields(config_cls):  # a flag's value and a params file's alike, in one line
         choices = f.metadata.get("choices")
         if choices and values.get(f.name) is not None and values[f.name] not in choices:
             raise ParamsError(f"{section + '.' if section else '--'}{prefix}{f.name} must be one of "

@@ -60,7 +60,7 @@ from typing import ClassVar
 import numpy as np
 
 from pipeline.runtime.steps import Step
-from workbench.params import add_config_flags, config_from_args, setting
+from workbench.params import REQUIRED, add_config_flags, config_from_args, setting
 
 BACKENDS = ("langid", "resiliparse", "lingua", "fasttext", "vote")
 DEFAULT_BACKEND = "fasttext"
@@ -272,7 +272,7 @@ def declared_language(html: bytes) -> str | None:
 
 @dataclass(frozen=True)
 class IdentifySettings:
-    text: tuple[str, ...] = setting((), "text to identify (joined with spaces)", positional=True)
+    text: tuple[str, ...] = setting(REQUIRED, "text to identify (joined with spaces)", positional=True)
     backend: str = setting(DEFAULT_BACKEND, "identifier to use", choices=BACKENDS)
     model_path: str | None = setting(None, "lid.176.bin/.ftz for --backend fasttext")
 
@@ -284,8 +284,6 @@ def main(argv: list[str] | None = None) -> int:
     add_config_flags(ap, IdentifySettings)
     try:
         args = config_from_args(IdentifySettings, ap.parse_args(argv))
-        if not args.text:
-            raise ValueError("no text to identify")
     except ValueError as exc:
         ap.error(str(exc))
     lang, score = identify_language(" ".join(args.text), args.backend, args.model_path)
