@@ -21,10 +21,9 @@ import io
 import os
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.params import CheckOnly, add_config_flags, override
+from workbench.params import CheckOnly, add_config_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI_DOC = ROOT / "docs" / "cli.md"
@@ -122,14 +121,9 @@ def render(doc: str) -> str:
     return f"{head}{BEGIN}\n\n{reference()}\n{END}{tail}"
 
 
-@dataclass(frozen=True)
-class DocsCheck(CheckOnly):
-    check: bool = override(CheckOnly, "check", False, "change nothing; exit 1 on a stale doc or a bare flag")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m workbench.cli_docs", description=__doc__.splitlines()[0])
-    add_config_flags(ap, DocsCheck, bool_switches=True)
+    add_config_flags(ap, CheckOnly, bool_switches=True)
     args = ap.parse_args(argv)
     os.chdir(ROOT)  # the CLIs read ./params.yaml for the defaults they show
     problems = [f"{m} {issue}" for m in cli_modules() for issue in undocumented(capture_parser(m))]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.dvc_deps import FIRST_PARTY
-from workbench.params import CheckOnly, add_config_flags, override
+from workbench.params import CheckOnly, add_config_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMAND = re.compile(r"python3? -m ([\w.]+)(.*)")
@@ -156,14 +156,9 @@ def check() -> list[str]:
     return out
 
 
-@dataclass(frozen=True)
-class CommandsCheck(CheckOnly):
-    check: bool = override(CheckOnly, "check", False, "exit 1 when a documented command would not run")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m workbench.doc_commands", description=__doc__.splitlines()[0])
-    add_config_flags(ap, CommandsCheck, bool_switches=True)
+    add_config_flags(ap, CheckOnly, bool_switches=True)
     args = ap.parse_args(argv)
     problems = check()
     for line in problems:

@@ -82,7 +82,8 @@ def override(cls: type, name: str, default, help: str | None = None):
 class CheckOnly:
     """The one setting of the project's checkers (workbench.cli_docs, workbench.doc_commands)."""
 
-    check: bool = setting(False, "change nothing; exit 1 on what the check finds")
+    check: bool = setting(False, "change nothing; exit 1 on a problem (cli_docs: a stale docs/cli.md or a bare flag; "
+                                 "doc_commands: a documented command that would not run)")
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
