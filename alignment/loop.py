@@ -296,11 +296,14 @@ def cli_main(config_cls, train_fn, stage: str, argv: list[str] | None = None, do
             _cpu_threads = CpuThreads()  # threads for the cores other processes leave free, re-checked each step
         model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
     except Exception as exc:
+        _cpu_threads = None
         return _error(exc)
     try:
         summary = train_fn(cfg, model, tokenizer)
     except ValueError as exc:  # bad data or an engine that cannot take this model: one line, exit 2
         return _error(exc)
+    finally:
+        _cpu_threads = None  # this run's policy; a trainer called from Python later keeps its caller's threads
     pref = (f", held-out preference accuracy {summary['pref_accuracy']}, margin {summary.get('margin')}"
             if "pref_accuracy" in summary else "")
     print(f"{stage}: {cfg.steps} steps, held-out accuracy {summary.get('accuracy')}, format rate "
