@@ -248,8 +248,6 @@ def build_parser(section: dict) -> argparse.ArgumentParser:
     for action in p._actions:  # the default a run would use, which the section may set per task
         if action.dest in shown:
             action.help = f"{action.setting.metadata['help']} {shown[action.dest]}"
-        if action.dest in ("positives", "negatives", "eval"):  # a list of files: at least one
-            action.nargs = "+"
     p.add_argument("--params", type=Path, default=Path("params.yaml"),
                    help="params file whose `classify` section gives the defaults (default: %(default)s)")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")

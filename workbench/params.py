@@ -224,7 +224,7 @@ def _flag_type(annotation) -> tuple[Any, str | None]:
     if origin in (typing.Union, types.UnionType) and type(None) in args:
         inner = next(a for a in args if a is not type(None))
         kind, nargs = _flag_type(inner)
-        return _optional(kind), nargs
+        return _optional(kind), "+" if nargs == "*" else nargs  # a list that may be absent: given, it has values
     if origin in (tuple, list):
         return _flag_type(args[0])[0] if args else str, "*"
     if annotation is bool:
