@@ -51,37 +51,37 @@ def from_generated_crawl(path: Path) -> bool:
 
 
 def read_documents(path: Path, issues: InputIssues) -> Iterator[dict]:
-    """Documents of a gzip/plain JSONL file, by the bad-input policy of ``workbench.bad_input``: a line that is not
-    a JSON object with a string ``text`` is skipped and recorded in ``issues.skipped`` as ``file:line: problem``;
-    invalid UTF-8 bytes and lone surrogates (from ``\\udcff`` escapes) become U+FFFD / "?" and the line is recorded
-    in ``issues.repaired``; an unreadable (e.g. truncated gzip) tail ends the file; a file that gave no document is
-    recorded in ``issues.bad_files``."""
+    """Documents of a gzip/plain JSONL file, by the bad-input policy of ``workbench.bad_input`` (``read_lines``)."""
+    return (doc for _, doc, _ in read_lines(path, issues))
+
+
+def read_lines(path: Path, issues: InputIssues) -> Iterator[tuple[bytes, dict, bool]]:
+    """(line, document, clean) of every document of a gzip/plain JSONL file, by the bad-input policy of
+    ``workbench.bad_input``: a line that is not a JSON object with a string ``text`` is skipped and recorded in
+    ``issues.skipped`` as ``file:line: problem``; invalid UTF-8 bytes and lone surrogates (from ``\\udcff`` escapes)
+    become U+FFFD / "?" and the line is recorded in ``issues.repaired`` (``clean`` False: its bytes cannot be copied
+    as they are); an unreadable (e.g. truncated gzip) tail ends the file; a file that gave no document is recorded
+    in ``issues.bad_files``."""
     opener = gzip.open if str(path).endswith(".gz") else open
     lineno = docs = 0
     error = None
     try:
         with opener(path, "rb") as fh:
             for lineno, raw in enumerate(fh, 1):
-                doc = _document(raw, f"{path}:{lineno}", issues)
-                if doc is not None:
-                    docs += 1
-                    yield doc
+                if not raw.strip():
+                    continue
+                doc, clean, problem = parse_document_line(raw)
+                if doc is None:
+                    issues.skipped.append(f"{path}:{lineno}: {problem}")
+                    continue
+                if not clean:
+                    issues.repaired.append(f"{path}:{lineno}: {problem}")
+                docs += 1
+                yield raw, doc, clean
     except (OSError, EOFError, zlib.error) as e:
         error = f"{type(e).__name__}: {e}"
         issues.skipped.append(f"{path}:{lineno + 1}: unreadable ({error})")
     issues.file_ended(path, docs, error and f"line {lineno + 1}: {error}")
-
-
-def _document(raw: bytes, where: str, issues: InputIssues) -> dict | None:
-    """The document on one line, or None (a blank line, or a bad one recorded in ``issues``)."""
-    if not raw.strip():
-        return None
-    doc, clean, problem = parse_document_line(raw)
-    if doc is None:
-        issues.skipped.append(f"{where}: {problem}")
-    elif not clean:
-        issues.repaired.append(f"{where}: {problem}")
-    return doc
 
 
 def parse_document_line(line: bytes) -> tuple[dict | None, bool, str]:

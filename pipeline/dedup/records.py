@@ -1,15 +1,14 @@
 """What both dedup engines share (``stage``: one process; ``sharded``: tasks over intermediate files): the
-settings, reading a documents file line by line, a text's fingerprint and LSH keys, line dedup's rule, and
-writing a record. Both engines make their decisions from these same per-document values.
+settings, a text's fingerprint and LSH keys, line dedup's rule, and writing one input's documents as decided
+(``write_decided``). Both engines make their decisions from these same per-document values.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
-import zlib
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -23,7 +22,10 @@ from pipeline.dedup.minhash import (
     text_words,
     word_shingle_hashes,
 )
+from workbench.bad_input import InputIssues
+from workbench.documents import read_lines
 from workbench.params import setting
+from workbench.stage import TaskWriter, sum_counts, sum_stats
 
 ENGINES = ("single", "sharded")
 
@@ -103,28 +105,12 @@ def sketch(args: tuple[list[str], DedupConfig]) -> tuple[np.ndarray, np.ndarray]
     return fps, keys
 
 
-
 def dumps(doc: dict) -> bytes:
     line = json.dumps(doc, ensure_ascii=False)
     try:
         return (line + "\n").encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: keep them as \\udcxx escapes
         return (json.dumps(doc) + "\n").encode("utf-8")
-
-
-def document_lines(path: Path, errors: list[tuple[int, str]] | None = None) -> Iterator[tuple[int, bytes]]:
-    """(line number, bytes) of every non-blank line; an unreadable tail (e.g. truncated gzip) ends the file, and
-    (its line number, the error) goes to ``errors``."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    lineno = 0
-    try:
-        with opener(path, "rb") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if line.strip():
-                    yield lineno, line
-    except (OSError, EOFError, zlib.error) as e:
-        if errors is not None:
-            errors.append((lineno + 1, f"{type(e).__name__}: {e}"))
 
 
 def drop_seen_lines(text: str, seen: set[int]) -> tuple[str, int]:
@@ -147,3 +133,52 @@ def without_lines(text: str, drop) -> tuple[str, int, list[int]]:
     lines, keys = text.split("\n"), line_keys(text)
     kept = [line for line, key in zip(lines, keys, strict=True) if not key or key not in drop]
     return "\n".join(kept), len(lines) - len(kept), keys
+
+
+def write_decided(path: Path, kept: Path, rejected: Path | None, rejection: Callable[[int], dict | None],
+                  cluster: Callable[[int], str | None], strip_lines: Callable[[int, str], tuple[str, int]] | None
+                  ) -> dict:
+    """Write the documents of input ``path`` as an engine decided them, by their position k in the file: dropped
+    with ``rejection(k)``'s fields (reason, duplicate_of, minhash_cluster); else, with line dedup
+    (``strip_lines``: the text without its seen lines, how many went), without those lines, or dropped as
+    ``line_dedup_empty`` when no word is left; kept with ``minhash_cluster`` = ``cluster(k)`` when it is in a
+    cluster; copied byte for byte when nothing changed. The file's counts."""
+    drops: Counter = Counter()
+    docs_out = chars_out = lines_removed = 0
+    with TaskWriter(kept=kept, rejected=rejected) as out:
+        for k, (line, doc, clean) in enumerate(read_lines(path, InputIssues())):
+            fields = rejection(k)
+            if fields is None and strip_lines is not None:
+                text, removed = strip_lines(k, doc["text"])
+                lines_removed += removed
+                if removed and not normalize_text(text):
+                    fields = {"reason": "line_dedup_empty"}
+                else:
+                    doc["text"] = text
+            if fields is not None:
+                drops[fields["reason"]] += 1
+                out.reject(dumps({**doc, **fields}))
+                continue
+            root = cluster(k)
+            if root is None and clean and strip_lines is None:
+                out.keep(line if line.endswith(b"\n") else line + b"\n")  # unchanged: copied as it is
+            else:
+                out.keep(dumps(doc if root is None else {**doc, "minhash_cluster": root}))
+            docs_out += 1
+            chars_out += len(doc["text"])
+    return {"docs_out": docs_out, "chars_out": chars_out, "drops": dict(drops), "lines_removed": lines_removed}
+
+
+def stage_metrics(cfg: DedupConfig, files: int, read: dict, written: list[dict], issues: InputIssues, wall: float,
+                  **clustering) -> dict:
+    """The stage's metrics, the same from both engines: documents and characters in (``read``) and out (the files'
+    ``write_decided`` counts), drops per reason (bad lines as ``bad_json``), the ``clustering`` counts, the settings
+    and this run's speed."""
+    drops = sum_counts(written)
+    if issues.skipped:
+        drops["bad_json"] = len(issues.skipped)
+    lines = {"lines_removed": sum(w["lines_removed"] for w in written)} if cfg.line_dedup == "first" else {}
+    return {"stage": "dedup", "files": files, **read, **sum_stats(written, ("docs_out", "chars_out")),
+            "drops": dict(sorted(drops.items())), **clustering, **lines, "settings": cfg.settings(),
+            "seconds": round(wall, 3), "docs_per_s": round(read["docs_in"] / wall, 1) if wall > 0 else None,
+            **issues.stats()}

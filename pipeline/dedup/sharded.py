@@ -21,11 +21,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from pipeline.dedup import tasks
-from pipeline.dedup.records import DedupConfig
+from pipeline.dedup.records import DedupConfig, stage_metrics
 from workbench.bad_input import InputIssues
 from workbench.executor import LocalExecutor
 from workbench.files import read_json, write_json
-from workbench.stage import map_tasks, sum_counts
+from workbench.stage import map_tasks, sum_stats
 
 log = logging.getLogger(__name__)
 
@@ -120,16 +120,10 @@ def _metrics(files: list[Path], sig: list[dict], cand: list[dict], pairs: list[d
         issues.bad_files += r["bad_files"]
         issues.unreadable += r["unreadable"]
     issues.warn(log)
-    drops = sum_counts(written)
-    if issues.skipped:
-        drops["bad_json"] = len(issues.skipped)
-    n = sum(r["docs"] for r in sig)
-    return {"stage": "dedup", "files": len(files), "docs_in": n, "docs_out": sum(r["docs_out"] for r in written),
-            "chars_in": sum(r["chars_in"] for r in sig), "chars_out": sum(r["chars_out"] for r in written),
-            "drops": dict(sorted(drops.items())), "clusters": clusters["clusters"],
-            "clustered_docs": clusters["clustered_docs"], "candidate_docs": sum(r["candidates"] for r in cand),
-            "comparisons": sum(r["comparisons"] for r in pairs), "verified_pairs": sum(r["joins"] for r in pairs),
-            **({"lines_removed": sum(r["lines_removed"] for r in written)} if cfg.line_dedup == "first" else {}),
-            "settings": cfg.settings(), "engine": "sharded", "shards": cfg.shards,
-            "tasks": dict(sorted(counts.items())),
-            "seconds": round(wall, 3), "docs_per_s": round(n / wall, 1) if wall > 0 else None, **issues.stats()}
+    read = sum_stats(sig, ("docs", "chars_in"))
+    return stage_metrics(cfg, len(files), {"docs_in": read["docs"], "chars_in": read["chars_in"]}, written, issues,
+                         wall, clusters=clusters["clusters"], clustered_docs=clusters["clustered_docs"],
+                         candidate_docs=sum(r["candidates"] for r in cand),
+                         comparisons=sum(r["comparisons"] for r in pairs),
+                         verified_pairs=sum(r["joins"] for r in pairs), engine="sharded", shards=cfg.shards,
+                         tasks=dict(sorted(counts.items())))

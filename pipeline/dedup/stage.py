@@ -16,7 +16,7 @@
   ``line_dedup_empty``.
 
 Because dedup is global, the stage reads its inputs three times (sketch everything, collect the shingles of
-candidate documents, write) and holds ~250 bytes per document (id, position, LSH keys) plus the shingle
+candidate documents, write) and holds ~250 bytes per document (id, LSH keys) plus the shingle
 sets of the candidates (measured: +25 MB over the interpreter for 100k documents).
 Resumability is per stage, not per file: a rerun skips only when every output and the completion marker
 (``out_dir/_stats/dedup.json``, same inputs and settings) exist; anything else redoes the whole stage.
@@ -44,28 +44,20 @@ from pipeline.dedup.minhash import (
     candidate_buckets,
     chunked,
     minhash_signatures,
-    normalize_text,
     shingle_hash_set,
     verified_clusters,
 )
-from pipeline.dedup.records import (
-    DedupConfig,
-    document_lines,
-    drop_seen_lines,
-    dumps,
-    sketch,
-)
+from pipeline.dedup.records import DedupConfig, drop_seen_lines, sketch, stage_metrics, write_decided
 from pipeline.dedup.records import (
     text_fingerprint as text_fingerprint,  # re-exported: its home before records.py
 )
 from pipeline.dedup.sharded import run_sharded
 from workbench.bad_input import InputIssues, require_readable, summary_note
-from workbench.documents import input_files, output_name, parse_document_line
+from workbench.documents import input_files, output_name, read_lines
 from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
 from workbench.files import atomic_open, atomic_path
 from workbench.params import config_from_args, override
 from workbench.stage import (
-    TaskWriter,
     finished_stats,
     input_identity,
     mark_done,
@@ -189,51 +181,22 @@ TIMINGS = ("seconds", "docs_per_s", "task_peak_rss_mb", "tasks")  # measured or 
 
 @dataclass
 class _Corpus:
-    """What the first read learns about every readable document, by position in input order."""
+    """What the first read learns about every readable document, numbered in input order."""
 
     files: list[Path]
     ids: list[str] = field(default_factory=list)
-    where: list[tuple[int, int]] = field(default_factory=list)  # (file, line number)
-    clean: list[bool] = field(default_factory=list)  # its line can be copied as it is
-    lengths: list[int] = field(default_factory=list)  # characters per document, for the data funnel
+    offsets: list[int] = field(default_factory=lambda: [0])  # each file's first document, then the total
+    chars: int = 0
     issues: InputIssues = field(default_factory=InputIssues)  # lines skipped or repaired, bad files
 
     def texts(self) -> Iterator[str]:
-        """Every document's text, recording where it is as it goes."""
-        for f, path in enumerate(self.files):
-            errors, docs = [], 0
-            for lineno, line in document_lines(path, errors):
-                doc, ok, problem = parse_document_line(line)
-                if doc is None:
-                    self.issues.skipped.append(f"{path}:{lineno}: {problem}")
-                    continue
-                if problem:
-                    self.issues.repaired.append(f"{path}:{lineno}: {problem}")
-                docs += 1
+        """Every document's text, recording its id as it goes."""
+        for path in self.files:
+            for _, doc, _ in read_lines(path, self.issues):
                 self.ids.append(str(doc.get("id", len(self.ids))))
-                self.where.append((f, lineno))
-                self.clean.append(ok)
-                self.lengths.append(len(doc["text"]))
+                self.chars += len(doc["text"])
                 yield doc["text"]
-            for lineno, error in errors:
-                self.issues.skipped.append(f"{path}:{lineno}: unreadable ({error})")
-            self.issues.file_ended(path, docs, errors and f"line {errors[0][0]}: {errors[0][1]}")
-
-
-@dataclass
-class _Clusters:
-    """Every document's exact original (-1: none) and near-duplicate cluster root, with the cluster sizes."""
-
-    ids: list[str]
-    exact_of: list[int]
-    roots: list[int]
-    size: Counter
-
-    def decide(self, i: int) -> dict | None:
-        return _decide(i, self.exact_of, self.roots, self.size, self.ids)
-
-    def clustered(self, i: int) -> bool:
-        return self.size[self.roots[i]] > 1
+            self.offsets.append(len(self.ids))
 
 
 def _sketch_phase(corpus: _Corpus, cfg: DedupConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -243,85 +206,40 @@ def _sketch_phase(corpus: _Corpus, cfg: DedupConfig) -> tuple[np.ndarray, np.nda
 
 
 def _cluster_phase(corpus: _Corpus, fps: np.ndarray, keys: np.ndarray, cfg: DedupConfig,
-                   stats: dict) -> _Clusters:
+                   stats: dict) -> tuple[list[int], list[int]]:
     """Read 2: exact duplicates by fingerprint; the shingle sets of the documents that share a band with another
-    one, verified by Jaccard and joined into clusters."""
+    one, verified by Jaccard and joined into clusters. Every document's exact original (-1: none) and cluster root."""
     n = len(corpus.ids)
     exact_of = exact_duplicate_of(fps.tolist()) if cfg.exact else [-1] * n
     active = (keys[:, 0] != 0) & (np.array(exact_of, dtype=np.int64) < 0) if n else None
-    index = {corpus.where[i]: i for i in (_candidates(keys, active) if n else ())}
+    candidates = _candidates(keys, active) if n else set()
     shingles: dict[int, np.ndarray] = {}
-    for f, path in enumerate(corpus.files):
-        for lineno, line in document_lines(path):
-            if (f, lineno) in index:
-                shingles[index[f, lineno]] = shingle_hash_set(parse_document_line(line)[0]["text"], cfg.ngrams)
-    roots = verified_clusters(keys, shingles.__getitem__, cfg.jaccard_threshold, active, stats)
-    return _Clusters(corpus.ids, exact_of, roots, Counter(roots))
+    for first, path in zip(corpus.offsets, corpus.files, strict=False):
+        for k, (_, doc, _) in enumerate(read_lines(path, InputIssues())):
+            if first + k in candidates:
+                shingles[first + k] = shingle_hash_set(doc["text"], cfg.ngrams)
+    return exact_of, verified_clusters(keys, shingles.__getitem__, cfg.jaccard_threshold, active, stats)
 
 
-class _Writer:
-    """Read 3: each input's kept documents (copied line for line where nothing changed) and dropped ones."""
-
-    def __init__(self, corpus: _Corpus, clusters: _Clusters, cfg: DedupConfig):
-        self.corpus, self.clusters = corpus, clusters
-        self.seen_lines: set[int] | None = set() if cfg.line_dedup == "first" else None
-        self.drops: Counter = Counter()
-        self.docs_out = self.lines_removed = self.chars_out = 0
-        self.i = 0  # the next document of the corpus
-
-    def write_file(self, f: int, out_path: Path, rejected_path: Path | None) -> None:
-        with TaskWriter(kept=out_path, rejected=rejected_path) as out:
-            for lineno, line in document_lines(self.corpus.files[f]):
-                if self.i >= len(self.corpus.ids) or self.corpus.where[self.i] != (f, lineno):
-                    continue  # a bad line
-                self._document(line, out)
-                self.i += 1
-
-    def _document(self, line: bytes, out: TaskWriter) -> None:
-        i = self.i
-        decision, doc = self.clusters.decide(i), None
-        if decision is None and self.seen_lines is not None:
-            doc, decision = self._without_seen_lines(line)
-        if decision is not None:
-            self.drops[decision["reason"]] += 1
-            out.reject(dumps({**(doc or parse_document_line(line)[0]), **decision}))
-        elif doc is None and not self.clusters.clustered(i) and self.corpus.clean[i]:
-            out.keep(line if line.endswith(b"\n") else line + b"\n")  # unchanged: copied as is
-            self.docs_out += 1
-            self.chars_out += self.corpus.lengths[i]
-        else:
-            doc = doc or parse_document_line(line)[0]
-            if self.clusters.clustered(i):
-                doc["minhash_cluster"] = self.corpus.ids[self.clusters.roots[i]]
-            out.keep(dumps(doc))
-            self.docs_out += 1
-            self.chars_out += len(doc["text"])
-
-    def _without_seen_lines(self, line: bytes) -> tuple[dict, dict | None]:
-        """The document without the lines earlier kept documents had; dropped when nothing is left."""
-        doc = parse_document_line(line)[0]
-        text, removed = drop_seen_lines(doc["text"], self.seen_lines)
-        self.lines_removed += removed
-        if removed and not normalize_text(text):
-            return doc, {"reason": "line_dedup_empty"}
-        doc["text"] = text
-        return doc, None
-
-
-def _stage_metrics(corpus: _Corpus, clusters: _Clusters, writer: _Writer, stats: dict, cfg: DedupConfig,
-                   wall: float) -> dict:
-    n, size = len(corpus.ids), clusters.size
-    drops = writer.drops
-    if corpus.issues.skipped:
-        drops["bad_json"] = len(corpus.issues.skipped)
-    return {"stage": "dedup", "files": len(corpus.files), "docs_in": n, "docs_out": writer.docs_out,
-            "chars_in": sum(corpus.lengths), "chars_out": writer.chars_out, "drops": dict(sorted(drops.items())),
-            "clusters": sum(1 for c in size.values() if c > 1),
-            "clustered_docs": sum(c for c in size.values() if c > 1),
-            "candidate_docs": stats.get("candidate_texts", 0), "comparisons": stats.get("comparisons", 0),
-            **({"lines_removed": writer.lines_removed} if writer.seen_lines is not None else {}),
-            "settings": cfg.settings(), "seconds": round(wall, 3),
-            "docs_per_s": round(n / wall, 1) if wall > 0 else None, **corpus.issues.stats()}
+def _run_single(files: list[Path], out_dir: Path, rejected_dir: Path | None, names: list[str],
+                cfg: DedupConfig) -> dict:
+    start = time.perf_counter()
+    corpus, stats = _Corpus(files), {}
+    fps, keys = _sketch_phase(corpus, cfg)
+    exact_of, roots = _cluster_phase(corpus, fps, keys, cfg, stats)
+    size, ids, seen = Counter(roots), corpus.ids, set()
+    written = []
+    for first, path, name in zip(corpus.offsets, files, names, strict=False):
+        written.append(write_decided(
+            path, out_dir / name, rejected_dir / name if rejected_dir is not None else None,
+            lambda k, first=first: _decide(first + k, exact_of, roots, size, ids),
+            lambda k, first=first: ids[roots[first + k]] if size[roots[first + k]] > 1 else None,
+            (lambda _k, text: drop_seen_lines(text, seen)) if cfg.line_dedup == "first" else None))
+    corpus.issues.warn(log)
+    clustered = [c for c in size.values() if c > 1]
+    return stage_metrics(cfg, len(files), {"docs_in": len(ids), "chars_in": corpus.chars}, written, corpus.issues,
+                         time.perf_counter() - start, clusters=len(clustered), clustered_docs=sum(clustered),
+                         candidate_docs=stats.get("candidate_texts", 0), comparisons=stats.get("comparisons", 0))
 
 
 def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_path: Path | None,
@@ -373,19 +291,6 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     mark_done(marker, {**wanted, "metrics": {k: v for k, v in metrics.items() if k not in TIMINGS}})
     require_readable(metrics, len(files))
     return metrics
-
-
-def _run_single(files: list[Path], out_dir: Path, rejected_dir: Path | None, names: list[str],
-                cfg: DedupConfig) -> dict:
-    start = time.perf_counter()
-    corpus, stats = _Corpus(files), {}
-    fps, keys = _sketch_phase(corpus, cfg)
-    clusters = _cluster_phase(corpus, fps, keys, cfg, stats)
-    writer = _Writer(corpus, clusters, cfg)
-    for f, name in enumerate(names):
-        writer.write_file(f, out_dir / name, rejected_dir / name if rejected_dir is not None else None)
-    corpus.issues.warn(log)
-    return _stage_metrics(corpus, clusters, writer, stats, cfg, time.perf_counter() - start)
 
 
 def headline(metrics: dict) -> dict:

@@ -40,12 +40,12 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.dedup.minhash import candidate_buckets, jaccard, shingle_hash_set, verify_bucket
-from pipeline.dedup.records import DedupConfig, document_lines, dumps, line_keys, normalize_text, sketch, without_lines
+from pipeline.dedup.records import DedupConfig, line_keys, sketch, without_lines, write_decided
 from workbench.bad_input import InputIssues
-from workbench.documents import parse_document_line
+from workbench.documents import read_lines
 from workbench.files import atomic_open, atomic_path, read_json
 from workbench.memory import peak_rss_mb, reset_peak_rss
-from workbench.stage import TaskWriter, finished_stats, mark_done
+from workbench.stage import finished_stats, mark_done
 
 _SKETCH_CHUNK = 256  # texts per signature batch (signatures do not depend on it)
 
@@ -121,21 +121,11 @@ def _cat(parts: list[np.ndarray], dtype, width: int | None = None) -> np.ndarray
     return np.empty((0,) if width is None else (0, width), dtype=dtype)
 
 
-def _documents(path: Path, errors: list | None = None):
-    """(position, line number, document, clean, problem) of every readable document, as the single stage reads."""
-    k = 0
-    for lineno, line in document_lines(path, errors):
-        doc, clean, problem = parse_document_line(line)
-        yield (k if doc is not None else None), lineno, line, doc, clean, problem
-        if doc is not None:
-            k += 1
-
-
 # -- signatures: one task per input file ------------------------------------------------------------------
 @_resumable("sig")
 def signatures(layout: Layout, f: int, folder: Path) -> dict:
     path, cfg = layout.files[f], layout.cfg
-    issues, errors = InputIssues(), []
+    issues = InputIssues()
     ids: list[str | None] = []
     fps, keys, lines, chunk = [], [], [], []
     chars = 0
@@ -147,12 +137,7 @@ def signatures(layout: Layout, f: int, folder: Path) -> dict:
             keys.append(b)
             chunk.clear()
 
-    for k, lineno, _, doc, _, problem in _documents(path, errors):
-        if doc is None:
-            issues.skipped.append(f"{path}:{lineno}: {problem}")
-            continue
-        if problem:
-            issues.repaired.append(f"{path}:{lineno}: {problem}")
+    for k, (_, doc, _) in enumerate(read_lines(path, issues)):
         ids.append(str(doc["id"]) if "id" in doc else None)
         chars += len(doc["text"])
         chunk.append(doc["text"])
@@ -161,9 +146,6 @@ def signatures(layout: Layout, f: int, folder: Path) -> dict:
         if len(chunk) == _SKETCH_CHUNK:
             flush()
     flush()
-    for lineno, error in errors:
-        issues.skipped.append(f"{path}:{lineno}: unreadable ({error})")
-    issues.file_ended(path, len(ids), errors and f"line {errors[0][0]}: {errors[0][1]}")
     _save(folder / "fps.npy", _cat(fps, np.uint64))
     _save(folder / "keys.npy", _cat(keys, np.uint64, cfg.num_bands))
     _save(folder / "lines.npy", np.array(lines, dtype=np.uint64).reshape(-1, 2))
@@ -235,8 +217,8 @@ def shingles(layout: Layout, f: int, folder: Path) -> dict:
         wanted.update(members[(members >= lo) & (members < hi)].tolist())
     docs, sets = [], []
     if wanted:
-        for k, _, _, doc, _, _ in _documents(layout.files[f]):
-            if doc is not None and lo + k in wanted:
+        for k, (_, doc, _) in enumerate(read_lines(layout.files[f], InputIssues())):
+            if lo + k in wanted:
                 docs.append(lo + k)
                 sets.append(shingle_hash_set(doc["text"], layout.cfg.ngrams))
     _save(folder / "docs.npy", np.array(docs, dtype=np.int64))
@@ -376,40 +358,17 @@ def _line_drops(layout: Layout, f: int) -> dict[int, set[int]]:
 @_resumable("filter")
 def filter_file(layout: Layout, f: int, folder: Path) -> dict:
     decided = read_json(layout.file_of("clusters", 0, f"{f:05d}.json"))
-    reject, clustered = decided["reject"], decided["clustered"]
-    line_dedup, drop_keys = layout.cfg.line_dedup == "first", _line_drops(layout, f)
-    drops: Counter = Counter()
-    docs_out = chars_out = lines_removed = 0
-    rejected_file = layout.rejected_files[f] if layout.rejected_files is not None else None
-    with TaskWriter(kept=layout.out_files[f], rejected=rejected_file) as out:
-        for k, _, line, doc, clean, _ in _documents(layout.files[f]):
-            if doc is None:
-                continue
-            pos = str(k)
-            if pos in reject:
-                why, original, cluster = reject[pos]
-                fields = {"reason": why, "duplicate_of": original}
-                if cluster is not None:
-                    fields["minhash_cluster"] = cluster
-                drops[why] += 1
-                out.reject(dumps({**doc, **fields}))
-                continue
-            if line_dedup:
-                text, removed, _ = without_lines(doc["text"], drop_keys.get(k, ()))
-                lines_removed += removed
-                if removed and not normalize_text(text):
-                    drops["line_dedup_empty"] += 1
-                    out.reject(dumps({**doc, "reason": "line_dedup_empty"}))
-                    continue
-                doc["text"] = text
-            elif pos not in clustered and clean:
-                out.keep(line if line.endswith(b"\n") else line + b"\n")  # unchanged: copied as it is
-                docs_out += 1
-                chars_out += len(doc["text"])
-                continue
-            if pos in clustered:
-                doc["minhash_cluster"] = clustered[pos]
-            out.keep(dumps(doc))
-            docs_out += 1
-            chars_out += len(doc["text"])
-    return {"docs_out": docs_out, "chars_out": chars_out, "drops": dict(drops), "lines_removed": lines_removed}
+    reject, clustered, drop_keys = decided["reject"], decided["clustered"], _line_drops(layout, f)
+
+    def rejection(k: int) -> dict | None:
+        if str(k) not in reject:
+            return None
+        why, original, cluster = reject[str(k)]
+        return {"reason": why, "duplicate_of": original} | ({"minhash_cluster": cluster} if cluster is not None else {})
+
+    def strip_lines(k: int, text: str) -> tuple[str, int]:
+        return without_lines(text, drop_keys.get(k, ()))[:2]
+
+    rejected = layout.rejected_files[f] if layout.rejected_files is not None else None
+    return write_decided(layout.files[f], layout.out_files[f], rejected, rejection, lambda k: clustered.get(str(k)),
+                         strip_lines if layout.cfg.line_dedup == "first" else None)
