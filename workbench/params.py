@@ -42,7 +42,7 @@ class _Required:
         return "required"
 
 
-_REQUIRED = REQUIRED = _Required()
+REQUIRED = _Required()
 
 
 class ParamsError(ValueError):
@@ -262,13 +262,13 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, bool_swi
         elif f.default_factory is not dataclasses.MISSING:
             default = f.default_factory()
         else:
-            default = _REQUIRED
+            default = REQUIRED
         dest = prefix + f.name
         if f.metadata.get("flag") is False:  # a mapping only a params file can give (filter.steps)
             continue
         if inner := nested_config(hints[f.name]):
             add_config_flags(parser, inner, bool_switches, dest + ".",
-                             None if default is _REQUIRED else default)
+                             None if default is REQUIRED else default)
             continue
         kind, nargs = _flag_type(hints[f.name])
         kind = f.metadata.get("parse", kind)
@@ -342,9 +342,9 @@ def config_from_args(config_cls: type, args: argparse.Namespace, section: str = 
             if values[f.name] is not None:
                 values[f.name] = tuple(values[f.name])
             else:
-                values[f.name] = _REQUIRED if f.default is dataclasses.MISSING else f.default
+                values[f.name] = REQUIRED if f.default is dataclasses.MISSING else f.default
     positional = {f.name for f in dataclasses.fields(config_cls) if f.metadata.get("positional")}
-    missing = [prefix + name for name, value in values.items() if value is _REQUIRED]
+    missing = [prefix + name for name, value in values.items() if value is REQUIRED]
     if missing:
         flags = " and ".join(name if name in positional else "--" + name.replace("_", "-") for name in missing)
         keys = ", ".join(f"{section}.{name}" for name in missing)
