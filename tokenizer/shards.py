@@ -5,7 +5,9 @@ seeded hash of its id, so the split does not depend on file order, worker count 
 Each input file is one task (``encode_file``: its documents' tokens into train/val parts under ``out_dir/_work/``,
 written atomically, then a ``done`` record) on an executor (workbench/executor.py: the local pool of ``workers``
 processes, Ray or Dask), and the parts are joined in file order, so the shards are byte-identical for any executor
-and worker count. A killed run redoes only the files without a ``done`` record. Read them with
+and worker count. A killed run redoes only the files without a ``done`` record. The stage's marker
+(``_stats/tokenize.json``) lists every input's identity (size, SHA-256) and token counts: a rerun encodes only the
+inputs that changed (saying so) and copies the others' tokens from the shards it replaces. Read the shards with
 ``np.memmap(path, dtype=meta["dtype"])``
 (the layout nanoGPT's ``prepare.py`` uses). ``python -m tokenizer.shards`` is the tokenize stage (defaults: the
 ``shards`` section of params.yaml). Bad lines and files are skipped and counted (``workbench.bad_input``).
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import logging
 import shutil
 import time
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from tokenizer.encoder import Tokenizer
 from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
@@ -29,7 +33,16 @@ from workbench.documents import EOT, document_paths, iter_texts
 from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
 from workbench.files import atomic_path, tokenizer_identity, write_json
 from workbench.params import override, setting
-from workbench.stage import TaskWriter, finished_stats, map_tasks, mark_done, remove_leftovers, write_stage_metrics
+from workbench.stage import (
+    TaskWriter,
+    finished_stats,
+    input_identity,
+    map_tasks,
+    mark_done,
+    marker_path,
+    remove_leftovers,
+    write_stage_metrics,
+)
 from workbench.stage_cli import StageInput, need, run_step, stage_parser
 
 log = logging.getLogger(__name__)
@@ -89,8 +102,8 @@ def encode_file(task: tuple) -> dict:
 
 
 def _work_dir(out_dir: Path, paths: list[Path], tokenizer_dir, val_fraction: float, seed: int) -> Path:
-    """``out_dir/_work/<key>``: the key names the inputs (path, size, mtime) and settings, so parts of another
-    input or setting are never joined."""
+    """``out_dir/_work/<key>``: the key names the files to encode (path, size, mtime) and the settings, so parts of
+    another input or setting are never joined."""
     h = hashlib.sha256(f"{tokenizer_checksum(tokenizer_dir)} {val_fraction!r} {seed}".encode())
     for p in paths:
         st = p.stat()
@@ -98,24 +111,71 @@ def _work_dir(out_dir: Path, paths: list[Path], tokenizer_dir, val_fraction: flo
     return out_dir / "_work" / h.hexdigest()[:16]
 
 
-def _encode_on(executor, input_path, tokenizer_dir, out_dir: Path, val_fraction: float, seed: int) -> tuple:
-    """Every input file as one ``encode_file`` task on ``executor``, the parts joined in file order into
-    train.bin and val.bin: (counts, merged bad-input stats). The work folder goes once the shards are written."""
+def _finished_files(marker: Path, settings: dict, out_dir: Path, itemsize: int) -> dict[tuple, dict]:
+    """The files the shards in ``out_dir`` were made from, as the stage's marker records them, by (name, input
+    identity), each with its token ranges in train.bin and val.bin (``at``); none when the marker is missing, was
+    made with other settings, or does not describe the shards there."""
+    done = finished_stats(marker, out_dir / "train.bin", out_dir / "val.bin")
+    if done is None or done.get("settings") != settings:
+        return {}
+    starts, out = {"train": 0, "val": 0}, {}
+    for r in done["files"]:
+        out[r["name"], json.dumps(r["input_identity"], sort_keys=True)] = {**r, "at": dict(starts)}
+        for split in starts:
+            starts[split] += r["counts"][split][1]
+    if any((out_dir / f"{split}.bin").stat().st_size != n * itemsize for split, n in starts.items()):
+        return {}
+    return out
+
+
+def _encode_on(executor, input_path, tokenizer_dir, out_dir: Path, val_fraction: float, seed: int,
+               itemsize: int) -> tuple:
+    """Every input file not in the shards already (``_finished_files``: same name and bytes) as one ``encode_file``
+    task on ``executor``; then train.bin and val.bin joined in file order from the new parts and the old shards'
+    ranges, and the marker (``_stats/tokenize.json``) listing each file's counts. Returns (counts, merged bad-input
+    stats, files reused). The work folder goes once the shards are written."""
     paths = document_paths(input_path)
-    work = _work_dir(out_dir, paths, tokenizer_dir, val_fraction, seed)
+    settings = {"tokenizer_sha256": tokenizer_checksum(tokenizer_dir), "val_fraction": val_fraction, "seed": seed}
+    marker = marker_path(out_dir, "tokenize")
+    finished = _finished_files(marker, settings, out_dir, itemsize)
+    keys = [(p.name, json.dumps(input_identity(p), sort_keys=True)) for p in paths]
+    for name in sorted({name for name, _ in finished} & {name for name, key in keys if (name, key) not in finished}):
+        tqdm.write(f"tokenize: {name} changed since {out_dir} was made: encoding it again")
+    todo = [i for i, key in enumerate(keys) if key not in finished]
+    work = _work_dir(out_dir, [paths[i] for i in todo], tokenizer_dir, val_fraction, seed)
     work.mkdir(parents=True, exist_ok=True)
-    tasks = [(i, str(p), str(tokenizer_dir), str(work), val_fraction, seed) for i, p in enumerate(paths)]
-    results = sorted(map_tasks(executor, encode_file, tasks, desc="tokenize"), key=lambda r: r["index"])
-    counts = {split: [sum(r["counts"][split][k] for r in results) for k in (0, 1)] for split in ("train", "val")}
+    tasks = [(i, str(paths[i]), str(tokenizer_dir), str(work), val_fraction, seed) for i in todo]
+    fresh = {r["index"]: r for r in map_tasks(executor, encode_file, tasks, desc="tokenize", disable=not tasks)}
+    marker.unlink(missing_ok=True)  # the shards change below: a kill from here on leaves no marker to trust
+    results = [fresh[i] if i in fresh else finished[key] for i, key in enumerate(keys)]
     for split in ("train", "val"):
         with atomic_path(out_dir / f"{split}.bin") as tmp, open(tmp, "wb") as out:
-            for r in results:
-                with open(work / f"{r['index']:06d}.{split}.bin", "rb") as part:
-                    shutil.copyfileobj(part, out)
+            for i, r in enumerate(results):
+                if i in fresh:
+                    with open(work / f"{i:06d}.{split}.bin", "rb") as part:
+                        shutil.copyfileobj(part, out)
+                else:  # this file's tokens in the shard being replaced
+                    _copy_range(out_dir / f"{split}.bin", r["at"][split] * itemsize, r["counts"][split][1] * itemsize,
+                                out)
     shutil.rmtree(out_dir / "_work", ignore_errors=True)
-    stats = merged_stats(results)
-    skipped = sum(r["skipped"] for r in results)
-    return counts, (stats | {"bad_json": skipped}) if skipped else stats
+    files = [{k: v for k, v in r.items() if k not in ("index", "at")} | {"input": str(paths[i]), "name": paths[i].name,
+             "input_identity": json.loads(keys[i][1])} for i, r in enumerate(results)]
+    mark_done(marker, {"settings": settings, "files": files})
+    counts = {split: [sum(r["counts"][split][k] for r in results) for k in (0, 1)] for split in ("train", "val")}
+    stats, skipped = merged_stats(results), sum(r["skipped"] for r in results)
+    return counts, (stats | {"bad_json": skipped}) if skipped else stats, len(paths) - len(todo)
+
+
+def _copy_range(path: Path, start: int, size: int, out) -> None:
+    """``size`` bytes of ``path`` from byte ``start`` to ``out``, a chunk at a time."""
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        while size > 0:
+            chunk = fh.read(min(size, 1 << 24))
+            if not chunk:
+                raise ValueError(f"{path}: shorter than its marker says")
+            out.write(chunk)
+            size -= len(chunk)
 
 
 def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, workers=1, executor=None) -> dict:
@@ -133,8 +193,8 @@ def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, 
     out_dir = Path(out_dir)
     remove_leftovers(out_dir)
     start = time.perf_counter()
-    counts, stats = _encode_on(executor or LocalExecutor(workers), input_path, tokenizer_dir, out_dir, val_fraction,
-                               seed)
+    counts, stats, reused = _encode_on(executor or LocalExecutor(workers), input_path, tokenizer_dir, out_dir,
+                                       val_fraction, seed, dtype.itemsize)
     seconds = time.perf_counter() - start
     require_readable(stats, len(document_paths(input_path)))
     meta = {
@@ -151,7 +211,8 @@ def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, 
     }
     write_json(out_dir / "meta.json", meta)
     tokens = counts["train"][1] + counts["val"][1]
-    return {**meta, "seconds": round(seconds, 3), "tokens_per_s": round(tokens / max(seconds, 1e-9)), **stats}
+    return {**meta, "seconds": round(seconds, 3), "tokens_per_s": round(tokens / max(seconds, 1e-9)),
+            "files_reused": reused, **stats}
 
 
 def headline(metrics: dict) -> dict:

@@ -49,7 +49,7 @@ def test_shards_decode_back_to_the_documents_in_order(tmp_path):
     meta = write_shards(docs, tok_dir, tmp_path / "shards", val_fraction=0.2, seed=3, workers=1)
     saved = json.loads((tmp_path / "shards" / "meta.json").read_text())
     assert saved["dtype"] == "uint16" and saved["eot_id"] == 256
-    assert saved == {k: v for k, v in meta.items() if k not in ("seconds", "tokens_per_s")}
+    assert saved == {k: v for k, v in meta.items() if k not in ("seconds", "tokens_per_s", "files_reused")}
     tok = Tokenizer.from_files(tok_dir / "vocab.json", tok_dir / "merges.txt", [EOT])
     expected = {"train": [], "val": []}
     for i, text in enumerate(TEXTS):
@@ -154,3 +154,54 @@ def test_a_killed_tokenize_run_redoes_only_unfinished_files(tmp_path, monkeypatc
     assert _shard_bytes(out) == _shard_bytes(tmp_path / "reference")
     assert encoded == [(0, True), (1, False), (2, False)]  # file 0 came back from its done record
     assert first["counts"]["train"][0] + first["counts"]["val"][0] == len(TEXTS[0::3])
+
+
+def _encoding_counter(monkeypatch) -> list[int]:
+    """The input indices ``encode_file`` is run on (in this process: one local worker)."""
+    encoded = []
+
+    def counting(task):
+        encoded.append(task[0])
+        return encode_file(task)
+
+    monkeypatch.setattr(shards, "encode_file", counting)
+    return encoded
+
+
+def test_a_changed_input_is_the_only_file_encoded_again(tmp_path, monkeypatch, capsys):
+    tok, docs = _tokenizer_dir(tmp_path), _three_files(tmp_path)
+    out = tmp_path / "out"
+    encoded = _encoding_counter(monkeypatch)
+    with LocalExecutor(1) as executor:
+        write_shards(docs, tok, out, val_fraction=0.2, executor=executor)
+        assert encoded == [0, 1, 2]
+        again = write_shards(docs, tok, out, val_fraction=0.2, executor=executor)
+        assert encoded == [0, 1, 2] and again["files_reused"] == 3  # nothing changed: nothing encoded
+        write_jsonl(docs / "part-1.jsonl.gz", [{"id": f"new-{i}", "text": f"a new text {i}"} for i in range(40)])
+        changed = write_shards(docs, tok, out, val_fraction=0.2, executor=executor)
+    assert encoded == [0, 1, 2, 1] and changed["files_reused"] == 2
+    assert "part-1.jsonl.gz changed since" in capsys.readouterr().out
+    clean = write_shards(docs, tok, tmp_path / "clean", val_fraction=0.2)
+    assert _shard_bytes(out) == _shard_bytes(tmp_path / "clean")
+    marker = Path("_stats", "tokenize.json")
+    assert (out / marker).read_bytes() == (tmp_path / "clean" / marker).read_bytes()
+    assert again["bad_json"] == 1 and "bad_json" not in changed  # a reused file's bad lines still counted; the
+    # changed file had the bad line
+
+
+@pytest.mark.parametrize("change", ["seed", "shard", "marker"])
+def test_shards_not_matching_their_marker_are_encoded_afresh(tmp_path, monkeypatch, change):
+    tok, docs = _tokenizer_dir(tmp_path), _three_files(tmp_path)
+    out = tmp_path / "out"
+    write_shards(docs, tok, out, val_fraction=0.2)
+    seed = 1 if change == "seed" else 0
+    if change == "shard":  # a train.bin another run left, of another length
+        (out / "train.bin").write_bytes((out / "train.bin").read_bytes()[:-4])
+    if change == "marker":  # killed between replacing the shards and writing their marker
+        (out / "_stats" / "tokenize.json").unlink()
+    encoded = _encoding_counter(monkeypatch)
+    with LocalExecutor(1) as executor:
+        write_shards(docs, tok, out, val_fraction=0.2, seed=seed, executor=executor)
+    assert encoded == [0, 1, 2]
+    write_shards(docs, tok, tmp_path / "clean", val_fraction=0.2, seed=seed)
+    assert _shard_bytes(out) == _shard_bytes(tmp_path / "clean")
