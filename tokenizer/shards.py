@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import logging
 import shutil
 import time
@@ -25,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from tokenizer.encoder import Tokenizer
 from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
@@ -34,12 +32,11 @@ from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
 from workbench.files import atomic_path, tokenizer_identity, write_json
 from workbench.params import override, setting
 from workbench.stage import (
+    StageMarker,
     TaskWriter,
     finished_stats,
-    input_identity,
     map_tasks,
     mark_done,
-    marker_path,
     remove_leftovers,
     write_stage_metrics,
 )
@@ -111,43 +108,26 @@ def _work_dir(out_dir: Path, paths: list[Path], tokenizer_dir, val_fraction: flo
     return out_dir / "_work" / h.hexdigest()[:16]
 
 
-def _finished_files(marker: Path, settings: dict, out_dir: Path, itemsize: int) -> dict[tuple, dict]:
-    """The files the shards in ``out_dir`` were made from, as the stage's marker records them, by (name, input
-    identity), each with its token ranges in train.bin and val.bin (``at``); none when the marker is missing, was
-    made with other settings, or does not describe the shards there."""
-    done = finished_stats(marker, out_dir / "train.bin", out_dir / "val.bin")
-    if done is None or done.get("settings") != settings:
-        return {}
-    starts, out = {"train": 0, "val": 0}, {}
-    for r in done["files"]:
-        out[r["name"], json.dumps(r["input_identity"], sort_keys=True)] = {**r, "at": dict(starts)}
-        for split in starts:
-            starts[split] += r["counts"][split][1]
-    if any((out_dir / f"{split}.bin").stat().st_size != n * itemsize for split, n in starts.items()):
-        return {}
-    return out
-
-
 def _encode_on(executor, input_path, tokenizer_dir, out_dir: Path, val_fraction: float, seed: int,
                itemsize: int) -> tuple:
-    """Every input file not in the shards already (``_finished_files``: same name and bytes) as one ``encode_file``
-    task on ``executor``; then train.bin and val.bin joined in file order from the new parts and the old shards'
-    ranges, and the marker (``_stats/tokenize.json``) listing each file's counts. Returns (counts, merged bad-input
-    stats, files reused). The work folder goes once the shards are written."""
+    """Every input file not in the shards already (the stage's marker, ``_stats/tokenize.json``, records it with
+    these bytes and settings) as one ``encode_file`` task on ``executor``; then train.bin and val.bin joined in file
+    order from the new parts and the replaced shards' ranges, and the marker with each file's counts. Returns
+    (counts, merged bad-input stats, files reused). The work folder goes once the shards are written."""
     paths = document_paths(input_path)
-    settings = {"tokenizer_sha256": tokenizer_checksum(tokenizer_dir), "val_fraction": val_fraction, "seed": seed}
-    marker = marker_path(out_dir, "tokenize")
-    finished = _finished_files(marker, settings, out_dir, itemsize)
-    keys = [(p.name, json.dumps(input_identity(p), sort_keys=True)) for p in paths]
-    for name in sorted({name for name, _ in finished} & {name for name, key in keys if (name, key) not in finished}):
-        tqdm.write(f"tokenize: {name} changed since {out_dir} was made: encoding it again")
-    todo = [i for i, key in enumerate(keys) if key not in finished]
+    marker = StageMarker("tokenize", out_dir, paths, settings={
+        "tokenizer_sha256": tokenizer_checksum(tokenizer_dir), "val_fraction": val_fraction, "seed": seed})
+    done, unchanged = marker.recorded(out_dir / "train.bin", out_dir / "val.bin")
+    finished = _token_ranges(done, out_dir, itemsize)
+    finished = {i: finished[path] for i, (path, same) in enumerate(zip(marker.inputs, unchanged, strict=True))
+                if same and path in finished}
+    todo = [i for i in range(len(paths)) if i not in finished]
     work = _work_dir(out_dir, [paths[i] for i in todo], tokenizer_dir, val_fraction, seed)
     work.mkdir(parents=True, exist_ok=True)
     tasks = [(i, str(paths[i]), str(tokenizer_dir), str(work), val_fraction, seed) for i in todo]
     fresh = {r["index"]: r for r in map_tasks(executor, encode_file, tasks, desc="tokenize", disable=not tasks)}
-    marker.unlink(missing_ok=True)  # the shards change below: a kill from here on leaves no marker to trust
-    results = [fresh[i] if i in fresh else finished[key] for i, key in enumerate(keys)]
+    marker.path.unlink(missing_ok=True)  # the shards change below: a kill from here on leaves no marker to trust
+    results = [fresh.get(i) or finished[i] for i in range(len(paths))]
     for split in ("train", "val"):
         with atomic_path(out_dir / f"{split}.bin") as tmp, open(tmp, "wb") as out:
             for i, r in enumerate(results):
@@ -158,12 +138,25 @@ def _encode_on(executor, input_path, tokenizer_dir, out_dir: Path, val_fraction:
                     _copy_range(out_dir / f"{split}.bin", r["at"][split] * itemsize, r["counts"][split][1] * itemsize,
                                 out)
     shutil.rmtree(out_dir / "_work", ignore_errors=True)
-    files = [{k: v for k, v in r.items() if k not in ("index", "at")} | {"input": str(paths[i]), "name": paths[i].name,
-             "input_identity": json.loads(keys[i][1])} for i, r in enumerate(results)]
-    mark_done(marker, {"settings": settings, "files": files})
+    marker.write(files=[{k: v for k, v in r.items() if k not in ("index", "at", "input")} for r in results])
     counts = {split: [sum(r["counts"][split][k] for r in results) for k in (0, 1)] for split in ("train", "val")}
     stats, skipped = merged_stats(results), sum(r["skipped"] for r in results)
-    return counts, (stats | {"bad_json": skipped}) if skipped else stats, len(paths) - len(todo)
+    return counts, (stats | {"bad_json": skipped}) if skipped else stats, len(finished)
+
+
+def _token_ranges(done: dict | None, out_dir: Path, itemsize: int) -> dict[str, dict]:
+    """Per input the marker ``done`` records, its counts and where its tokens start in train.bin and val.bin
+    (``at``); none when the shards in ``out_dir`` are not the length the marker says."""
+    if done is None or "files" not in done:
+        return {}
+    starts, out = {"train": 0, "val": 0}, {}
+    for path, record in zip(done["inputs"], done["files"], strict=True):
+        out[path] = {**record, "at": dict(starts)}
+        for split in starts:
+            starts[split] += record["counts"][split][1]
+    if any((out_dir / f"{split}.bin").stat().st_size != n * itemsize for split, n in starts.items()):
+        return {}
+    return out
 
 
 def _copy_range(path: Path, start: int, size: int, out) -> None:

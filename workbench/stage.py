@@ -84,6 +84,37 @@ def remove_leftovers(*folders: Path | None) -> int:
     return removed
 
 
+class StageMarker:
+    """The one completion marker of a stage whose outputs depend on all its inputs together (dedup, tokenize):
+    ``_stats/<name>.json`` in ``out_dir`` with the inputs (paths, and identities: ``input_identity``), the values
+    in ``wanted`` that decide the outputs (the settings), and what the stage adds when it ``write``s (its metrics,
+    per-input counts). No timings: it sits in a DVC output whose bytes must not change between runs."""
+
+    def __init__(self, name: str, out_dir: Path, files: list[Path], **wanted):
+        self.name, self.out_dir, self.path = name, Path(out_dir), marker_path(out_dir, name)
+        self.files, self.wanted = files, wanted
+        self.inputs, self.identities = [str(f) for f in files], [input_identity(f) for f in files]
+
+    def recorded(self, *outputs: Path) -> tuple[dict | None, list[bool]]:
+        """The marker as written, when it and every one of ``outputs`` exist and its ``wanted`` values are as now
+        (else None), and, per input, whether the marker records it as it is now; an input recorded with other
+        bytes is said in one line."""
+        done = finished_stats(self.path, *outputs)
+        if done is None or any(done.get(k) != v for k, v in self.wanted.items()):
+            return None, [False] * len(self.files)
+        old = dict(zip(done.get("inputs", []), done.get("input_identities", []), strict=False))
+        same = [old.get(i) == identity for i, identity in zip(self.inputs, self.identities, strict=True)]
+        changed = [i for i, unchanged in zip(self.inputs, same, strict=True) if not unchanged and i in old]
+        if changed:
+            more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
+            tqdm.write(f"{self.name}: {changed[0]}{more} changed since {self.out_dir} was made: doing it again")
+        return done, same
+
+    def write(self, **recorded) -> None:
+        """The marker, written last (after every output), with ``recorded`` beside the inputs and settings."""
+        mark_done(self.path, {"inputs": self.inputs, "input_identities": self.identities, **self.wanted, **recorded})
+
+
 class TaskWriter:
     """One task's output files, by role (``kept=``, ``rejected=``, or any others; a None path is not written),
     opened together: each appears under its name only when the ``with`` block ends without an exception.

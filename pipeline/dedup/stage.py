@@ -57,14 +57,7 @@ from workbench.documents import input_files, output_name, read_lines
 from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
 from workbench.files import atomic_open, atomic_path
 from workbench.params import config_from_args, override
-from workbench.stage import (
-    finished_stats,
-    input_identity,
-    mark_done,
-    marker_path,
-    remove_leftovers,
-    write_stage_metrics,
-)
+from workbench.stage import StageMarker, remove_leftovers, write_stage_metrics
 from workbench.stage_cli import RejectingStageFiles, funnel_headline, need, optional_path, paths, run_step, stage_parser
 
 log = logging.getLogger(__name__)
@@ -261,23 +254,16 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     out_dir = Path(out_dir)
     rejected_dir = Path(rejected_dir) if rejected_dir is not None else None
     names = [output_name(f) for f in files]
-    marker = marker_path(out_dir, "dedup")
-    wanted = {"inputs": [str(f) for f in files], "input_identities": [input_identity(f) for f in files],
-              "settings": cfg.settings(), "rejected_dir": str(rejected_dir) if rejected_dir else None}
+    marker = StageMarker("dedup", out_dir, files, settings=cfg.settings(),
+                         rejected_dir=str(rejected_dir) if rejected_dir else None)
     outputs = [out_dir / n for n in names] + ([rejected_dir / n for n in names] if rejected_dir else [])
-    done = finished_stats(marker, *outputs) if not force else None
-    if done is not None and {k: done.get(k) for k in wanted} == wanted:
+    done, unchanged = marker.recorded(*outputs) if not force else (None, [])
+    if done is not None and done["inputs"] == marker.inputs and all(unchanged):
         metrics = {**done["metrics"], "seconds": 0.0, "docs_per_s": None}  # nothing ran
         write_stage_metrics(metrics_path, metrics, headline(metrics))
         require_readable(metrics, len(files))
         return metrics
-    if done is not None and done.get("inputs") == wanted["inputs"] and done.get("input_identities") is not None \
-            and done["input_identities"] != wanted["input_identities"]:
-        changed = [f for f, old, new in zip(files, done["input_identities"], wanted["input_identities"], strict=True)
-                   if old != new]
-        tqdm.write(f"dedup: {changed[0]}{f' and {len(changed) - 1} more' if len(changed) > 1 else ''} changed since "
-                   f"{out_dir} was made: deduplicating again")
-    marker.unlink(missing_ok=True)
+    marker.path.unlink(missing_ok=True)
     remove_leftovers(out_dir, rejected_dir)
     if cfg.engine == "sharded":
         metrics = run_sharded(files, out_dir, rejected_dir, names, cfg, executor, force)
@@ -286,9 +272,7 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
             raise ValueError("dedup.engine single runs in this process; a ray/dask executor needs dedup.engine sharded")
         metrics = _run_single(files, out_dir, rejected_dir, names, cfg)
     write_stage_metrics(metrics_path, metrics, headline(metrics))
-    # written last: the stage is complete. No timings in it: the marker sits in out_dir, a DVC output whose bytes
-    # must not change between runs of the same inputs
-    mark_done(marker, {**wanted, "metrics": {k: v for k, v in metrics.items() if k not in TIMINGS}})
+    marker.write(metrics={k: v for k, v in metrics.items() if k not in TIMINGS})
     require_readable(metrics, len(files))
     return metrics
 
