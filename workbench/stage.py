@@ -19,8 +19,10 @@ After datatrove's ``PipelineStep``: the base owns the iteration, the writers and
 
 A stage that keeps, changes or drops documents one at a time is a ``DocumentStage``: it says only ``decide(doc)``
 (the document to keep, or the reason it is dropped); the base reads the files, writes kept and rejected documents
-and counts. Dedup is global (sketch everything, cluster, then write), so it uses the writers, the marker and the
-metrics but not the per-file map of ``FileStage``; its sharded engine maps its own tasks with ``map_tasks``.
+and counts. Dedup is global (sketch everything, cluster, then write) and tokenize joins its files' parts into one
+pair of shards, so each keeps one ``StageMarker`` (the inputs' identities and the settings) instead of a marker per
+file, and the writers and the metrics, not the per-file map of ``FileStage``; both map their tasks with
+``map_tasks``.
 """
 
 from __future__ import annotations
