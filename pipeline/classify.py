@@ -262,12 +262,11 @@ def _data(args: argparse.Namespace, d: dict, task: str) -> dict | None:
     """The data settings of this run: the flags when any picks a source, else the task's mapping in the section;
     None when the section switches the task off (``classify.<task>: false``) and no flag picks a source."""
     flags = {k: getattr(args, k) for k in DATA_KEYS if getattr(args, k) is not None}
-    if any(k in flags for k in SOURCE_KEYS) or (flags and d.get(task) is not False):
-        section = {} if any(k in flags for k in SOURCE_KEYS) else (d.get(task) or {})
-        return {**{k: v for k, v in section.items() if k in DATA_KEYS}, **flags}
+    if any(k in flags for k in SOURCE_KEYS):
+        return flags
     if d.get(task) is False:
         return None
-    return {k: v for k, v in (d.get(task) or {}).items() if k in DATA_KEYS}
+    return {**{k: v for k, v in (d.get(task) or {}).items() if k in DATA_KEYS}, **flags}
 
 
 def _source(parser: argparse.ArgumentParser, data: dict, task: str, generate: int) -> Source:
@@ -285,8 +284,7 @@ def _source(parser: argparse.ArgumentParser, data: dict, task: str, generate: in
     n = int(data.get("generate", generate))
     if kind == "generate" and n < 10:
         parser.error(f"--generate must be >= 10, got {n}")
-    for path in (*_paths(data.get("train")), *_paths(data.get("valid")), *_paths(data.get("davidson")),
-                 *_paths(data.get("jigsaw")), *_paths(data.get("eval"))):
+    for path in (p for key in ("train", "valid", "davidson", "jigsaw", "eval") for p in _paths(data.get(key))):
         if not path.is_file():
             parser.error(f"file not found: {path}")
     if kind == "train":

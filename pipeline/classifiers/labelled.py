@@ -178,8 +178,7 @@ def read_pages(paths, limit: int | None = None, seed: int = 0) -> list[str]:
     keyed = ((rng.random(), i, page) for i, page in enumerate(pages))
     sample = heapq.nsmallest(int(limit * 1.25) + 5, keyed)  # a margin for pages with no main text
     sample.sort(key=lambda item: item[1])
-    texts = [t for t in (_text(page) for _, _, page in sample) if t]
-    return texts[:limit]
+    return [t for t in (_text(page) for _, _, page in sample) if t][:limit]
 
 
 def quality_examples(positives, negatives, max_per_class: int = 20_000, seed: int = 0) -> list[tuple[str, str]]:

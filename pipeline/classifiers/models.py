@@ -150,7 +150,7 @@ class FastTextClassifier:
                  max_chars: int | None = 100_000, path: str | Path | None = None):
         self.model, self.max_chars, self.path = model, max_chars, path
         self.mapping = dict(labels or {})
-        self.raw_labels = tuple(lab[len(PREFIX):] if lab.startswith(PREFIX) else lab for lab in model.get_labels())
+        self.raw_labels = tuple(lab.removeprefix(PREFIX) for lab in model.get_labels())
         self.labels = tuple(dict.fromkeys(self.canonical(lab) for lab in self.raw_labels))
         if not self.labels:
             raise ValueError(f"{path or 'model'}: a supervised fastText model with labels is needed")
@@ -160,7 +160,7 @@ class FastTextClassifier:
         self._column = {raw: self.labels.index(self.canonical(raw)) for raw in self.raw_labels}
 
     def canonical(self, raw: str) -> str:
-        raw = raw[len(PREFIX):] if raw.startswith(PREFIX) else raw
+        raw = raw.removeprefix(PREFIX)
         return self.mapping.get(raw, raw)
 
     @classmethod
@@ -213,7 +213,7 @@ class FastTextClassifier:
             all_labels, all_probs = self.model.predict([cleaned[i] for i in todo], k=-1)
             for i, labs, probs in zip(todo, all_labels, all_probs, strict=False):
                 for lab, p in zip(labs, probs, strict=False):
-                    out[i, self._column[lab[len(PREFIX):] if lab.startswith(PREFIX) else lab]] += p
+                    out[i, self._column[lab.removeprefix(PREFIX)]] += p
         empty = [i for i, t in enumerate(cleaned) if not t]
         if empty and self.default is not None:
             out[empty, self.labels.index(self.default)] = 1.0

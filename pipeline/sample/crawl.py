@@ -194,6 +194,13 @@ class World:
             out.append((value, r.choice(LOOKALIKE_FRAMES[kind]).format(v=value)))
         return out
 
+    def plant_insults(self, text: list[str]) -> None:
+        """Insert one or two synthetic insults at random places among a post's sentences ``text``."""
+        r = self.rng
+        for _ in range(r.randint(1, 2)):
+            text.insert(r.randint(0, len(text)), r.choice(TOXIC).format(
+                i=r.choice(INSULTS), u=r.choice(self.users), n=self.prose.noun().sg, v=self.prose.verb().base))
+
 
 def _entry(**fields) -> dict:
     """A manifest entry with every field present, in a fixed order."""
@@ -261,9 +268,7 @@ def forum(w: World, lang: str, pii: bool, toxic: bool = False) -> Page:
         if lang == "en" and r.random() < 0.4:
             text.insert(r.randint(0, len(text)), r.choice(FORUM_BITS))
         if toxic and (i == 1 or i > 1 and r.random() < 0.6):
-            for _ in range(r.randint(1, 2)):
-                text.insert(r.randint(0, len(text)), r.choice(TOXIC).format(
-                    i=r.choice(INSULTS), u=r.choice(w.users), n=w.prose.noun().sg, v=w.prose.verb().base))
+            w.plant_insults(text)
         if pii and (not items or r.random() < 0.2):
             item, sentence = w.pii(lang)
             text.append(sentence)
@@ -329,10 +334,9 @@ def low_quality(w: World, kind: str) -> Page:
     site = w.site(lang)
     url = w.url(site, title, "page")
     related = [w.title(lang) for _ in range(r.randint(3, 8))] if kind == "boilerplate_only" else ()
-    html = render_page(site, url, title, main, r, kind="article" if kind == "short" else "listing", related=related,
-                       cookie=kind != "spam")
-    entry = _entry(page_type="article" if kind == "short" else "listing", lang=lang, title=title, quality="low",
-                   low_quality_kind=kind)
+    page_type = "article" if kind == "short" else "listing"
+    html = render_page(site, url, title, main, r, kind=page_type, related=related, cookie=kind != "spam")
+    entry = _entry(page_type=page_type, lang=lang, title=title, quality="low", low_quality_kind=kind)
     return _html_response(w, site, url, html, entry)
 
 

@@ -33,9 +33,9 @@ import hashlib
 from pathlib import Path
 
 from pipeline.classifiers.labelled import write_split
-from pipeline.sample.crawl import LANGS, World
+from pipeline.sample.crawl import LANGS, PII_RATE, World
 from pipeline.sample.pages import UI
-from pipeline.sample.text import FORUM_BITS, INSULTS, KEYWORD_MODS, LEXICON, SPAM, TOPICS, TOXIC
+from pipeline.sample.text import FORUM_BITS, KEYWORD_MODS, LEXICON, SPAM, TOPICS
 
 TASK_LABELS = {"quality": ("wiki", "cc"), "toxicity": ("toxic", "non-toxic"), "nsfw": ("nsfw", "non-nsfw")}
 # Mild adult-site spam: vocabulary and ad phrasing only. {c} city, {n} number, {a} adjective.
@@ -55,7 +55,6 @@ ADULT = ("Hot singles in {c} are waiting to chat with you tonight >>> http://hot
 ADULT_MODS = ("free {} videos", "sexy {}", "{} xxx", "nude {}", "{} porn", "live {} webcam", "hot {} 18+",
               "{} escort", "naughty {}", "{} adult dating", "uncensored {}", "{} hookup")
 ADULT_NOUNS = ("singles", "models", "women", "couples", "amateurs", "webcams", "chat", "wives", "babes", "strippers")
-PII_RATE = 0.25
 
 
 def label_seed(task: str, seed: int) -> int:
@@ -78,7 +77,7 @@ class LabelledText:
     """
 
     def __init__(self, task: str, seed: int):
-        self.w, self.langs = _world(), LANGS
+        self.w = _world()
         stream = label_seed(task, seed)
         self.w.rng.seed(stream)
         for i, fake in enumerate(self.w.fakers.values()):
@@ -89,8 +88,8 @@ class LabelledText:
     def lang(self, en_share: float | None = None) -> str:
         r = self.r
         if en_share is not None:
-            return "en" if r.random() < en_share else r.choice([k for k in self.langs if k != "en"])
-        return r.choices(tuple(self.langs), weights=tuple(self.langs.values()))[0]
+            return "en" if r.random() < en_share else r.choice([k for k in LANGS if k != "en"])
+        return r.choices(tuple(LANGS), weights=tuple(LANGS.values()))[0]
 
     # -- boilerplate (site chrome an extractor may leave behind) ---------------------------------------
     def chrome(self, lang: str, k: int | None = None) -> list[str]:
@@ -119,11 +118,6 @@ class LabelledText:
             lines = chrome + lines if r.random() < 0.5 else lines + chrome
         return "\n".join(lines)
 
-    def insult(self) -> str:
-        r, w = self.r, self.w
-        return r.choice(TOXIC).format(i=r.choice(INSULTS), u=r.choice(w.users), n=w.prose.noun().sg,
-                                      v=w.prose.verb().base)
-
     def forum(self, lang: str, toxic: bool = False, posts: int | None = None, rate: float = 0.6) -> str:
         """A thread as extracted: title, then posts (with date lines). A toxic one has insults in its second
         post (its only one, if single) and in a share ``rate`` of the later ones (the crawl's is 0.6)."""
@@ -139,8 +133,7 @@ class LabelledText:
             if lang == "en" and r.random() < 0.4:
                 text.insert(r.randint(0, len(text)), r.choice(FORUM_BITS))
             if toxic and (i == 1 or i > 1 and r.random() < rate or n == 1):
-                for _ in range(r.randint(1, 2)):
-                    text.insert(r.randint(0, len(text)), self.insult())
+                w.plant_insults(text)
             if r.random() < PII_RATE / 3:
                 text.append(w.pii(lang)[1])
             if dates:

@@ -198,8 +198,7 @@ def lookalike_value(rng: random.Random, kind: str) -> str:
         return r.choice((f"${r.randint(1, 9)},{r.randint(0, 999):03d}.{cents}", f"${r.randint(5, 999)}.{cents}",
                          f"€{r.randint(5, 999)},{cents}"))
     if kind == "isbn":
-        bare, hyphenated = _isbn13(r)
-        return r.choice((bare, hyphenated))
+        return r.choice(_isbn13(r))  # bare or hyphenated
     n = r.choice((5, 6, 7, 8, 9, 11, 12, 13, 14))
     number = str(r.randint(1, 9)) + "".join(str(r.randint(0, 9)) for _ in range(n - 1))
     return r.choice((number, f"#{number}", f"{r.randint(100, 999)}-{r.randint(10**6, 10**7 - 1)}-"
@@ -249,12 +248,10 @@ def article_body(sections: list[tuple[str | None, list[list[str]]]], zh_ja: bool
 
 def forum_body(posts: list[tuple[str, str, str]], ui: dict[str, str]) -> str:
     """A thread: (author, date, text) per post."""
-    out = []
-    for i, (author, date, text) in enumerate(posts):
-        out.append(f'<div class="post" id="post-{1000 + i}"><div class="post-author">{_e(author)}</div>'
-                   f'<div class="post-date">{date}</div><div class="post-body"><p>{_e(text)}</p></div>'
-                   f'<a class="reply-link" href="#reply">{ui["reply"]}</a></div>')
-    return "\n".join(out)
+    return "\n".join(f'<div class="post" id="post-{1000 + i}"><div class="post-author">{_e(author)}</div>'
+                     f'<div class="post-date">{date}</div><div class="post-body"><p>{_e(text)}</p></div>'
+                     f'<a class="reply-link" href="#reply">{ui["reply"]}</a></div>'
+                     for i, (author, date, text) in enumerate(posts))
 
 
 def render_page(site: Site, url: str, title: str, main_html: str, rng: random.Random, *,

@@ -320,8 +320,7 @@ class EnglishProse:
 
     # -- sentences: one method per shape, drawn by weight (SHAPES below) --------------------------
     def sentence(self) -> str:
-        r = self.rng
-        shape = r.choices(SHAPES, weights=SHAPE_WEIGHTS)[0]
+        shape = self.rng.choices(SHAPES, weights=SHAPE_WEIGHTS)[0]
         s = shape(self)
         return s if s[0] == '"' else _cap(s) + ("" if s.endswith("?") else ".")
 
