@@ -17,7 +17,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 from pipeline.dedup import tasks
@@ -113,12 +113,7 @@ def task_peak_rss(stages: dict[str, list[dict]]) -> dict[str, float]:
 
 def _metrics(files: list[Path], sig: list[dict], cand: list[dict], pairs: list[dict], clusters: dict,
              written: list[dict], cfg: DedupConfig, wall: float, counts: Counter) -> dict:
-    issues = InputIssues()
-    for r in sig:
-        issues.skipped += r["skipped"]
-        issues.repaired += r["repaired"]
-        issues.bad_files += r["bad_files"]
-        issues.unreadable += r["unreadable"]
+    issues = InputIssues(**{f.name: [x for r in sig for x in r[f.name]] for f in fields(InputIssues)})
     issues.warn(log)
     read = sum_stats(sig, ("docs", "chars_in"))
     return stage_metrics(cfg, len(files), {"docs_in": read["docs"], "chars_in": read["chars_in"]}, written, issues,

@@ -260,7 +260,7 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     done, unchanged = marker.recorded(*outputs) if not force else (None, [])
     if done is not None and done["inputs"] == marker.inputs and all(unchanged):
         metrics = {**done["metrics"], "seconds": 0.0, "docs_per_s": None}  # nothing ran
-        write_stage_metrics(metrics_path, metrics, headline(metrics))
+        write_stage_metrics(metrics_path, metrics, funnel_headline(metrics))
         require_readable(metrics, len(files))
         return metrics
     marker.path.unlink(missing_ok=True)
@@ -271,15 +271,10 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
         if executor is not None and not isinstance(executor, LocalExecutor):
             raise ValueError("dedup.engine single runs in this process; a ray/dask executor needs dedup.engine sharded")
         metrics = _run_single(files, out_dir, rejected_dir, names, cfg)
-    write_stage_metrics(metrics_path, metrics, headline(metrics))
+    write_stage_metrics(metrics_path, metrics, funnel_headline(metrics))
     marker.write(metrics={k: v for k, v in metrics.items() if k not in TIMINGS})
     require_readable(metrics, len(files))
     return metrics
-
-
-def headline(metrics: dict) -> dict:
-    """The numbers ``dvc metrics show`` prints for the stage (the rest is in metrics/details/dedup.json)."""
-    return funnel_headline(metrics)
 
 
 def _decide(i: int, exact_of: list[int], roots: list[int], size: Counter, ids: list[str]) -> dict | None:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -151,8 +151,7 @@ def signatures(layout: Layout, f: int, folder: Path) -> dict:
     _save(folder / "lines.npy", np.array(lines, dtype=np.uint64).reshape(-1, 2))
     with atomic_open(folder / "ids.json", "w") as fh:
         json.dump(ids, fh, ensure_ascii=False)
-    return {"docs": len(ids), "chars_in": chars, "skipped": issues.skipped, "repaired": issues.repaired,
-            "bad_files": issues.bad_files, "unreadable": issues.unreadable}
+    return {"docs": len(ids), "chars_in": chars, **asdict(issues)}
 
 
 def _numbers(layout: Layout, f: int) -> tuple[int, int]:

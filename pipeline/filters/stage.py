@@ -38,7 +38,7 @@ from workbench.documents import from_generated_crawl, input_files, output_name, 
 from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
 from workbench.params import config_from_args, override, setting
 from workbench.stage import FileStage, TaskWriter, mark_done, marker_path, sum_stats
-from workbench.stage_cli import RejectingStageFiles, funnel_headline, need, optional_path, paths, run_step, stage_parser
+from workbench.stage_cli import RejectingStageFiles, need, optional_path, paths, run_step, stage_parser
 
 log = logging.getLogger(__name__)
 
@@ -207,11 +207,6 @@ def summarize(per_file: list[dict], order: list[str]) -> dict:
             "drops": dict(sorted(drops.items())),
             "step_order": list(steps), "steps": {k: v.to_dict() for k, v in steps.items()},
             **merged_stats(per_file)}
-
-
-def headline(metrics: dict) -> dict:
-    """The numbers ``dvc metrics show`` prints for the stage (the rest is in metrics/details/filter.json)."""
-    return funnel_headline(metrics)
 
 
 # -- CLI ---------------------------------------------------------------------------------------------------------

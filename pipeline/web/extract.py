@@ -277,7 +277,7 @@ class ExtractStage(FileStage):
         metrics["docs_per_s"] = round(sum(s["docs"] for s in fresh) / wall, 2) if fresh else None
 
     def headline(self, metrics: dict) -> dict:
-        return headline(metrics)
+        return funnel_headline(metrics, docs_in_key="records_read", as_key="records")
 
 
 def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path | None, cfg: ExtractConfig, force: bool = False,
@@ -305,11 +305,6 @@ def summarize(per_file: list[dict], cfg: ExtractConfig) -> dict:
         "drops": dict(sorted(sum_counts(per_file).items())),
         **merged_stats(per_file),
     }
-
-
-def headline(metrics: dict) -> dict:
-    """The numbers ``dvc metrics show`` prints for the stage (the rest is in metrics/details/extract.json)."""
-    return funnel_headline(metrics, docs_in_key="records_read", as_key="records")
 
 
 # -- CLI ---------------------------------------------------------------------------------------------------------
