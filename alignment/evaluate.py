@@ -274,6 +274,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def input_error(exc: Exception) -> int:
+    """Bad input: one line on stderr, exit status 2."""
+    what = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+    print(f"error: {what}".splitlines()[0], file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = config_from_args(EvalSettings, build_parser().parse_args(argv))
@@ -295,9 +302,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"no items to evaluate for task {args.task}")
         model, tokenizer = load_model_and_tokenizer(args.model, args.tokenizer, args.device)
     except Exception as exc:  # bad input of any kind: one line, exit 2
-        what = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
-        print(f"error: {what}".splitlines()[0], file=sys.stderr)
-        return 2
+        return input_error(exc)
     rows, summary = evaluate(model, tokenizer, args.task, items, template, max_new, args.batch_size,
                              model_name=str(args.model))
     out = Path(args.out_dir) / f"{args.stage}_{args.task}.jsonl"

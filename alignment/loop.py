@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from alignment.config import LoopConfig
 from alignment.core.policy import is_ours
-from alignment.evaluate import append_report_row, evaluate, load_model_and_tokenizer
+from alignment.evaluate import append_report_row, evaluate, input_error, load_model_and_tokenizer
 from alignment.tasks.arithmetic import HELD_OUT
 from model.training.checkpoint import save_checkpoint
 from model.training.optim import AdamW, cosine_schedule
@@ -279,13 +279,6 @@ def parse_stage_config(config_cls, stage: str, argv: list[str] | None = None, do
     return cfg
 
 
-def _error(exc: Exception) -> int:
-    """Bad input: one line on stderr, exit status 2."""
-    what = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
-    print(f"error: {what}".splitlines()[0], file=sys.stderr)
-    return 2
-
-
 def cli_main(config_cls, train_fn, stage: str, argv: list[str] | None = None, doc: str = "") -> int:
     """Parse flags (over params.yaml) into ``config_cls``, load the model, run ``train_fn``; bad input is one
     line and exit 2."""
@@ -297,11 +290,11 @@ def cli_main(config_cls, train_fn, stage: str, argv: list[str] | None = None, do
         model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
     except Exception as exc:
         _cpu_threads = None
-        return _error(exc)
+        return input_error(exc)
     try:
         summary = train_fn(cfg, model, tokenizer)
     except ValueError as exc:  # bad data or an engine that cannot take this model: one line, exit 2
-        return _error(exc)
+        return input_error(exc)
     finally:
         _cpu_threads = None  # this run's policy; a trainer called from Python later keeps its caller's threads
     pref = (f", held-out preference accuracy {summary['pref_accuracy']}, margin {summary.get('margin')}"

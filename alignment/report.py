@@ -48,15 +48,7 @@ from alignment.evaluation.stats import pass_at_k, summarize
 from alignment.tasks.datasets import DATA_DIR
 from alignment.tasks.digits import SPLITS
 from workbench.files import atomic_path, write_jsonl, write_metrics
-from workbench.params import (
-    add_config_flags,
-    add_params_flag,
-    apply_section,
-    config_from_args,
-    override,
-    params_path,
-    setting,
-)
+from workbench.params import apply_section, build_config_parser, config_from_args, override, params_path, setting
 
 SECTION = "alignment_report"
 
@@ -238,10 +230,7 @@ class ReportConfig(TaskConfig):
 
 def build_parser() -> argparse.ArgumentParser:
     """One flag per ``ReportConfig`` setting (``--help`` shows the params values once ``apply_section`` set them)."""
-    p = argparse.ArgumentParser(prog="python -m alignment.report", description=__doc__.split("\n\n")[0])
-    add_params_flag(p, SECTION)
-    add_config_flags(p, ReportConfig)
-    return p
+    return build_config_parser(ReportConfig, SECTION, "python -m alignment.report", __doc__.split("\n\n")[0])
 
 
 def _settings(argv: list[str] | None) -> dict:

@@ -15,8 +15,9 @@ Two ways in:
   fields accept ``none``; bools take ``true``/``false``), parsed into a validated config. A field that holds a
   dataclass (``TrainConfig.model``) is a nested mapping in the section (``train: {model: {d_model: 64}}``) and one
   flag per field of it (``--model.d-model 64``).
-- ``apply_section(parser, "dedup", params_path)``: a hand-written parser whose flag destinations are the
-  section's keys (plus ``extra_keys`` that have no flag, such as ``filter.steps``).
+- ``apply_section(parser, "dedup", params_path)``: a parser built from several such dataclasses
+  (``workbench.stage_cli.stage_parser``) whose flag destinations are the section's keys (plus ``extra_keys`` that
+  have no flag, such as ``filter.steps``).
 """
 
 from __future__ import annotations

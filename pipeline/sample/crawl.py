@@ -60,7 +60,7 @@ from pipeline.sample.pages import (
 )
 from pipeline.sample.text import FORUM_BITS, INSULTS, KEYWORD_MODS, LEXICON, SPAM, SWAPS, TOPICS, TOXIC, EnglishProse
 from workbench.files import atomic_path, write_jsonl
-from workbench.params import ParamsError, add_config_flags, add_params_flag, apply_section, params_path, setting
+from workbench.params import ParamsError, apply_section, build_config_parser, params_path, setting
 
 LANGS = {"en": 0.70, "de": 0.06, "fr": 0.05, "es": 0.05, "ru": 0.04, "ja": 0.04, "zh": 0.04, "it": 0.02}
 LOCALES = {"en": "en_US", "de": "de_DE", "fr": "fr_FR", "es": "es_ES", "it": "it_IT", "ru": "ru_RU",
@@ -546,10 +546,7 @@ class SampleSettings:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m pipeline.sample", description=__doc__.split("\n\n")[0])
-    add_params_flag(ap, "sample")
-    add_config_flags(ap, SampleSettings)
-    return ap
+    return build_config_parser(SampleSettings, "sample", "python -m pipeline.sample", __doc__.split("\n\n")[0])
 
 
 def main(argv: list[str] | None = None) -> int:
