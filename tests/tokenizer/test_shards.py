@@ -185,8 +185,9 @@ def test_a_changed_input_is_the_only_file_encoded_again(tmp_path, monkeypatch, c
     assert _shard_bytes(out) == _shard_bytes(tmp_path / "clean")
     marker = Path("_stats", "tokenize.json")
     assert (out / marker).read_bytes() == (tmp_path / "clean" / marker).read_bytes()
-    assert again["bad_json"] == 1 and "bad_json" not in changed  # a reused file's bad lines still counted; the
-    # changed file had the bad line
+    assert all(changed[k] == clean[k] for k in ("train_tokens", "val_tokens", "train_docs", "val_docs"))
+    assert again["bad_json"] == 1 and "bad_json" not in changed and "bad_json" not in clean  # a reused file's bad
+    # lines still counted; the changed file was the one with the bad line
 
 
 @pytest.mark.parametrize("change", ["seed", "shard", "marker"])
