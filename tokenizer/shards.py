@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from tokenizer.encoder import Tokenizer
-from workbench.bad_input import InputIssues, merged_stats, require_readable, summary_note
+from workbench.bad_input import InputIssues, merged_stats, plural, require_readable, summary_note
 from workbench.documents import EOT, document_paths, iter_texts
 from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
 from workbench.files import atomic_path, tokenizer_identity, write_json
@@ -239,8 +239,9 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
         meta = write_shards(*shards, executor=executor)
     stats = {"stage": "shards", **meta}
     write_stage_metrics(Path(args.metrics) if args.metrics else None, stats, headline(stats))
+    reused = f"; {plural(meta['files_reused'], 'unchanged file')} reused" if meta["files_reused"] else ""
     return (f"tokenize: {meta['train_tokens']:,} train + {meta['val_tokens']:,} val tokens "
-            f"({meta['dtype']}) at {meta['tokens_per_s']:,} tokens/s -> {args.out_dir}{summary_note(meta)}")
+            f"({meta['dtype']}) at {meta['tokens_per_s']:,} tokens/s -> {args.out_dir}{reused}{summary_note(meta)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,7 +34,9 @@ def test_extract_train_tokenize_from_params(run_dir, capsys):
     assert main(p + ["train-tokenizer", "--vocab-size", "700"]) == 0  # a flag overrides params
     assert main(p + ["tokenize"]) == 0
     out = capsys.readouterr().out
-    assert "extract:" in out and "train-tokenizer:" in out and "tokenize:" in out
+    assert "extract:" in out and "train-tokenizer:" in out and "tokenize:" in out and "reused" not in out
+    assert main(p + ["tokenize"]) == 0  # nothing changed: the file's tokens are copied, not encoded again
+    assert "; 1 unchanged file reused" in capsys.readouterr().out
 
     manifest = {r["record_id"]: r for r in read_jsonl(run_dir / "raw" / "manifest.jsonl")}
     docs = list(read_jsonl(run_dir / "docs" / "sample.jsonl.gz"))
