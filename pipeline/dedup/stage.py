@@ -258,7 +258,7 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
                          rejected_dir=str(rejected_dir) if rejected_dir else None)
     outputs = [out_dir / n for n in names] + ([rejected_dir / n for n in names] if rejected_dir else [])
     done, unchanged = marker.recorded(*outputs) if not force else (None, [])
-    if done is not None and done["inputs"] == marker.inputs and all(unchanged):
+    if done is not None and done.get("inputs") == marker.inputs and all(unchanged):
         metrics = {**done["metrics"], "seconds": 0.0, "docs_per_s": None}  # nothing ran
         write_stage_metrics(metrics_path, metrics, funnel_headline(metrics))
         require_readable(metrics, len(files))
