@@ -45,7 +45,7 @@ from alignment.tasks.arithmetic import task_splits
 from alignment.tasks.data import tasks_for
 from alignment.tasks.datasets import DATA_DIR, load_gsm8k, load_math, load_mmlu, load_safety
 from alignment.tasks.digits import SPLITS, digit_splits, digits_reward
-from alignment.tasks.prompts import format_prompt
+from alignment.tasks.prompts import check_template, format_prompt
 from alignment.tasks.rewards import extract_answer, gsm8k_reward, parse_mmlu_letter, r1_zero_reward_fn
 from model.training.checkpoint import check_tokenizer, load_model
 from tokenizer.encoder import Tokenizer
@@ -293,8 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         if max_new < 1:
             raise ValueError(f"--max-new-tokens must be >= 1, got {max_new}")
         template = args.template or ("short" if args.task in ("digits", "arithmetic") else "r1_zero")
-        if template not in ("r1_zero", "short") and "{question}" not in template:
-            raise ValueError(f"--template must be r1_zero, short or contain {{question}}, got {template!r}")
+        check_template(template, "--template")
         if not all(c.isalnum() or c in "-_." for c in args.stage) or not args.stage:
             raise ValueError(f"--stage must be a plain name (letters, digits, - _ .), got {args.stage!r}")
         items = load_items(args.task, args.n, args.data, args.seed, split=args.split)

@@ -31,6 +31,7 @@ from alignment.config import LoopConfig
 from alignment.core.policy import is_ours
 from alignment.evaluate import append_report_row, evaluate, input_error, load_model_and_tokenizer
 from alignment.tasks.arithmetic import HELD_OUT
+from alignment.tasks.prompts import check_template
 from model.training.checkpoint import save_checkpoint
 from model.training.optim import AdamW, cosine_schedule
 from model.training.threads import CpuThreads
@@ -49,8 +50,7 @@ def check_choices(cfg, tasks: tuple[str, ...]) -> None:
             raise ValueError(f"{name}.{key} must be one of {', '.join(allowed)}, got {getattr(cfg, key)!r}")
     if not isinstance(cfg.digits, int) or not 1 <= cfg.digits <= 9:
         raise ValueError(f"{name}.digits must be an int in 1..9, got {cfg.digits!r}")
-    if cfg.template not in ("short", "r1_zero") and "{question}" not in cfg.template:
-        raise ValueError(f"{name}.template must be 'short', 'r1_zero' or contain {{question}}, got {cfg.template!r}")
+    check_template(cfg.template, f"{name}.template")
 
 
 def check_numbers(cfg, positive: tuple[str, ...], at_least_zero: tuple[str, ...] = ()) -> None:

@@ -196,12 +196,12 @@ class ClassifySettings:
     else the task's built-in one (``build_parser`` says which in each help line)."""
 
     task: str | None = setting(None, "what to classify", choices=tuple(sorted(TASKS)))
-    train: str | None = setting(None, "fastText-format training file (`__label__x text` lines)")
-    valid: str | None = setting(None, "held-out file; with --train and no --valid, a fifth of --train is held out")
+    train: Path | None = setting(None, "fastText-format training file (`__label__x text` lines)")
+    valid: Path | None = setting(None, "held-out file; with --train and no --valid, a fifth of --train is held out")
     generate: int | None = setting(None, "generate N labelled examples", metavar="N")
-    davidson: str | None = setting(None, "Davidson et al. labeled_data.csv: toxicity (hate + offensive vs neither) or "
+    davidson: Path | None = setting(None, "Davidson et al. labeled_data.csv: toxicity (hate + offensive vs neither) or "
                                          "nsfw (offensive vs neither)", metavar="CSV")
-    jigsaw: str | None = setting(None, "Jigsaw toxic-comment train.csv: toxicity (any label) or nsfw (obscene)",
+    jigsaw: Path | None = setting(None, "Jigsaw toxic-comment train.csv: toxicity (any label) or nsfw (obscene)",
                                  metavar="CSV")
     positives: tuple[str, ...] | None = setting(None, "quality: reference pages (`wiki`): WARC/WET/JSONL/.txt files or "
                                                       "folders of them", metavar="PAGES")
@@ -211,9 +211,9 @@ class ClassifySettings:
     eval: tuple[str, ...] | None = setting(None, "also evaluate on these real labelled sets (Davidson/Jigsaw CSV or "
                                                  "fastText files)", metavar="FILE")
     seed: int | None = setting(None, "seed of the generated data, the split and fastText")
-    data_dir: str | None = setting(None, "where the train+valid files go")
-    out: str | None = setting(None, "model path")
-    metrics: str | None = setting(None, "write held-out metrics JSON here (the headline; all of them in "
+    data_dir: Path | None = setting(None, "where the train+valid files go")
+    out: Path | None = setting(None, "model path")
+    metrics: Path | None = setting(None, "write held-out metrics JSON here (the headline; all of them in "
                                         "details/<name> beside it)")
     lr: float | None = setting(None, "fastText learning rate")
     epoch: int | None = setting(None, "fastText passes over the data")
@@ -345,8 +345,6 @@ def main(argv: list[str] | None = None) -> int:
         config_from_args(ClassifySettings, args)  # the settings' own checks (choices)
     except ValueError as exc:
         parser.error(str(exc))
-    for key in ("train", "valid", "davidson", "jigsaw", "data_dir", "out", "metrics"):
-        setattr(args, key, Path(getattr(args, key)) if getattr(args, key) is not None else None)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     task = args.task or ("toxicity" if args.davidson or args.jigsaw else d.get("task", "quality"))

@@ -131,17 +131,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", default=str(DEFAULT_PARAMS), help="params file or profile (default: %(default)s)")
     args = ap.parse_args(argv)
     try:
-        config_from_args(ShowSettings, args)  # the command and the key are required
+        key = config_from_args(ShowSettings, args).key  # the command and the key are required
     except ParamsError as exc:
         ap.error(f"{exc}, e.g. python -m workbench.config show train.lr")
     try:
-        if "." in args.key:
-            print(describe(args.key, args.params))
+        if "." in key:
+            print(describe(key, args.params))
         else:
-            if args.key not in SECTION_CLIS:
-                raise ParamsError(f"unknown section {args.key!r} (sections: {', '.join(SECTION_CLIS)})")
-            for key in built_in_defaults(args.key):
-                print(describe(f"{args.key}.{key}", args.params))
+            if key not in SECTION_CLIS:
+                raise ParamsError(f"unknown section {key!r} (sections: {', '.join(SECTION_CLIS)})")
+            for name in built_in_defaults(key):
+                print(describe(f"{key}.{name}", args.params))
     except ParamsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -140,7 +140,7 @@ def write(root: Path, dvc_yaml: Path) -> int:
 
 @dataclass(frozen=True)
 class DepsSettings:
-    dvc_yaml: str = setting("dvc.yaml", "pipeline file")
+    dvc_yaml: Path = setting(Path("dvc.yaml"), "pipeline file")
     check: bool = setting(False, "exit 1 if any stage's code deps differ (what runs without --write)")
     write: bool = setting(False, "rewrite the code deps in place")
 
@@ -151,7 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.check and args.write:
         parser.error("--check and --write: one or the other")
-    args.dvc_yaml = Path(args.dvc_yaml)
     root = args.dvc_yaml.resolve().parent
     if not args.dvc_yaml.is_file():
         print(f"error: {args.dvc_yaml}: no such file", file=sys.stderr)

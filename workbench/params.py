@@ -219,7 +219,8 @@ def _optional(kind):
 
 
 def _flag_type(annotation) -> tuple[Any, str | None]:
-    """(argparse type, nargs) for a field annotation: int, float, str, bool, X | None, tuple[X, ...], list[X]."""
+    """(argparse type, nargs) for a field annotation: int, float, str, Path, bool, X | None, tuple[X, ...],
+    list[X]."""
     args = typing.get_args(annotation)
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType) and type(None) in args:
@@ -230,7 +231,7 @@ def _flag_type(annotation) -> tuple[Any, str | None]:
         return _flag_type(args[0])[0] if args else str, "*"
     if annotation is bool:
         return parse_bool, None
-    if annotation in (int, float, str):
+    if annotation in (int, float, str, Path):
         return annotation, None
     return str, None
 

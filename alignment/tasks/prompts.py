@@ -17,3 +17,10 @@ PROMPTS = {"r1_zero": R1_ZERO_PROMPT, "short": SHORT_PROMPT}
 def format_prompt(question: str, template: str = R1_ZERO_PROMPT) -> str:
     """``template`` (a string with ``{question}``, or a key of ``PROMPTS``) filled with the question."""
     return PROMPTS.get(template, template).replace("{question}", question)
+
+
+def check_template(template: str, name: str) -> None:
+    """A ValueError naming the setting ``name`` unless ``template`` is a key of ``PROMPTS`` or contains
+    ``{question}``."""
+    if template not in PROMPTS and "{question}" not in template:
+        raise ValueError(f"{name} must be 'short', 'r1_zero' or contain {{question}}, got {template!r}")
