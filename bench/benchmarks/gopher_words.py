@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         m = measure(real_documents(warcs, args.cache or Path(tmp), args.workers))
     print(report(m))
-    return finish("gopher_words", results_rows(m), args, "python -m bench.benchmarks.gopher_words")
+    return finish("gopher_words", results_rows(m), args, "python -m bench.benchmarks.gopher_words", show=False)
 
 
 def results_rows(m: dict) -> list[Result]:

@@ -241,9 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         results += bench_train(cfg, args, device)
     if not args.skip_generate:
         results += bench_generate(cfg, args, device)
-    print()  # the rows apart from the tables above (bench.tools.gpu_check reads a table up to a blank line)
     command = "python -m bench.benchmarks.model_train" + (" " + " ".join(argv) if argv else "")
-    return finish("model_train", results, args, command) if results else 0
+    return finish("model_train", results, args, command, show=False) if results else 0
 
 
 if __name__ == "__main__":

@@ -278,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += bench_encode(path.read_text(encoding="utf-8"), label, repeats=args.repeats)
     command = "python -m bench.benchmarks.tokenizer --record" + " --skip-train" * args.skip_train + \
         " --skip-encode" * args.skip_encode
-    args.no_record = args.no_record or not args.record  # here recording is opt-in: --record
-    return finish("tokenizer", rows, args, command)
+    print(rows_table(rows))
+    return finish("tokenizer", rows, args, command, show=False, record_rows=args.record and not args.no_record)
 
 
 def _load_row() -> dict:

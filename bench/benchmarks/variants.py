@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         results += [dataclasses.replace(r, name=f"{part}/{r.name}") for r in rows or []]
     print(f"\n{time.perf_counter() - started:.0f} s in all")
     command = "python -m bench.benchmarks.model_train --variants" + (" " + " ".join(argv) if argv else "")
-    return finish("variants", results, args, command) if results else 0
+    return finish("variants", results, args, command, show=False) if results else 0
 
 
 if __name__ == "__main__":

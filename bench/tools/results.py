@@ -200,12 +200,14 @@ def format_result(r: Result) -> str:
     return f"{r.name:<28} {r.metric:<20} {r.value:>12.5g} {r.unit}{spread}{base}"
 
 
-def finish(area: str, results: list[Result], args: argparse.Namespace, command: str) -> int:
-    """A benchmark's ending: every row printed, then recorded in ``<args.results_dir>/<area>.jsonl`` with the
-    ``command`` that reruns it, unless ``args.no_record``. Returns the exit status (0)."""
-    for r in results:
+def finish(area: str, results: list[Result], args: argparse.Namespace, command: str, show: bool = True,
+           record_rows: bool | None = None) -> int:
+    """A benchmark's ending: every row printed (unless ``show`` is False: the benchmark printed its own table), then
+    recorded in ``<args.results_dir>/<area>.jsonl`` with the ``command`` that reruns it, when ``record_rows``
+    (default: unless ``args.no_record``). Returns the exit status (0)."""
+    for r in results if show else ():
         print(format_result(r))
-    if not args.no_record:
+    if record_rows if record_rows is not None else not args.no_record:
         print(f"{len(results)} rows appended to {record(area, results, command, args.results_dir)}")
     return 0
 
