@@ -34,15 +34,16 @@ from alignment.core.preference import pair_log_probs, preference_eval
 from alignment.evaluate import load_model_and_tokenizer
 from alignment.tasks.data import load_pairs, tasks_for
 from alignment.trl_engine import train_dpo_trl
-from model.training.optim import clip_grad_norm
 from workbench.params import override, setting
 
 TASKS = (*tasks_for("pairs"), "none")  # none: no greedy task accuracy (pairs from a file only)
 METRIC_COLUMNS = ("step", "lr", "loss", "reward_accuracy", "reward_margin", "chosen_reward", "rejected_reward",
                   "logp_chosen", "logp_rejected", "grad_norm", "val_pref_accuracy", "val_margin", "val_accuracy",
                   "val_format_rate", "seconds")
-SUMMED = ("loss", "rewards/accuracies", "rewards/margins", "rewards/chosen", "rewards/rejected", "logps/chosen",
-          "logps/rejected")  # dpo_loss's metrics (TRL's names), averaged over the microbatches of a step
+# The loss and dpo_loss's metrics (TRL's names) -> their metrics.csv columns, averaged over the microbatches of a step
+SUMMED = {"loss": "loss", "rewards/accuracies": "reward_accuracy", "rewards/margins": "reward_margin",
+          "rewards/chosen": "chosen_reward", "rewards/rejected": "rejected_reward", "logps/chosen": "logp_chosen",
+          "logps/rejected": "logp_rejected"}
 
 
 @dataclass(frozen=True)
@@ -93,18 +94,10 @@ def _load_models(cfg: DPOConfig, model, tokenizer, reference):
     return model, tokenizer, reference, context, out_dir
 
 
-def _held_out(cfg: DPOConfig, model, reference, tokenizer, test_pairs: list[dict], test_items: list[dict],
-              context: int | None) -> dict:
-    """Greedy task accuracy (when there are task items) and preference accuracy / margin on the held-out pairs."""
-    summary = loop.held_out_accuracy(cfg, model, tokenizer, test_items)
-    summary.update(preference_eval(model, reference, tokenizer, test_pairs, cfg.beta, cfg.eval_batch_size, context))
-    return summary
-
-
 def _dpo_step(cfg: DPOConfig, model, reference, tokenizer, optimizer, batches: loop.ShuffledBatches,
               train: list[dict], context: int | None) -> dict:
     """One optimizer step over ``grad_accum`` microbatches of whole pairs; the metrics row's training columns."""
-    sums = dict.fromkeys(SUMMED, 0.0)
+    sums = dict.fromkeys(SUMMED.values(), 0.0)
     for _ in range(cfg.grad_accum):
         pairs = [train[i] for i in batches.take()]
         policy_chosen, policy_rejected = pair_log_probs(model, tokenizer, pairs, context)
@@ -113,16 +106,10 @@ def _dpo_step(cfg: DPOConfig, model, reference, tokenizer, optimizer, batches: l
         loss, meta = dpo_loss(policy_chosen, policy_rejected, ref_chosen.to(policy_chosen.device),
                               ref_rejected.to(policy_chosen.device), cfg.beta)
         (loss / cfg.grad_accum).backward()
-        sums["loss"] += float(loss.detach()) / cfg.grad_accum
-        for key in SUMMED[1:]:
-            sums[key] += float(meta[key]) / cfg.grad_accum
-    grad_norm = clip_grad_norm(model.parameters(), cfg.grad_clip)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return {"loss": sums["loss"], "reward_accuracy": sums["rewards/accuracies"],
-            "reward_margin": sums["rewards/margins"], "chosen_reward": sums["rewards/chosen"],
-            "rejected_reward": sums["rewards/rejected"], "logp_chosen": sums["logps/chosen"],
-            "logp_rejected": sums["logps/rejected"], "grad_norm": float(grad_norm)}
+        values = {"loss": loss.detach(), **meta}
+        for key, column in SUMMED.items():
+            sums[column] += float(values[key]) / cfg.grad_accum
+    return {**sums, "grad_norm": loop.optimizer_step(cfg, model, optimizer)}
 
 
 def train_dpo(cfg: DPOConfig, model=None, tokenizer=None, *, reference=None,
@@ -143,7 +130,10 @@ def train_dpo(cfg: DPOConfig, model=None, tokenizer=None, *, reference=None,
     trainer = loop.Trainer(
         "dpo", METRIC_COLUMNS, lr=loop.cosine_lr(cfg),
         step=lambda step: _dpo_step(cfg, model, reference, tokenizer, optimizer, batches, train, context),
-        held_out=lambda: _held_out(cfg, model, reference, tokenizer, test_pairs, test_items, context),
+        # greedy task accuracy (when there are task items), then preference accuracy / margin on the held-out pairs
+        held_out=lambda: {
+            **loop.held_out_accuracy(cfg, model, tokenizer, test_items),
+            **preference_eval(model, reference, tokenizer, test_pairs, cfg.beta, cfg.eval_batch_size, context)},
         line=lambda step, row, summary: (f"step {step}: loss {row['loss']:.4f} reward_accuracy "
                                          f"{row['reward_accuracy']:.3f} val_pref_accuracy {summary['pref_accuracy']} "
                                          f"val_accuracy {summary['accuracy']}"),

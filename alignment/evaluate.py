@@ -156,7 +156,8 @@ def append_report_row(path: str | Path, row: dict) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     columns = list(CSV_COLUMNS)
-    if path.exists() and path.stat().st_size > 0:
+    existing = path.exists() and path.stat().st_size > 0
+    if existing:
         with open(path, newline="", encoding="utf-8") as fh:
             header = next(csv.reader(fh), None)
         if header:
@@ -164,14 +165,17 @@ def append_report_row(path: str | Path, row: dict) -> Path:
             lost = [key for key in CSV_COLUMNS if key not in header and row.get(key) not in (None, "")]
             if lost:
                 print(f"note: {path} has no column(s) {', '.join(lost)}: left out of this row", file=sys.stderr)
-        with open(path, "a", newline="", encoding="utf-8") as fh:
-            csv.DictWriter(fh, columns, extrasaction="ignore").writerow(row)
-    else:
-        with open(path, "w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, columns, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerow(row)
+    write_metrics_row(path, columns, row, new=not existing)
     return path
+
+
+def write_metrics_row(path: Path, columns: Sequence[str], row: dict, new: bool) -> None:
+    """Append ``row`` to the CSV at ``path`` (a new file with a header when ``new``)."""
+    with open(path, "w" if new else "a", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, columns, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
 
 
 # ---- loading -------------------------------------------------------------------------------------

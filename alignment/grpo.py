@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -45,7 +46,7 @@ from alignment.core.rollout import rollout
 from alignment.evaluate import build_prompt, score
 from alignment.tasks.data import TASKS, load_task
 from alignment.trl_engine import train_grpo_trl
-from model.training.optim import AdamW, clip_grad_norm
+from model.training.optim import AdamW
 from workbench.params import override, setting
 
 METRIC_COLUMNS = ("step", "lr", "loss", "reward", "format_reward", "answer_reward", "frac_zero_std",
@@ -90,23 +91,14 @@ class GRPOConfig(StepsConfig, RolloutConfig):
         positive = ("n_train", "steps", "rollout_batch_size", "group_size", "train_batch_size", "grad_accum",
                     "epochs_per_rollout_batch", "max_new_tokens", "eval_batch_size")
         loop.check_ints(self, positive, at_least_zero=("n_test", "eval_interval", "warmup_steps"))
-        if self.loss_type not in LOSS_TYPES:
-            raise ValueError(f"GRPOConfig.loss_type must be one of {', '.join(LOSS_TYPES)}, got {self.loss_type!r}")
-        if self.length_normalization not in LENGTH_NORMALIZATIONS:
-            raise ValueError(f"GRPOConfig.length_normalization must be one of {', '.join(LENGTH_NORMALIZATIONS)}, "
-                             f"got {self.length_normalization!r}")
+        for key, allowed in (("loss_type", LOSS_TYPES), ("length_normalization", LENGTH_NORMALIZATIONS)):
+            if getattr(self, key) not in allowed:
+                raise ValueError(f"GRPOConfig.{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")
 
     def _check_batch_shapes(self) -> None:
         """Rollouts split into whole groups and whole optimizer steps, optimizer steps into whole microbatches."""
-        if self.rollout_batch_size % self.group_size:
-            raise ValueError(f"GRPOConfig.rollout_batch_size={self.rollout_batch_size} must be a multiple of "
-                             f"group_size={self.group_size}")
-        if self.rollout_batch_size % self.train_batch_size:
-            raise ValueError(f"GRPOConfig.rollout_batch_size={self.rollout_batch_size} must be a multiple of "
-                             f"train_batch_size={self.train_batch_size}")
-        if self.train_batch_size % self.grad_accum:
-            raise ValueError(f"GRPOConfig.train_batch_size={self.train_batch_size} must be a multiple of "
-                             f"grad_accum={self.grad_accum}")
+        loop.check_multiples(self, (("rollout_batch_size", "group_size"), ("rollout_batch_size", "train_batch_size"),
+                                    ("train_batch_size", "grad_accum")))
         if self.normalize_by_std and self.group_size < 2:
             raise ValueError(f"GRPOConfig.group_size={self.group_size}: normalize_by_std needs groups of >= 2")
 
@@ -215,13 +207,10 @@ def _collect_rollouts(run: _Run, step: int) -> _Rollouts:
     advantages, raw_rewards, reward_meta = compute_group_normalized_rewards(
         run.reward_fn, responses, items, cfg.group_size, cfg.advantage_eps, cfg.normalize_by_std)
     batch = _Batch(prompts, responses, ended_by_eos, run.tokenizer, run.context, run.device)
-    n = len(prompts)
-    old_log_probs = ref_log_probs = None
+    n, chunk = len(prompts), max(run.micro, 64)
     run.model.eval()
-    if run.need_old:
-        old_log_probs = _log_probs_in_chunks(run.model, batch, n, max(run.micro, 64))
-    if run.reference is not None:
-        ref_log_probs = _log_probs_in_chunks(run.reference, batch, n, max(run.micro, 64))
+    old_log_probs = _log_probs_in_chunks(run.model, batch, n, chunk) if run.need_old else None
+    ref_log_probs = _log_probs_in_chunks(run.reference, batch, n, chunk) if run.reference is not None else None
     run.model.train()
     return _Rollouts(batch, n, raw_rewards, advantages, reward_meta, old_log_probs, ref_log_probs,
                      time.perf_counter() - started)
@@ -279,9 +268,7 @@ def _update_policy(run: _Run, rollouts: _Rollouts, trainable: list[bool]) -> dic
             n_micro = -(-len(chosen) // run.micro)  # the loss is averaged over the microbatches actually run
             for m in range(0, len(chosen), run.micro):
                 _microbatch(run, rollouts, chosen[m: m + run.micro], n_micro, sums)
-            sums["grad_norm"] += float(clip_grad_norm(run.model.parameters(), cfg.grad_clip))
-            run.optimizer.step()
-            run.optimizer.zero_grad(set_to_none=True)
+            sums["grad_norm"] += loop.optimizer_step(cfg, run.model, run.optimizer)
             sums["updates"] += 1
     return sums
 
@@ -313,9 +300,7 @@ def _setup(cfg: GRPOConfig, model, tokenizer, reward_fn) -> tuple[_Run, list[dic
     reference = frozen(copy.deepcopy(model)) if cfg.kl_coef > 0 else None
     optimizer = loop.make_optimizer(cfg, model)
     if reward_fn is None:
-        def reward_fn(response: str, item: dict) -> dict:
-            return score(cfg.task, response, item)
-
+        reward_fn = partial(score, cfg.task)
     run = _Run(cfg, model, tokenizer, reference, optimizer, random.Random(cfg.seed), reward_fn, train, context,
                device)
     return run, test, out_dir

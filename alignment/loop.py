@@ -15,7 +15,6 @@ saved with ``save_pretrained`` under ``out_dir/hf``.
 
 from __future__ import annotations
 
-import csv
 import math
 import random
 import sys
@@ -29,11 +28,11 @@ from tqdm import tqdm
 
 from alignment.config import LoopConfig
 from alignment.core.policy import is_ours
-from alignment.evaluate import append_report_row, evaluate, input_error, load_model_and_tokenizer
+from alignment.evaluate import append_report_row, evaluate, input_error, load_model_and_tokenizer, write_metrics_row
 from alignment.tasks.arithmetic import HELD_OUT
 from alignment.tasks.prompts import check_template
 from model.training.checkpoint import save_checkpoint
-from model.training.optim import AdamW, cosine_schedule
+from model.training.optim import AdamW, clip_grad_norm, cosine_schedule
 from model.training.threads import CpuThreads
 from workbench.files import atomic_path, write_json, write_metrics
 from workbench.params import SECTION_BASES, load_section, params_path, parse_config
@@ -74,6 +73,14 @@ def check_ints(cfg, positive: tuple[str, ...], at_least_zero: tuple[str, ...] = 
                                  f"got {value!r}")
 
 
+def check_multiples(cfg, pairs: tuple[tuple[str, str], ...]) -> None:
+    """Batch shapes: for each ``(whole, part)`` of ``pairs``, ``cfg.<whole>`` a multiple of ``cfg.<part>``."""
+    for whole, part in pairs:
+        if getattr(cfg, whole) % getattr(cfg, part):
+            raise ValueError(f"{type(cfg).__name__}.{whole}={getattr(cfg, whole)} must be a multiple of "
+                             f"{part}={getattr(cfg, part)}")
+
+
 def load_model_and_prepare(cfg, stage: str, model=None, tokenizer=None):
     """(model, tokenizer, ours, context length or None, out_dir): loads ``cfg.model`` unless a model is
     given, creates ``cfg.out_dir`` and writes ``config.json`` (the model's config and the loop's)."""
@@ -103,11 +110,6 @@ class ShuffledBatches:
         return picked
 
 
-def set_lr(optimizer, lr: float) -> None:
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-
-
 def make_optimizer(cfg, model, weight_decay: float | None = None) -> AdamW:
     """AdamW at ``cfg.lr`` with betas (0.9, 0.95) and ``cfg.weight_decay`` (or ``weight_decay``)."""
     decay = cfg.weight_decay if weight_decay is None else weight_decay
@@ -119,6 +121,14 @@ def cosine_lr(cfg) -> Callable[[int], float]:
     return lambda step: cosine_schedule(step - 1, cfg.lr, cfg.lr / 10, cfg.warmup_steps, cfg.steps)
 
 
+def optimizer_step(cfg, model, optimizer) -> float:
+    """Clip the gradients' global norm to ``cfg.grad_clip``, step, drop the gradients; the norm before clipping."""
+    grad_norm = float(clip_grad_norm(model.parameters(), cfg.grad_clip))
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return grad_norm
+
+
 def held_out_accuracy(cfg, model, tokenizer, items: list[dict]) -> dict:
     """Greedy held-out accuracy and format rate on ``items`` with the task's verifier (``alignment.evaluate``);
     None for both when there are no items."""
@@ -127,11 +137,6 @@ def held_out_accuracy(cfg, model, tokenizer, items: list[dict]) -> dict:
     _, summary = evaluate(model, tokenizer, cfg.task, items, cfg.template, cfg.max_new_tokens, cfg.eval_batch_size,
                           model_name=str(cfg.out_dir))
     return summary
-
-
-def is_eval_step(cfg, step: int) -> bool:
-    """Held-out evaluation every ``cfg.eval_interval`` steps (0: never in between) and after the last."""
-    return step == cfg.steps or bool(cfg.eval_interval and step % cfg.eval_interval == 0)
 
 
 VAL_COLUMNS = {"val_accuracy": "accuracy", "val_format_rate": "format_rate"}  # metrics.csv column -> summary key
@@ -161,9 +166,10 @@ _cpu_threads: CpuThreads | None = None  # the CLI's thread policy (cli_main), re
 
 
 def run_loop(cfg, trainer: Trainer, model, tokenizer, optimizer, out_dir: Path) -> tuple[dict, int]:
-    """The loop: up to ``cfg.steps`` steps, each with its learning rate, held-out evaluation at ``is_eval_step`` (and
-    when the trainer has ``finished``), one metrics.csv row per step, the plot, then the checkpoint
-    (``save_trained``). Returns (``save_trained``'s summary, the steps taken)."""
+    """The loop: up to ``cfg.steps`` steps, each with its learning rate, held-out evaluation every
+    ``cfg.eval_interval`` steps (0: never in between), after the last and when the trainer has ``finished``, one
+    metrics.csv row per step, the plot, then the checkpoint (``save_trained``). Returns (``save_trained``'s summary,
+    the steps taken)."""
     metrics_path, started, summary, new = out_dir / "metrics.csv", time.perf_counter(), {}, True
     if trainer.eval_at_start:
         summary = trainer.held_out()
@@ -181,12 +187,13 @@ def run_loop(cfg, trainer: Trainer, model, tokenizer, optimizer, out_dir: Path) 
         row = {trainer.step_column: step}
         if trainer.lr is not None:
             row["lr"] = trainer.lr(step)
-            set_lr(optimizer, row["lr"])
+            for group in optimizer.param_groups:
+                group["lr"] = row["lr"]
         row.update(trainer.step(step))
         if trainer.postfix is not None:
             bar.set_postfix(trainer.postfix(row), refresh=False)
         done = trainer.finished()
-        if done or is_eval_step(cfg, step):
+        if done or step == cfg.steps or (cfg.eval_interval and step % cfg.eval_interval == 0):
             summary = trainer.held_out()
             model.train()
             row.update(_val(trainer, summary))
@@ -204,15 +211,6 @@ def run_loop(cfg, trainer: Trainer, model, tokenizer, optimizer, out_dir: Path) 
 
 def _val(trainer: Trainer, summary: dict) -> dict:
     return {column: summary.get(key) for column, key in trainer.val_columns.items()}
-
-
-def write_metrics_row(path: Path, columns: tuple[str, ...], row: dict, new: bool) -> None:
-    """Append ``row`` to the CSV at ``path`` (a new file with a header when ``new``)."""
-    with open(path, "w" if new else "a", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, columns, extrasaction="ignore")
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
 
 
 def plot_metrics(csv_path: Path, png_path: Path, panels: dict[str, tuple[str, ...]]) -> Path | None:

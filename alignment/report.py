@@ -56,11 +56,6 @@ SECTION = "alignment_report"
 STAT_COLUMNS = ("seed", "split", "n_problems", "se", "ci_low", "ci_high", "pass_at_1", "pass_at_k", "k")
 
 
-def splits_of(task: str) -> tuple[str, ...]:
-    """The splits the report scores: digits has validation (where every choice was made) and test; others test."""
-    return SPLITS if task == "digits" else ("test",)
-
-
 def sampled_pass_at_k(model, tokenizer, task: str, items: list[dict], template: str, max_new_tokens: int, k: int,
                       batch_size: int = 64, seed: int = 0) -> dict:
     """pass@1 and pass@k over problems from ``k`` samples per problem at temperature 1
@@ -75,15 +70,15 @@ def sampled_pass_at_k(model, tokenizer, task: str, items: list[dict], template: 
 
 def evaluate_stages(models: dict[str, str], tokenizer_dir: str | None, task: str, n: int, template: str,
                     max_new_tokens: int, batch_size: int = 64, seed: int = 0, device: str = "cpu",
-                    out_dir: str | Path = "reports/alignment", digits: int = 2,
-                    held_out: str = "problems", pass_k: int = 0, pass_k_stages: tuple[str, ...] = ("sft",),
-                    splits: tuple[str, ...] | None = None) -> pd.DataFrame:
+                    out_dir: str | Path = "reports/alignment", digits: int = 2, held_out: str = "problems",
+                    pass_k: int = 0, pass_k_stages: tuple[str, ...] = ("sft",)) -> pd.DataFrame:
     """One row per split and stage (validation rows first, test last), in the order given: greedy accuracy with the
     standard error and a bootstrap 95 % interval over problems (``alignment.evaluation.stats``), ``seed`` (the models'
     training seed, also the arithmetic task's split seed), and for ``pass_k_stages`` pass@1 / pass@k from ``pass_k``
     samples per test problem; per-example JSONL under ``out_dir``."""
     rows = []
-    for split in splits or splits_of(task):
+    # digits: validation (where every choice was made), then test; other tasks: test
+    for split in SPLITS if task == "digits" else ("test",):
         items = load_items(task, n, seed=seed, digits=digits, held_out=held_out, split=split)
         if not items:
             raise ValueError(f"no {task} items to evaluate")
@@ -132,13 +127,6 @@ def evaluate_safety(models: dict[str, str], tokenizer_dir: str | None, n: int | 
               f"{summary['refusal_ci_high']:.3f}, n={summary['n']}, {summary['seconds']:.1f} s)",
               file=sys.stderr, flush=True)
     return rows
-
-
-def write_csv(frame: pd.DataFrame, path: str | Path) -> Path:
-    """``frame`` as CSV, written atomically (replacing the file: a rerun is idempotent)."""
-    with atomic_path(path) as tmp:
-        frame.to_csv(tmp, index=False)
-    return Path(path)
 
 
 def _curve(ax, frame: pd.DataFrame, column: str, label: str, **style) -> bool:
@@ -285,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
                             s["batch_size"], s["seed"], s["device"], s["out_dir"], s["digits"], s["held_out"],
                             s["pass_k"], tuple(x for x in s["pass_k_stages"].split(",") if x))
     safety = [{**row, "seed": s["seed"]} for row in safety_rows(s)]
-    write_csv(pd.DataFrame([*frame.to_dict("records"), *safety], columns=frame.columns), s["out"])
+    with atomic_path(s["out"]) as tmp:  # replacing the file: a rerun is idempotent
+        pd.DataFrame([*frame.to_dict("records"), *safety], columns=frame.columns).to_csv(tmp, index=False)
     curves = {stage: Path(path if Path(path).is_dir() else Path(path).parent) / "metrics.csv"
               for stage, path in s["models"].items()}
     test = frame[frame["split"] == "test"].reset_index(drop=True)

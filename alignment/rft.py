@@ -30,7 +30,6 @@ from alignment.core.policy import get_response_log_probs, model_device, tokenize
 from alignment.core.rollout import rollout
 from alignment.evaluate import build_prompt, score
 from alignment.tasks.data import TASKS, load_task
-from model.training.optim import clip_grad_norm
 from workbench.params import override, setting
 
 METRIC_COLUMNS = ("round", "sampled_tokens", "total_sampled_tokens", "reward", "kept", "loss", "val_accuracy",
@@ -60,9 +59,7 @@ class RFTConfig(RolloutConfig):
         positive = ("n_train", "max_rounds", "rollout_batch_size", "group_size", "max_new_tokens", "batch_size",
                     "epochs_per_round", "eval_batch_size")
         loop.check_ints(self, positive, at_least_zero=("n_test", "token_budget", "eval_interval"))
-        if self.rollout_batch_size % self.group_size:
-            raise ValueError(f"RFTConfig.rollout_batch_size={self.rollout_batch_size} must be a multiple of "
-                             f"group_size={self.group_size}")
+        loop.check_multiples(self, (("rollout_batch_size", "group_size"),))
         if self.token_budget == 0 and not self.match_metrics:
             raise ValueError("RFTConfig: set token_budget > 0 or match_metrics (GRPO's metrics.csv)")
         loop.check_numbers(self, ("lr", "temperature"), at_least_zero=("grad_clip",))
@@ -120,9 +117,7 @@ def _train_on(cfg: RFTConfig, model, optimizer, batch: dict, keep: list[int], rn
             ids, labels = batch["input_ids"][rows, :width].to(device), batch["labels"][rows, :width].to(device)
             log_probs = get_response_log_probs(model, ids, labels)["log_probs"]
             _, meta = sft_microbatch_train_step(log_probs, mask[:, :width].to(device), 1)
-            clip_grad_norm(model.parameters(), cfg.grad_clip)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            loop.optimizer_step(cfg, model, optimizer)
             losses.append(float(meta["sft/loss"]))
     return sum(losses) / len(losses) if losses else float("nan")
 

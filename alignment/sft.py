@@ -27,7 +27,6 @@ from alignment.core.losses import sft_microbatch_train_step
 from alignment.core.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
 from alignment.tasks.data import TASKS, demonstrations, load_task
 from alignment.trl_engine import train_sft_trl
-from model.training.optim import clip_grad_norm
 from workbench.params import override, setting
 
 METRIC_COLUMNS = ("step", "lr", "loss", "nll_per_token", "grad_norm", "response_tokens", "val_accuracy",
@@ -71,10 +70,8 @@ def _sft_step(cfg: SFTConfig, model, tokenizer, optimizer, batches: loop.Shuffle
         loss_sum += float(meta["sft/loss"]) / cfg.grad_accum
         nll_sum += float(meta["sft/nll_per_token"]) / cfg.grad_accum
         tokens += float(meta["sft/response_tokens"])
-    grad_norm = clip_grad_norm(model.parameters(), cfg.grad_clip)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return {"loss": loss_sum, "nll_per_token": nll_sum, "grad_norm": float(grad_norm), "response_tokens": int(tokens)}
+    grad_norm = loop.optimizer_step(cfg, model, optimizer)
+    return {"loss": loss_sum, "nll_per_token": nll_sum, "grad_norm": grad_norm, "response_tokens": int(tokens)}
 
 
 def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:

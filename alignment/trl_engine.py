@@ -123,21 +123,13 @@ def _max_length(model) -> int | None:
     return getattr(getattr(model, "config", None), "max_position_embeddings", None)
 
 
-def _held_out(cfg, model, tokenizer, items: list[dict]) -> dict:
-    """Greedy accuracy on the held-out items, as our loop measures it (``alignment.loop.held_out_accuracy``)."""
-    tokenizer.padding_side = "left"  # batched greedy generation pads on the left
-    model.eval()
-    return held_out_accuracy(cfg, model, tokenizer, items)
-
-
 def _write_log_history(out_dir: Path, log_history: list[dict], summary: dict) -> Path:
     """``out_dir/metrics.csv``: one row per logged step (TRL's keys; the final train-summary row is dropped), the
     held-out accuracy on the last row."""
     import pandas as pd
 
-    rows = [dict(r) for r in log_history if "train_runtime" not in r] or [dict(r) for r in log_history]
-    if not rows:
-        rows = [{"step": 0}]
+    rows = ([dict(r) for r in log_history if "train_runtime" not in r] or [dict(r) for r in log_history]
+            or [{"step": 0}])
     rows[-1].update(val_accuracy=summary.get("accuracy"), val_format_rate=summary.get("format_rate"))
     path = out_dir / "metrics.csv"
     df = pd.DataFrame(rows)
@@ -150,7 +142,10 @@ def _write_log_history(out_dir: Path, log_history: list[dict], summary: dict) ->
 def _finish(cfg, stage: str, trainer, tokenizer, out_dir: Path, test_items: list[dict], started: float,
             extra: dict | None = None) -> dict:
     model = trainer.model
-    summary = {**_held_out(cfg, model, tokenizer, test_items), **(extra or {})}
+    tokenizer.padding_side = "left"  # batched greedy generation pads on the left
+    model.eval()
+    # greedy accuracy on the held-out items, as our loop measures it
+    summary = {**held_out_accuracy(cfg, model, tokenizer, test_items), **(extra or {})}
     _write_log_history(out_dir, trainer.state.log_history, summary)
     return save_trained(cfg, stage, model, tokenizer, trainer.optimizer, summary, started)
 
@@ -215,8 +210,7 @@ def train_dpo_trl(cfg, model=None, tokenizer=None) -> dict:
     trainer = DPOTrainer(model=model, ref_model=reference, args=dpo_trl_config(cfg, out_dir, _max_length(model)),
                          train_dataset=dataset, processing_class=tokenizer)
     trainer.train()
-    model = trainer.model
-    pref = preference_eval(model, reference, tokenizer, test_pairs, cfg.beta, cfg.eval_batch_size)
+    pref = preference_eval(trainer.model, reference, tokenizer, test_pairs, cfg.beta, cfg.eval_batch_size)
     return _finish(cfg, "dpo", trainer, tokenizer, out_dir, test_items if cfg.task != "none" else [], started, pref)
 
 

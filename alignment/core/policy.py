@@ -196,20 +196,8 @@ class Policy:
     def __post_init__(self) -> None:
         self.tokenizer = TokenizerAdapter(self.tokenizer)
 
-    @property
-    def device(self) -> torch.device:
-        return model_device(self.model)
-
     def logits(self, input_ids: Tensor) -> Tensor:
         return logits_of(self.model, input_ids)
-
-    def tokenize(self, prompts: Sequence[str], outputs: Sequence[str]) -> dict[str, Tensor]:
-        batch = tokenize_prompt_and_output(prompts, outputs, self.tokenizer)
-        return {k: v.to(self.device) for k, v in batch.items()}
-
-    def response_log_probs(self, input_ids: Tensor, labels: Tensor,
-                           return_token_entropy: bool = False) -> dict[str, Tensor]:
-        return get_response_log_probs(self.model, input_ids, labels, return_token_entropy)
 
     def sequence_log_probs(self, prompts: Sequence[str], responses: Sequence[str],
                            append_eos: bool = False) -> Tensor:

@@ -195,10 +195,8 @@ def _wrong_answers(item: dict) -> list[tuple[str, str]]:
         if v != value and v >= 0:
             out.append((reasoning if reasoning is not None else (f"{expr} = {v}" if expr else ""), str(v)))
 
-    add(value + 1)
-    add(value - 1)
-    add(value + 10)
-    add(value - 10)
+    for delta in (1, -1, 10, -10):
+        add(value + delta)
     digits = str(abs(value))
     for i in range(len(digits) - 1):
         if digits[i] != digits[i + 1] and not (i == 0 and digits[1] == "0"):

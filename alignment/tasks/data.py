@@ -61,10 +61,8 @@ def load_pairs(cfg) -> tuple[list[dict], list[dict], list[dict]]:
     ``cfg.seed``). A pairs file: the first 90% train (at most ``n_train``), the last 10% held out (at most
     ``n_test``); bad lines are skipped with one warning. Task items are the arithmetic test split (or [])."""
     items: list[dict] = []
-    if cfg.task == "digits":
-        train_items, items, _ = digit_splits(cfg.n_train, cfg.n_test, 0, cfg.digits)
-    elif cfg.task == "arithmetic":
-        train_items, items = task_splits(cfg.n_train, cfg.n_test, cfg.seed, cfg.digits, cfg.held_out)
+    if cfg.task != "none":  # digits or arithmetic
+        train_items, items = load_task(cfg)
     if cfg.pairs:
         path = Path(cfg.pairs)
         if not path.is_file():

@@ -114,15 +114,7 @@ def digit_splits(n_train: int, n_val: int, n_test: int, digits: int = 2,
 # --------------------------------------------------------------------------- scratchpad and teacher
 def columns(a: int, op: str, b: int) -> list[tuple[int, int, int, int, int]]:
     """The true column steps, least significant first: (x, y, carry_in, digit, carry_out)."""
-    width = max(len(str(a)), len(str(b)))
-    xs, ys = str(a).rjust(width, "0")[::-1], str(b).rjust(width, "0")[::-1]
-    out, carry = [], 0
-    for x, y in zip(map(int, xs), map(int, ys), strict=True):
-        total = x + y + carry if op == "+" else x - y - carry
-        digit, carry_out = (total % 10, total // 10) if op == "+" else (total % 10, int(total < 0))
-        out.append((x, y, carry, digit, carry_out))
-        carry = carry_out
-    return out
+    return teacher_columns(a, op, b, 0.0)
 
 
 def family(op: str, x: int, y: int) -> tuple:
@@ -145,7 +137,7 @@ def teacher_columns(a: int, op: str, b: int, slip: float,
     for i, (x, y) in enumerate(zip(map(int, xs), map(int, ys), strict=True)):
         total = x + y + carry if op == "+" else x - y - carry
         digit, carry_out = (total % 10, total // 10) if op == "+" else (total % 10, int(total < 0))
-        if (carry_out and is_hard(family(op, x, y), teacher_seed)
+        if (slip and carry_out and is_hard(family(op, x, y), teacher_seed)
                 and _unit("slip", teacher_seed, *problem_key(a, op, b), i) < slip):
             carry_out = 0
         out.append((x, y, carry, digit, carry_out))
@@ -185,22 +177,14 @@ def teacher_is_wrong(item: dict, slip: float, teacher_seed: int = 0) -> bool:
 def wrong_solution(item: dict) -> str:
     """A plausible wrong response for a preference pair: every carry (borrow) forgotten when the problem has one,
     else the last answer digit off by one (the work kept)."""
-    steps = columns(item["a"], item["op"], item["b"])
+    op = item["op"]
+    steps = columns(item["a"], op, item["b"])
     if any(s[4] for s in steps):
-        return _forget_all(item)
+        return render([(x, y, 0, (x + y if op == "+" else x - y) % 10, 0) for x, y, *_ in steps], op)
     digits = spaced(int(item["answer"])).split(" ")
     digits[-1] = str((int(digits[-1]) + 1) % 10)
     work = solution(item).split(" </think>")[0]
     return f"{work} </think> <answer> {' '.join(digits)} </answer>"
-
-
-def _forget_all(item: dict) -> str:
-    a, op, b = item["a"], item["op"], item["b"]
-    steps, carry = [], 0
-    for x, y, _, _, _ in columns(a, op, b):
-        total = x + y + carry if op == "+" else x - y - carry
-        steps.append((x, y, carry, total % 10, 0))
-    return render(steps, op)
 
 
 # --------------------------------------------------------------------------- verifier

@@ -342,10 +342,8 @@ def _sympy_equal(pred: str, truth: str, fast: bool) -> bool:
                 if not _close(complex(sympy.N(a.subs(point), 30)), complex(sympy.N(b.subs(point), 30))):
                     return False
             return True
-    except _Timeout:
-        return False
-    except Exception:  # SympifyError, TypeError (zoo, nan), ZeroDivisionError, RecursionError, OverflowError...
-        return False
+    except (_Timeout, Exception):  # the time limit, or sympy failing:
+        return False  # SympifyError, TypeError (zoo, nan), ZeroDivisionError, RecursionError, OverflowError...
 
 
 # --------------------------------------------------------------------------- equality and rewards
