@@ -279,8 +279,7 @@ def merge_counts_reference(
             for pair in added:
                 pair_counts[pair] += freq
                 where[pair].add(idx)
-            changed.update(removed)
-            changed.update(added)
+            changed.update(removed, added)
         for pair in changed:
             if pair_counts[pair] > 0:
                 heapq.heappush(heap, entry(pair))

@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from tokenizer import native
 from tokenizer.bpe import pretokenize, special_tokens_pattern
-from workbench.files import atomic_open
+from workbench.files import read_json, write_text
 
 CACHE_SIZE = 1 << 20
 STREAM_CHARS = 1 << 14
@@ -39,14 +39,8 @@ def bytes_to_unicode() -> dict[int, str]:
     ``chr(256 + n)``, so ``vocab.json``/``merges.txt`` hold no whitespace (openai/gpt-2).
     """
     keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    mapping, n = {}, 0
-    for b in range(256):
-        if b in keep:
-            mapping[b] = chr(b)
-        else:
-            mapping[b] = chr(256 + n)
-            n += 1
-    return mapping
+    moved = {b: n for n, b in enumerate((b for b in range(256) if b not in keep), 256)}
+    return {b: chr(moved.get(b, b)) for b in range(256)}
 
 
 def token_to_unicode(token: bytes) -> str:
@@ -144,8 +138,7 @@ class Tokenizer:
         cls, vocab_path: str | os.PathLike, merges_path: str | os.PathLike, special_tokens: list[str] | None = None
     ) -> Tokenizer:
         """Load GPT-2 format ``vocab.json`` (token string -> id) and ``merges.txt``."""
-        with open(vocab_path, encoding="utf-8") as fh:
-            vocab = {i: unicode_to_token(s) for s, i in json.load(fh).items()}
+        vocab = {i: unicode_to_token(s) for s, i in read_json(vocab_path).items()}
         merges = []
         with open(merges_path, encoding="utf-8") as fh:
             for lineno, line in enumerate(fh, 1):
@@ -159,14 +152,10 @@ class Tokenizer:
 
     def save(self, vocab_path: str | os.PathLike, merges_path: str | os.PathLike) -> None:
         """Write ``vocab.json`` (in id order) and ``merges.txt`` in GPT-2's format, atomically."""
-        with atomic_open(vocab_path, "w") as fh:
-            vocab = {token_to_unicode(t): i for i, t in sorted(self.vocab.items())}
-            json.dump(vocab, fh, ensure_ascii=False, indent=1)
-            fh.write("\n")
-        with atomic_open(merges_path, "w") as fh:
-            fh.write("#version: 0.2\n")
-            for a, b in self.merges:
-                fh.write(f"{token_to_unicode(a)} {token_to_unicode(b)}\n")
+        vocab = {token_to_unicode(t): i for i, t in sorted(self.vocab.items())}
+        write_text(vocab_path, json.dumps(vocab, ensure_ascii=False, indent=1) + "\n")
+        merges = "".join(f"{token_to_unicode(a)} {token_to_unicode(b)}\n" for a, b in self.merges)
+        write_text(merges_path, "#version: 0.2\n" + merges)
 
     def to_hf_json(self, path: str | os.PathLike) -> None:
         """Export a Hugging Face ``tokenizer.json`` (byte-level BPE) that encodes like ``encode``."""
@@ -187,8 +176,7 @@ class Tokenizer:
             "normalizer": None, "pre_tokenizer": byte_level, "post_processor": byte_level,
             "decoder": byte_level, "model": model,
         }
-        with atomic_open(path, "w") as fh:
-            json.dump(spec, fh, ensure_ascii=False)
+        write_text(path, json.dumps(spec, ensure_ascii=False))
 
     # -- encoding -----------------------------------------------------------------------------
 
@@ -283,11 +271,8 @@ class Tokenizer:
         most one character past its end (``\\s+(?!\\S)``, ``'ll``), so pre-tokens followed by two
         more are settled. Special-token matches starting before (a) are settled too.
         """
-        hold = len(buf)
-        for p in range(max(0, len(buf) - self._longest_prefix), len(buf)):
-            if buf[p:] in self._special_prefixes:
-                hold = p
-                break
+        hold = next((p for p in range(max(0, len(buf) - self._longest_prefix), len(buf))
+                     if buf[p:] in self._special_prefixes), len(buf))
         done = 0
         if self._special_re is not None:
             for m in self._special_re.finditer(buf):

@@ -40,17 +40,13 @@ from workbench.stage import (
     remove_leftovers,
     write_stage_metrics,
 )
-from workbench.stage_cli import StageInput, need, run_step, stage_parser
+from workbench.stage_cli import StageInput, need, optional_path, run_step, stage_parser
 
 log = logging.getLogger(__name__)
 
 def is_val(doc_id: str, val_fraction: float, seed: int) -> bool:
     digest = hashlib.blake2b(f"{seed}:{doc_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") / 2**64 < val_fraction
-
-
-def tokenizer_checksum(tokenizer_dir: str | Path) -> str:
-    return tokenizer_identity(tokenizer_dir)["sha256"]
 
 
 def load_tokenizer(tokenizer_dir: str | Path, special_tokens: list[str] | None = None) -> Tokenizer:
@@ -63,15 +59,6 @@ def load_tokenizer(tokenizer_dir: str | Path, special_tokens: list[str] | None =
 
 def _dtype(tokenizer: Tokenizer) -> np.dtype:
     return np.dtype("<u2") if tokenizer.vocab_size <= 2**16 else np.dtype("<u4")
-
-
-def _write_doc(ids: list[int], val: bool, eot: int, dtype: np.dtype, files: tuple, counts: dict) -> None:
-    """One document's ids and the end-of-text id appended to its split's file (``files``: train, val), counted."""
-    arr = np.asarray(ids + [eot], dtype=dtype)
-    files[val].write(arr.tobytes())
-    split = counts["val" if val else "train"]
-    split[0] += 1
-    split[1] += len(arr)
 
 
 def encode_file(task: tuple) -> dict:
@@ -90,8 +77,11 @@ def encode_file(task: tuple) -> dict:
     issues = InputIssues()
     with TaskWriter(train=part.with_suffix(".train.bin"), val=part.with_suffix(".val.bin")) as out:
         for doc_id, text in iter_texts(path, issues):
-            _write_doc(tokenizer.encode(text), is_val(doc_id, val_fraction, seed), eot, dtype,
-                       (out.files["train"], out.files["val"]), counts)
+            ids = np.asarray(tokenizer.encode(text) + [eot], dtype=dtype)
+            split = "val" if is_val(doc_id, val_fraction, seed) else "train"
+            out.files[split].write(ids.tobytes())
+            counts[split][0] += 1
+            counts[split][1] += len(ids)
     issues.warn(log)
     result = {"index": index, "input": str(path), "counts": counts, "skipped": len(issues.skipped),
               **issues.stats()}
@@ -101,7 +91,7 @@ def encode_file(task: tuple) -> dict:
 def _work_dir(out_dir: Path, paths: list[Path], tokenizer_dir, val_fraction: float, seed: int) -> Path:
     """``out_dir/_work/<key>``: the key names the files to encode (path, size, mtime) and the settings, so parts of
     another input or setting are never joined."""
-    h = hashlib.sha256(f"{tokenizer_checksum(tokenizer_dir)} {val_fraction!r} {seed}".encode())
+    h = hashlib.sha256(f"{tokenizer_identity(tokenizer_dir)['sha256']} {val_fraction!r} {seed}".encode())
     for p in paths:
         st = p.stat()
         h.update(f"\n{p.resolve()} {st.st_size} {st.st_mtime_ns}".encode())
@@ -116,7 +106,7 @@ def _encode_on(executor, input_path, tokenizer_dir, out_dir: Path, val_fraction:
     (counts, merged bad-input stats, files reused). The work folder goes once the shards are written."""
     paths = document_paths(input_path)
     marker = StageMarker("tokenize", out_dir, paths, settings={
-        "tokenizer_sha256": tokenizer_checksum(tokenizer_dir), "val_fraction": val_fraction, "seed": seed})
+        "tokenizer_sha256": tokenizer_identity(tokenizer_dir)["sha256"], "val_fraction": val_fraction, "seed": seed})
     done, unchanged = marker.recorded(out_dir / "train.bin", out_dir / "val.bin")
     finished = _token_ranges(done, out_dir, itemsize)
     finished = {i: finished[path] for i, (path, same) in enumerate(zip(marker.inputs, unchanged, strict=True))
@@ -200,7 +190,7 @@ def write_shards(input_path, tokenizer_dir, out_dir, val_fraction=0.05, seed=0, 
         "val_docs": counts["val"][0],
         "val_fraction": val_fraction,
         "seed": seed,
-        "tokenizer_sha256": tokenizer_checksum(tokenizer_dir),
+        "tokenizer_sha256": tokenizer_identity(tokenizer_dir)["sha256"],
     }
     write_json(out_dir / "meta.json", meta)
     tokens = counts["train"][1] + counts["val"][1]
@@ -238,7 +228,7 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
     with make_executor(args.executor, int(args.workers), args.address, args.task_timeout_s) as executor:
         meta = write_shards(*shards, executor=executor)
     stats = {"stage": "shards", **meta}
-    write_stage_metrics(Path(args.metrics) if args.metrics else None, stats, headline(stats))
+    write_stage_metrics(optional_path(args.metrics), stats, headline(stats))
     reused = f"; {plural(meta['files_reused'], 'unchanged file')} reused" if meta["files_reused"] else ""
     return (f"tokenize: {meta['train_tokens']:,} train + {meta['val_tokens']:,} val tokens "
             f"({meta['dtype']}) at {meta['tokens_per_s']:,} tokens/s -> {args.out_dir}{reused}{summary_note(meta)}")

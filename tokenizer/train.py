@@ -22,7 +22,7 @@ from workbench.bad_input import InputIssues, summary_note
 from workbench.documents import EOT, iter_texts
 from workbench.files import write_metrics
 from workbench.params import override, setting
-from workbench.stage_cli import StageInput, need, run_step, stage_parser
+from workbench.stage_cli import StageInput, need, optional_path, run_step, stage_parser
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "input", "out_dir", "vocab_size")
     m = train_tokenizer(Path(args.input), Path(args.out_dir), int(args.vocab_size), list(args.special_tokens or [EOT]),
-                        int(args.workers), metrics_path=Path(args.metrics) if args.metrics else None)
+                        int(args.workers), metrics_path=optional_path(args.metrics))
     return (f"train-tokenizer: {m['vocab_size']} tokens ({m['merges']} merges) in {m['seconds']} s "
             f"-> {args.out_dir}{summary_note(m)}")
 

@@ -61,7 +61,6 @@ class InputIssues:
             log.warning("bad file %s", line)
 
 
-
 def require_readable(stats: dict, n_files: int) -> None:
     """A ValueError naming the bad files when ``stats`` (``InputIssues.stats()``, merged) say that none of the
     ``n_files`` inputs could be read."""
@@ -93,8 +92,7 @@ def summary_note(stats: dict) -> str:
     note = f"; {plural(stats['bad_json'], 'bad line')} skipped" if stats.get("bad_json") else ""
     if stats.get("invalid_utf8"):
         note += f"; {plural(stats['invalid_utf8'], 'document')} with invalid UTF-8 repaired"
-    bad = stats.get("bad_files") or []
-    if bad:
+    if bad := stats.get("bad_files"):
         note += f"; {plural(len(bad), 'bad file')}: {named(bad)}"
     return note
 

@@ -106,10 +106,8 @@ def help_text(module: str) -> str:
 
 
 def reference() -> str:
-    parts = []
-    for module in cli_modules(USER_PACKAGES):
-        parts.append(f"### `python -m {module}`\n\n```text\n{help_text(module).rstrip()}\n```\n")
-    return "\n".join(parts)
+    return "\n".join(f"### `python -m {module}`\n\n```text\n{help_text(module).rstrip()}\n```\n"
+                     for module in cli_modules(USER_PACKAGES))
 
 
 def render(doc: str) -> str:
@@ -129,16 +127,14 @@ def main(argv: list[str] | None = None) -> int:
     problems = [f"{m} {issue}" for m in cli_modules() for issue in undocumented(capture_parser(m))]
     doc = CLI_DOC.read_text(encoding="utf-8")
     fresh = render(doc)
-    if args.check:
-        if fresh != doc:
-            problems.append(f"{CLI_DOC.relative_to(ROOT)} is stale: python -m workbench.cli_docs rewrites it")
-        for p in problems:
-            print(f"error: {p}", file=sys.stderr)
-        return 1 if problems else 0
-    CLI_DOC.write_text(fresh, encoding="utf-8")
+    if not args.check:
+        CLI_DOC.write_text(fresh, encoding="utf-8")
+    elif fresh != doc:
+        problems.append(f"{CLI_DOC.relative_to(ROOT)} is stale: python -m workbench.cli_docs rewrites it")
     for p in problems:
         print(f"error: {p}", file=sys.stderr)
-    print(f"{CLI_DOC.relative_to(ROOT)}: {len(cli_modules(USER_PACKAGES))} CLIs")
+    if not args.check:
+        print(f"{CLI_DOC.relative_to(ROOT)}: {len(cli_modules(USER_PACKAGES))} CLIs")
     return 1 if problems else 0
 
 

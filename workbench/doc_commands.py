@@ -20,10 +20,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.cli_docs import ROOT, capture_parser
 from workbench.dvc_deps import FIRST_PARTY
 from workbench.params import CheckOnly, add_config_flags
 
-ROOT = Path(__file__).resolve().parent.parent
 COMMAND = re.compile(r"python3? -m ([\w.]+)(.*)")
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 INLINE = re.compile(r"`([^`\n]*python3? -m [^`\n]*)`")
@@ -91,8 +91,6 @@ def commands(path: Path) -> list[DocCommand]:
 
 def _parser(module: str) -> argparse.ArgumentParser:
     """The parser of `module`'s CLI; a package run by its __main__.py (`from X import main`) is X's."""
-    from workbench.cli_docs import capture_parser
-
     spec = importlib.util.find_spec(module)
     if spec.submodule_search_locations:
         main = Path(spec.submodule_search_locations[0]) / "__main__.py"
@@ -137,11 +135,8 @@ def problem(cmd: DocCommand, parsers: dict[str, argparse.ArgumentParser]) -> str
         if name is not None:
             parser = sub.choices[name]
     known = {s for a in parser._actions for s in a.option_strings}
-    flags = [m.group(0) for a in args if (m := FLAG.match(a))]
-    unknown = [f for f in flags if f not in known]
-    if unknown:
-        return f"{module}: unrecognized flag(s) {' '.join(unknown)}"
-    return None
+    unknown = [m.group(0) for a in args if (m := FLAG.match(a)) and m.group(0) not in known]
+    return f"{module}: unrecognized flag(s) {' '.join(unknown)}" if unknown else None
 
 
 def check() -> list[str]:

@@ -109,12 +109,7 @@ def document_paths(input_path: str | Path) -> list[Path]:
     """A documents file (``.jsonl.gz``, or plain ``.txt`` with documents separated by
     ``<|endoftext|>``), or every ``*.jsonl.gz`` in a folder (sorted)."""
     path = Path(input_path)
-    if path.is_dir():
-        paths = sorted(path.glob("*.jsonl.gz"))
-    elif path.is_file():
-        paths = [path]
-    else:
-        raise FileNotFoundError(f"documents not found: {path}")
+    paths = expand_inputs([path], lambda folder: sorted(folder.glob("*.jsonl.gz")), missing="documents not found")
     if not paths:
         raise FileNotFoundError(f"no *.jsonl.gz documents in {path}")
     return paths

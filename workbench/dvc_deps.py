@@ -63,10 +63,7 @@ def imported_modules(root: Path, path: Path) -> set[str]:
 
 def closure(root: Path, modules: Iterable[str]) -> set[Path]:
     """Every first-party file that running ``modules`` can execute (``python -m pkg`` runs pkg/__main__.py)."""
-    todo = []
-    for module in modules:
-        main = module_file(root, module + ".__main__")
-        todo += [module, module + ".__main__"] if main else [module]
+    todo = [name for module in modules for name in (module, f"{module}.__main__")]  # no __main__: skipped below
     seen: set[str] = set()
     files: set[Path] = set()
     while todo:

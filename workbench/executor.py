@@ -91,11 +91,10 @@ def _check_listening(address: str, timeout_s: float = 5.0) -> None:
 class RayExecutor(_Closing):
     """Each task a ``ray.remote`` call; results yielded as they finish."""
 
-    def __init__(self, address: str | None = None, workers: int = 1, timeout_s: float | None = None,
-                 num_cpus_per_task: float = 1):
+    def __init__(self, address: str | None = None, workers: int = 1, timeout_s: float | None = None):
         import ray
 
-        self._ray, self.num_cpus, self.timeout_s, self._started = ray, num_cpus_per_task, timeout_s, False
+        self._ray, self.timeout_s, self._started = ray, timeout_s, False
         if address and "://" not in address and address != "auto":
             _check_listening(address)  # ray.init retries an address where nothing listens for minutes
         if ray.is_initialized():
@@ -110,7 +109,7 @@ class RayExecutor(_Closing):
     def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]:
         from ray.exceptions import RayError, RayTaskError
 
-        remote = self._ray.remote(num_cpus=self.num_cpus)(fn)
+        remote = self._ray.remote(num_cpus=1)(fn)
         task_of = {remote.remote(t): t for t in tasks}
         pending = list(task_of)
         try:

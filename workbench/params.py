@@ -67,9 +67,7 @@ def setting(default, help: str, *, choices: Sequence[str] | None = None, positio
     metadata = {"help": help, "choices": tuple(choices) if choices else None, "positional": positional,
                 "repeatable": repeatable, "parse": parse, "metavar": metavar}
     metadata = {k: v for k, v in metadata.items() if v}
-    if default is REQUIRED:
-        return dataclasses.field(metadata=metadata)
-    return dataclasses.field(default=default, metadata=metadata)
+    return dataclasses.field(default=dataclasses.MISSING if default is REQUIRED else default, metadata=metadata)
 
 
 def override(cls: type, name: str, default, help: str | None = None):

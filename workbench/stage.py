@@ -71,19 +71,15 @@ def input_identity(path: Path) -> dict:
     return {"size": Path(path).stat().st_size, "sha256": file_sha256(path)}
 
 
-def remove_leftovers(*folders: Path | None) -> int:
+def remove_leftovers(*folders: Path | None) -> None:
     """Remove the temporary files a killed writer left in ``folders`` and their ``_stats`` (``atomic_path``'s
-    ``.<name>.<random>.tmp``); the number removed. Only for folders one stage owns: another run's open temporary
-    file would go too."""
-    removed = 0
+    ``.<name>.<random>.tmp``). Only for folders one stage owns: another run's open temporary file would go too."""
     for folder in folders:
         if folder is None:
             continue
         for place in (Path(folder), Path(folder) / STATS_FOLDER):
             for leftover in place.glob(".*.tmp") if place.is_dir() else ():
                 leftover.unlink(missing_ok=True)
-                removed += 1
-    return removed
 
 
 class StageMarker:
