@@ -76,8 +76,7 @@ def write_data(task: str, source: Source, data_dir: Path, seed: int) -> tuple[Pa
     if source.kind == "files" and len(source.paths) == 2:
         return source.paths[0], source.paths[1], list(source.paths)
     if source.kind == "files":
-        labels, texts = read_labelled(source.paths[0])
-        examples = list(zip(labels, texts, strict=True))
+        examples = list(zip(*read_labelled(source.paths[0]), strict=True))
     elif source.kind in ("davidson", "jigsaw"):
         examples = (davidson_examples if source.kind == "davidson" else jigsaw_examples)(source.paths[0], task)
     else:
@@ -111,27 +110,11 @@ def provenance(task: str, source: Source, seed: int, clf: FastTextClassifier, ou
             "config": asdict(config), "held_out": held_out, "real_data": real}
 
 
-def run_train(task: str, *, train: Path | None = None, valid: Path | None = None, generate: int | None = None,
-              davidson: Path | None = None, jigsaw: Path | None = None, positives=None, negatives=None,
-              max_pages: int = 20_000, seed: int = 0, data_dir: Path | None = None, out: Path | None = None,
-              config: TrainConfig | None = None, evals=()) -> dict:
-    """Build or read the labelled files, train, evaluate on the held-out file (and ``evals``), save the model and
-    its provenance sidecar; return the metrics."""
-    if train is not None:
-        source = Source("files", tuple(Path(p) for p in (train, valid) if p is not None))
-    elif davidson is not None or jigsaw is not None:
-        source = Source("davidson", (Path(davidson),)) if davidson is not None else Source("jigsaw", (Path(jigsaw),))
-    elif positives:
-        source = Source("pages", tuple(map(Path, positives)), tuple(map(Path, negatives or ())), max_pages)
-    else:
-        source = Source("generated", n=generate or 4000)
-    return train_source(task, source, seed=seed, data_dir=data_dir, out=out, config=config, evals=evals)
-
-
 def train_source(task: str, source: Source, *, seed: int = 0, data_dir: Path | None = None, out: Path | None = None,
                  config: TrainConfig | None = None, evals=()) -> dict:
-    """Train ``task`` on ``source`` (see ``run_train``); ``config`` defaults to the task's, or ``DAVIDSON_CONFIG``
-    for tweets and comments."""
+    """Build or read the labelled files of ``source``, train ``task``, evaluate on the held-out file (and
+    ``evals``), save the model and its provenance sidecar; return the metrics. ``config`` defaults to the task's,
+    or ``DAVIDSON_CONFIG`` for tweets and comments."""
     spec = task_spec(task)
     out = Path(out) if out is not None else spec.default_path
     data_dir = Path(data_dir) if data_dir is not None else out.parent / "labelled"

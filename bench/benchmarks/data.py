@@ -26,7 +26,7 @@ from bench.benchmarks.extract import DEFAULT_WEB, bench_extract, format_rows
 from bench.benchmarks.tokenizer import DEFAULT_CORPUS, DEFAULT_GPT2, EOT, bench_bpe_training, bench_encode, rows_table
 from bench.tools.results import Result, bench_parser, finish
 from pipeline.classifiers.models import DAVIDSON_CONFIG
-from pipeline.classify import run_train
+from pipeline.classify import Source, train_source
 from pipeline.sample.crawl import generate_sample
 from pipeline.web.extract import ExtractConfig, run_extract
 from tokenizer.train import write_corpus
@@ -98,10 +98,11 @@ def bench_classifiers(davidson: Path) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for task in ("quality", "toxicity", "nsfw"):
-            m = run_train(task, generate=4000, out=Path(scratch) / f"{task}.bin")
+            m = train_source(task, Source("generated", n=4000), out=Path(scratch) / f"{task}.bin")
             rows.append({"data": f"generated {task}", **m})
         if davidson.is_file():
-            m = run_train("toxicity", davidson=davidson, out=Path(scratch) / "davidson.bin", config=DAVIDSON_CONFIG)
+            m = train_source("toxicity", Source("davidson", (davidson,)), out=Path(scratch) / "davidson.bin",
+                             config=DAVIDSON_CONFIG)
             rows.append({"data": "Davidson tweets (toxicity)", **m})
     return rows
 

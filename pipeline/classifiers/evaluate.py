@@ -87,19 +87,15 @@ def evaluate(model: FastTextClassifier, valid_file: str | Path, positive: str | 
     return evaluate_texts(model, labels, texts, positive, str(valid_file))
 
 
-def labelled_set(path: str | Path, task: str) -> tuple[str, list[tuple[str, str]]]:
-    """(recipe, examples) of a real labelled file: a Davidson or Jigsaw CSV, else a fastText-format file."""
-    if str(path).endswith(".csv"):
-        return csv_examples(path, task)
-    labels, texts = read_labelled(path)
-    return "fasttext", list(zip(labels, texts, strict=True))
-
-
 def evaluate_on(model: FastTextClassifier, task: str, paths) -> list[dict]:
     """Metrics of ``model`` on other real labelled sets (cross-domain), one row per file, for the sidecar."""
     rows = []
     for path in paths:
-        recipe, examples = labelled_set(path, task)
+        if str(path).endswith(".csv"):  # a Davidson or Jigsaw CSV, else a fastText-format file
+            recipe, examples = csv_examples(path, task)
+        else:
+            labels, texts = read_labelled(path)
+            recipe, examples = "fasttext", list(zip(labels, texts, strict=True))
         m = evaluate_texts(model, [lab for lab, _ in examples], [t for _, t in examples], task_spec(task).positive,
                            str(path))
         rows.append({"data": str(path), "recipe": recipe, "sha256": file_sha256(path),

@@ -33,11 +33,6 @@ PAGE_SUFFIXES = (".warc.gz", ".warc", ".wet.gz", ".wet", ".jsonl.gz", ".jsonl", 
 _MENTION, _URL = re.compile(r"@\w+"), re.compile(r"(?:https?://|www\.)\S+", re.IGNORECASE)
 
 
-def fasttext_line(label: str, text: str) -> str:
-    """One training line: ``__label__<label> <text on one line>`` (the text cleaned as for prediction)."""
-    return f"{PREFIX}{label} {clean_text(text)}\n"
-
-
 def write_split(examples: list[tuple[str, str]], out_dir, stem: str, seed: int,
                 valid_fraction: float) -> tuple[Path, Path]:
     """Shuffle each class with ``seed``, hold out ``valid_fraction`` of it (stratified), write both files."""
@@ -56,7 +51,8 @@ def write_split(examples: list[tuple[str, str]], out_dir, stem: str, seed: int,
     paths = out_dir / f"{stem}.train", out_dir / f"{stem}.valid"
     for path, rows in zip(paths, (train, valid), strict=False):
         with atomic_open(path) as fh:
-            fh.writelines(fasttext_line(label, text) for label, text in rows)
+            # one training line each: the text cleaned as for prediction
+            fh.writelines(f"{PREFIX}{label} {clean_text(text)}\n" for label, text in rows)
     return paths
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.runtime.steps import Step
+from pipeline.runtime.steps import Step, as_text
 from workbench.files import atomic_path, read_json
 
 PREFIX = "__label__"
@@ -114,10 +114,7 @@ DAVIDSON_CONFIG = TrainConfig(minn=3, maxn=5)
 def clean_text(text, max_chars: int | None = 100_000) -> str:
     """One line of valid UTF-8 for fastText: at most ``max_chars`` characters, invalid code points
     (lone surrogates) replaced, every whitespace run one space, no ``__label__`` inside."""
-    if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode("utf-8", "replace")
-    elif not isinstance(text, str):
-        text = "" if text is None else str(text)
+    text = as_text(text)
     if max_chars is not None:
         text = text[:max_chars]
     text = text.encode("utf-8", "replace").decode("utf-8")
@@ -352,11 +349,8 @@ class ClassifierFilter(Step):
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_clf": None}
 
-    def score(self, text) -> float:
-        return round(self.classifier.score(text, self.spec.positive), 4)
-
     def reject(self, doc: dict) -> str | None:
-        s = doc[self.name] = self.score(doc.get("text", ""))
+        s = doc[self.name] = round(self.classifier.score(doc.get("text", ""), self.spec.positive), 4)
         if (s < self.threshold) if self.spec.reject_low else (s >= self.threshold):
             return self.spec.reason
         return None

@@ -30,6 +30,7 @@ defaults (word 5-grams, 14 bands x 8 rows).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import multiprocessing as mp
 import unicodedata
@@ -73,7 +74,7 @@ def shingle_set(text: str, ngrams: int) -> set[str]:
     return {" ".join(words[i:i + ngrams]) for i in range(len(words) - ngrams + 1)}
 
 
-def _digest(s: str) -> int:
+def digest(s: str) -> int:
     """64-bit blake2b of a string (lone surrogates from bad UTF-8 included)."""
     return int.from_bytes(hashlib.blake2b(s.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
 
@@ -82,7 +83,7 @@ class _WordCache(dict):
     """word -> 64-bit blake2b digest, computed on first use."""
 
     def __missing__(self, word: str) -> int:
-        h = self[word] = _digest(word)
+        h = self[word] = digest(word)
         return h
 
 
@@ -103,7 +104,7 @@ def shingle_hashes(text: str, ngrams: int) -> np.ndarray:
 def word_shingle_hashes(words: list[str], ngrams: int) -> np.ndarray:
     """``shingle_hashes`` of a text already split into normalized words."""
     if len(words) < ngrams:  # one shingle: the whole normalized text (none when empty)
-        return np.array([_digest(" ".join(words))] if words else [], dtype=np.uint64)
+        return np.array([digest(" ".join(words))] if words else [], dtype=np.uint64)
     w = _word_hashes(words)
     m = len(words) - ngrams + 1
     h = w[:m].copy()
@@ -147,11 +148,6 @@ def _apply_perms(a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
     return h
 
 
-def _signatures(texts: Sequence[str], num_hashes: int, ngrams: int, seed: int) -> np.ndarray:
-    """Serial signatures of ``texts``: uint32 (len(texts), num_hashes); EMPTY rows for texts without shingles."""
-    return signatures_of_shingles([shingle_hashes(t, ngrams) for t in texts], num_hashes, seed)
-
-
 def signatures_of_shingles(shingles: Sequence[np.ndarray], num_hashes: int, seed: int) -> np.ndarray:
     """MinHash signatures from each text's shingle hashes (``shingle_hashes``): uint32 (len, num_hashes)."""
     a, b = permutations(num_hashes, seed)
@@ -185,7 +181,10 @@ def signatures_of_shingles(shingles: Sequence[np.ndarray], num_hashes: int, seed
 
 
 def _signatures_task(args: tuple) -> np.ndarray:
-    return _signatures(*args)
+    """Serial signatures of a chunk (``texts, num_hashes, ngrams, seed``): uint32 (len(texts), num_hashes); EMPTY
+    rows for texts without shingles."""
+    texts, num_hashes, ngrams, seed = args
+    return signatures_of_shingles([shingle_hashes(t, ngrams) for t in texts], num_hashes, seed)
 
 
 def chunked(items: Iterable, size: int) -> Iterator[list]:
@@ -276,12 +275,9 @@ class UnionFind:
             parent[i], i = root, parent[i]
         return root
 
-    def union(self, i: int, j: int) -> int:
+    def union(self, i: int, j: int) -> None:
         ri, rj = self.find(i), self.find(j)
-        if ri != rj:
-            ri, rj = min(ri, rj), max(ri, rj)
-            self.parent[rj] = ri
-        return ri
+        self.parent[max(ri, rj)] = min(ri, rj)
 
 
 def verify_bucket(bucket: Sequence[int], verdict: Callable[[int, int], bool],
@@ -333,22 +329,11 @@ def verified_clusters(keys: np.ndarray, shingles: Callable[[int], np.ndarray], t
     (texts compared) and ``comparisons`` (Jaccard computations).
     """
     uf = UnionFind(len(keys))
-    cache: dict[int, np.ndarray] = {}
-    verdicts: dict[tuple[int, int], bool] = {}
-
-    def get(i: int) -> np.ndarray:
-        if i not in cache:
-            cache[i] = shingles(i)
-        return cache[i]
-
-    def verdict(i: int, j: int) -> bool:
-        if (i, j) not in verdicts:
-            verdicts[i, j] = jaccard(get(i), get(j)) >= threshold
-        return verdicts[i, j]
-
+    get = functools.cache(shingles)
+    verdict = functools.cache(lambda i, j: jaccard(get(i), get(j)) >= threshold)
     for bucket in candidate_buckets(keys, active):
         for i, j in verify_bucket(bucket.tolist(), verdict, max_tries):
             uf.union(i, j)
     if stats is not None:
-        stats.update(candidate_texts=len(cache), comparisons=len(verdicts))
+        stats.update(candidate_texts=get.cache_info().currsize, comparisons=verdict.cache_info().currsize)
     return [uf.find(i) for i in range(len(keys))]

@@ -5,7 +5,6 @@ settings, a text's fingerprint and LSH keys, line dedup's rule, and writing one 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -17,6 +16,7 @@ import numpy as np
 from pipeline.dedup.minhash import (
     EMPTY,
     band_keys,
+    digest,
     normalize_text,
     signatures_of_shingles,
     text_words,
@@ -89,9 +89,7 @@ def text_fingerprint(text: str) -> int:
 
 
 def fingerprint(norm: str) -> int:
-    if not norm:
-        return 0
-    return int.from_bytes(hashlib.blake2b(norm.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+    return digest(norm) if norm else 0
 
 
 def sketch(args: tuple[list[str], DedupConfig]) -> tuple[np.ndarray, np.ndarray]:

@@ -12,6 +12,7 @@ folder is cleared first. It is removed once the stage is complete.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 import time
@@ -76,12 +77,10 @@ def run_sharded(files: list[Path], out_dir: Path, rejected_dir: Path | None, nam
     executor = executor or LocalExecutor(cfg.workers)
     layout = tasks.Layout(work, tuple(files), tuple(out_files), tuple(rejected_files) if rejected_files else None, cfg)
     counts: Counter = Counter()
-    n_files, shards = range(len(files)), list(range(cfg.shards))
+    n_files = range(len(files))
     stages: dict[str, list[dict]] = {}
     sig = stages["sig"] = _stage(executor, "sig", tasks.signatures, layout, list(n_files), counts)
-    offsets = [0]
-    for r in sig:
-        offsets.append(offsets[-1] + r["docs"])
+    offsets = list(itertools.accumulate((r["docs"] for r in sig), initial=0))
     # a shard holds at most about SHARD_DOCS documents, so a bucket or pairs task's memory does not grow with the
     # corpus (the count follows from the inputs alone: a resumed run gets the same shards)
     cfg = replace(cfg, shards=max(cfg.shards, -(-offsets[-1] // SHARD_DOCS)))

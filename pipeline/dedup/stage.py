@@ -55,7 +55,7 @@ from pipeline.dedup.sharded import run_sharded
 from workbench.bad_input import InputIssues, require_readable, summary_note
 from workbench.documents import input_files, output_name, read_lines
 from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
-from workbench.files import atomic_open, atomic_path
+from workbench.files import atomic_open, atomic_path, check_unique_outputs
 from workbench.params import config_from_args, override
 from workbench.stage import StageMarker, remove_leftovers, write_stage_metrics
 from workbench.stage_cli import RejectingStageFiles, funnel_headline, need, optional_path, paths, run_step, stage_parser
@@ -65,13 +65,6 @@ DEFAULT_CONFIG = DedupConfig()
 
 
 # -- CS336 assignment 4 -----------------------------------------------------------------------------------
-def _unique_names(paths: Sequence[Path]) -> None:
-    names = [p.name for p in paths]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ValueError(f"two inputs would write the same output name {dupes[0]!r}")
-
-
 def _open_lines(path: Path):
     return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
 
@@ -86,7 +79,7 @@ def exact_line_deduplication(input_files: Iterable[str | Path], output_directory
     the whole corpus. Bytes are kept as they are (any encoding); ``.gz`` files are read and written gzipped.
     Every input gets an output file, empty when no line survives; each is written atomically."""
     paths = [Path(p) for p in input_files]
-    _unique_names(paths)
+    check_unique_outputs(paths, lambda p: p.name)
     counts: dict[bytes, int] = {}
     for path in paths:
         with _open_lines(path) as fh:
@@ -111,7 +104,7 @@ def minhash_deduplication(input_files: Iterable[str | Path], num_hashes: int, nu
     input paths. Files without any word (empty after normalization) are never duplicates: all are kept.
     """
     paths = sorted((Path(p) for p in input_files), key=str)
-    _unique_names(paths)
+    check_unique_outputs(paths, lambda p: p.name)
     if num_bands < 1 or num_hashes % num_bands:
         raise ValueError(f"num_hashes ({num_hashes}) must be a positive multiple of num_bands ({num_bands})")
     if not 0.0 < jaccard_threshold <= 1.0:
@@ -152,19 +145,14 @@ def _sketch_all(texts: Iterable[str], cfg: DedupConfig, chunk: int = 256) -> tup
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-def _candidates(keys: np.ndarray, active: np.ndarray) -> set[int]:
-    return {int(i) for bucket in candidate_buckets(keys, active) for i in bucket}
-
-
 def near_duplicate_clusters(docs: Sequence[dict], cfg: DedupConfig = DEFAULT_CONFIG) -> list[int]:
     """Cluster id of every document: the index of the first document of its near-duplicate cluster (its own
     index when it has none). Exact copies are in the same cluster as their original; texts without words
     are alone. Documents are dicts with a ``text``."""
     texts = [d["text"] for d in docs]
     _, keys = _sketch_all(texts, cfg)
-    roots = verified_clusters(keys, lambda i: shingle_hash_set(texts[i], cfg.ngrams), cfg.jaccard_threshold,
-                              keys[:, 0] != 0 if len(keys) else None)
-    return roots
+    return verified_clusters(keys, lambda i: shingle_hash_set(texts[i], cfg.ngrams), cfg.jaccard_threshold,
+                             keys[:, 0] != 0 if len(keys) else None)
 
 
 # -- the stage ----------------------------------------------------------------------------------------------
@@ -192,12 +180,6 @@ class _Corpus:
             self.offsets.append(len(self.ids))
 
 
-def _sketch_phase(corpus: _Corpus, cfg: DedupConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Read 1: fingerprint and LSH keys of every document."""
-    bar = tqdm(corpus.texts(), desc="dedup sketch", unit="doc", dynamic_ncols=True, mininterval=2.0, disable=None)
-    return _sketch_all(bar, cfg)
-
-
 def _cluster_phase(corpus: _Corpus, fps: np.ndarray, keys: np.ndarray, cfg: DedupConfig,
                    stats: dict) -> tuple[list[int], list[int]]:
     """Read 2: exact duplicates by fingerprint; the shingle sets of the documents that share a band with another
@@ -205,7 +187,7 @@ def _cluster_phase(corpus: _Corpus, fps: np.ndarray, keys: np.ndarray, cfg: Dedu
     n = len(corpus.ids)
     exact_of = exact_duplicate_of(fps.tolist()) if cfg.exact else [-1] * n
     active = (keys[:, 0] != 0) & (np.array(exact_of, dtype=np.int64) < 0) if n else None
-    candidates = _candidates(keys, active) if n else set()
+    candidates = {int(i) for bucket in candidate_buckets(keys, active) for i in bucket} if n else set()
     shingles: dict[int, np.ndarray] = {}
     for first, path in zip(corpus.offsets, corpus.files, strict=False):
         for k, (_, doc, _) in enumerate(read_lines(path, InputIssues())):
@@ -218,7 +200,9 @@ def _run_single(files: list[Path], out_dir: Path, rejected_dir: Path | None, nam
                 cfg: DedupConfig) -> dict:
     start = time.perf_counter()
     corpus, stats = _Corpus(files), {}
-    fps, keys = _sketch_phase(corpus, cfg)
+    # read 1: fingerprint and LSH keys of every document
+    bar = tqdm(corpus.texts(), desc="dedup sketch", unit="doc", dynamic_ncols=True, mininterval=2.0, disable=None)
+    fps, keys = _sketch_all(bar, cfg)
     exact_of, roots = _cluster_phase(corpus, fps, keys, cfg, stats)
     size, ids, seen = Counter(roots), corpus.ids, set()
     written = []

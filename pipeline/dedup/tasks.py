@@ -31,6 +31,7 @@ keys of its shard; filter its file's decisions and line drops.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -64,9 +65,6 @@ class Layout:
     def folder(self, kind: str, part) -> Path:
         name = ".".join(f"{p:03d}" for p in part) if isinstance(part, tuple) else f"{part:05d}"
         return self.work / kind / name
-
-    def file_of(self, kind: str, part, name: str) -> Path:
-        return self.folder(kind, part) / name
 
     def bucket_parts(self) -> list[tuple[int, int]]:
         return [(b, s) for b in range(self.cfg.num_bands) for s in range(self.cfg.shards)]
@@ -163,7 +161,7 @@ def _numbers(layout: Layout, f: int) -> tuple[int, int]:
 def exact(layout: Layout, s: int, folder: Path) -> dict:
     shards, numbers, values = layout.cfg.shards, [], []
     for f in range(len(layout.files)):
-        fp = _load(layout.file_of("sig", f, "fps.npy"))
+        fp = _load(layout.folder("sig", f) / "fps.npy")
         mine = np.flatnonzero((fp != 0) & (fp % np.uint64(shards) == s))
         numbers.append(mine + layout.offsets[f])
         values.append(fp[mine])
@@ -180,7 +178,7 @@ def _exact_duplicates(layout: Layout) -> np.ndarray:
     """(duplicate, original) of every exact duplicate (none when ``exact`` is off)."""
     if not layout.cfg.exact:
         return np.empty((0, 2), np.int64)
-    return _cat([_load(layout.file_of("exact", s, "dups.npy")) for s in range(layout.cfg.shards)], np.int64, 2)
+    return _cat([_load(layout.folder("exact", s) / "dups.npy") for s in range(layout.cfg.shards)], np.int64, 2)
 
 
 # -- buckets: one task per (band, key-range shard) -------------------------------------------------------------
@@ -190,7 +188,7 @@ def buckets(layout: Layout, part: tuple[int, int], folder: Path) -> dict:
     dups = np.sort(_exact_duplicates(layout)[:, 0])
     cols, numbers = [], []
     for f in range(len(layout.files)):
-        col = _load(layout.file_of("sig", f, "keys.npy"))[:, band]
+        col = _load(layout.folder("sig", f) / "keys.npy")[:, band]
         g = np.arange(*_numbers(layout, f), dtype=np.int64)
         active = (col != 0) & (col % np.uint64(layout.cfg.shards) == s) & ~np.isin(g, dups)
         cols.append(col[active])
@@ -203,7 +201,7 @@ def buckets(layout: Layout, part: tuple[int, int], folder: Path) -> dict:
 
 
 def _bucket_members(layout: Layout, part: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    return _load(layout.file_of("buckets", part, "members.npy")), _load(layout.file_of("buckets", part, "sizes.npy"))
+    return _load(layout.folder("buckets", part) / "members.npy"), _load(layout.folder("buckets", part) / "sizes.npy")
 
 
 # -- shingles: one task per input file ------------------------------------------------------------------
@@ -234,10 +232,10 @@ def _shingle_sets(layout: Layout, needed: np.ndarray) -> dict[int, np.ndarray]:
         mine = needed[(needed >= lo) & (needed < hi)]
         if not len(mine):
             continue
-        docs = _load(layout.file_of("shingles", f, "docs.npy"))
-        offsets = _load(layout.file_of("shingles", f, "offsets.npy"))
+        docs = _load(layout.folder("shingles", f) / "docs.npy")
+        offsets = _load(layout.folder("shingles", f) / "offsets.npy")
         # memory-mapped: a pairs task reads the few sets it needs from each file, not the file's every set
-        values = np.load(layout.file_of("shingles", f, "values.npy"), mmap_mode="r", allow_pickle=False)
+        values = np.load(layout.folder("shingles", f) / "values.npy", mmap_mode="r", allow_pickle=False)
         at = np.searchsorted(docs, mine)
         for g, i in zip(mine.tolist(), at.tolist(), strict=True):
             out[g] = values[offsets[i]:offsets[i + 1]].copy()
@@ -249,19 +247,13 @@ def _shingle_sets(layout: Layout, needed: np.ndarray) -> dict[int, np.ndarray]:
 def pairs(layout: Layout, part: tuple[int, int], folder: Path) -> dict:
     members, sizes = _bucket_members(layout, part)
     sets = _shingle_sets(layout, np.unique(members))
-    verdicts: dict[tuple[int, int], bool] = {}
     threshold = layout.cfg.jaccard_threshold
-
-    def verdict(i: int, j: int) -> bool:
-        if (i, j) not in verdicts:
-            verdicts[i, j] = jaccard(sets[i], sets[j]) >= threshold
-        return verdicts[i, j]
-
+    verdict = functools.cache(lambda i, j: jaccard(sets[i], sets[j]) >= threshold)
     joins: list[tuple[int, int]] = []
     for bucket in np.split(members, np.cumsum(sizes)[:-1]) if len(sizes) else []:
         joins += verify_bucket(bucket.tolist(), verdict)
     _save(folder / "joins.npy", np.array(joins, dtype=np.int64).reshape(-1, 2))
-    return {"comparisons": len(verdicts), "joins": len(joins)}
+    return {"comparisons": verdict.cache_info().currsize, "joins": len(joins)}
 
 
 # -- clusters: one task ----------------------------------------------------------------------------------------
@@ -290,7 +282,7 @@ def _ids(layout: Layout, numbers: set[int]) -> dict[int, str]:
         lo, hi = _numbers(layout, f)
         mine = [g for g in numbers if lo <= g < hi]
         if mine:
-            ids = read_json(layout.file_of("sig", f, "ids.json"))
+            ids = read_json(layout.folder("sig", f) / "ids.json")
             out.update((g, ids[g - lo] if ids[g - lo] is not None else str(g)) for g in mine)
     return out
 
@@ -299,7 +291,7 @@ def _ids(layout: Layout, numbers: set[int]) -> dict[int, str]:
 def clusters(layout: Layout, _part: int, folder: Path) -> dict:
     uf = _Roots()
     for part in layout.bucket_parts():
-        for i, j in _load(layout.file_of("pairs", part, "joins.npy")).tolist():
+        for i, j in _load(layout.folder("pairs", part) / "joins.npy").tolist():
             uf.union(i, j)
     roots = {g: uf.find(g) for g in list(uf)}
     size = Counter(roots.values())
@@ -323,9 +315,9 @@ def lines(layout: Layout, s: int, folder: Path) -> dict:
     keys, numbers = [], []
     for f in range(len(layout.files)):
         lo, _ = _numbers(layout, f)
-        rejected = np.array(sorted(int(k) for k in read_json(layout.file_of("clusters", 0, f"{f:05d}.json"))["reject"]),
+        rejected = np.array(sorted(int(k) for k in read_json(layout.folder("clusters", 0) / f"{f:05d}.json")["reject"]),
                             dtype=np.int64)
-        rows = _load(layout.file_of("sig", f, "lines.npy"))
+        rows = _load(layout.folder("sig", f) / "lines.npy")
         k = rows[:, 1].astype(np.int64)
         mine = (rows[:, 0] % np.uint64(layout.cfg.shards) == s) & ~np.isin(k, rejected)
         keys.append(rows[mine, 0])
@@ -346,7 +338,7 @@ def _line_drops(layout: Layout, f: int) -> dict[int, set[int]]:
     lo, hi = _numbers(layout, f)
     out: dict[int, set[int]] = {}
     for s in range(layout.cfg.shards):
-        rows = _load(layout.file_of("lines", s, "drops.npy"))
+        rows = _load(layout.folder("lines", s) / "drops.npy")
         rows = rows[(rows[:, 0] >= lo) & (rows[:, 0] < hi)]
         for g, key in rows.tolist():
             out.setdefault(g - lo, set()).add(key)
@@ -356,7 +348,7 @@ def _line_drops(layout: Layout, f: int) -> dict[int, set[int]]:
 # -- filter: one task per input file ----------------------------------------------------------------------
 @_resumable("filter")
 def filter_file(layout: Layout, f: int, folder: Path) -> dict:
-    decided = read_json(layout.file_of("clusters", 0, f"{f:05d}.json"))
+    decided = read_json(layout.folder("clusters", 0) / f"{f:05d}.json")
     reject, clustered, drop_keys = decided["reject"], decided["clustered"], _line_drops(layout, f)
 
     def rejection(k: int) -> dict | None:

@@ -59,7 +59,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from pipeline.runtime.steps import Step
+from pipeline.runtime.steps import Step, as_text
 from workbench.params import REQUIRED, add_config_flags, config_from_args, setting
 
 BACKENDS = ("langid", "resiliparse", "lingua", "fasttext", "vote")
@@ -77,12 +77,8 @@ _CODE = re.compile(r"[a-z]{2,3}")
 
 def normalize_text(text, max_chars: int = MAX_CHARS) -> str:
     """Text ready for identification: a str, no lone surrogates, single spaces, at most ``max_chars`` characters."""
-    if isinstance(text, bytes | bytearray):
-        text = bytes(text).decode("utf-8", errors="replace")
-    elif not isinstance(text, str):
-        text = "" if text is None else str(text)
     # Cut before collapsing whitespace so a 10 MB line costs no more than its first ~max_chars characters.
-    text = text[: 4 * max_chars].encode("utf-8", errors="replace").decode("utf-8")
+    text = as_text(text)[: 4 * max_chars].encode("utf-8", errors="replace").decode("utf-8")
     return _WS.sub(" ", text).strip()[:max_chars]
 
 

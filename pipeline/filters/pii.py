@@ -40,7 +40,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import ClassVar
 
-from pipeline.runtime.steps import Step
+from pipeline.runtime.steps import Step, as_text
 
 EMAIL_TOKEN = "|||EMAIL_ADDRESS|||"
 PHONE_TOKEN = "|||PHONE_NUMBER|||"
@@ -82,27 +82,19 @@ _NOT_PHONE = re.compile(r"""
 _SMALL_NUMBER_BEFORE = re.compile(r"(?<![0-9])[0-9]{1,2}[ .-]$")
 
 
-def _text(text) -> str:
-    if isinstance(text, str):
-        return text
-    if isinstance(text, bytes | bytearray):
-        return bytes(text).decode("utf-8", errors="replace")
-    return "" if text is None else str(text)
-
-
 def _digits(s: str) -> int:
     return sum(c.isdigit() for c in s)
 
 
 def mask_emails(text: str) -> tuple[str, int]:
     """Replace every e-mail address with ``|||EMAIL_ADDRESS|||``; return (text, how many)."""
-    text = _text(text)
+    text = as_text(text)
     return _EMAIL.subn(EMAIL_TOKEN, text) if "@" in text else (text, 0)
 
 
 def mask_ips(text: str) -> tuple[str, int]:
     """Replace every IPv4 address with ``|||IP_ADDRESS|||``; return (text, how many)."""
-    text = _text(text)
+    text = as_text(text)
     if "." not in text:
         return text, 0
     count = 0
@@ -139,7 +131,7 @@ def _number_run(text: str, m: re.Match, number: str) -> bool:
 
 def phone_number_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) of every phone number in ``text``, in order: what ``mask_phone_numbers`` replaces."""
-    text, spans, protected = _text(text), [], None
+    text, spans, protected = as_text(text), [], None
     for m in _PHONE.finditer(text):
         kind = next(k for k in _PHONE_DIGITS if m.group(k))
         number = m.group(0)
@@ -158,7 +150,7 @@ def phone_number_spans(text: str) -> list[tuple[int, int]]:
 def mask_phone_numbers(text: str) -> tuple[str, int]:
     """Replace every phone number (NANP, ``+CC`` international, trunk-prefixed national) with
     ``|||PHONE_NUMBER|||``, except ISBNs, IBANs and runs of small numbers; return (text, how many)."""
-    text = _text(text)
+    text = as_text(text)
     spans = phone_number_spans(text)
     if not spans:
         return text, 0
@@ -172,7 +164,7 @@ def mask_phone_numbers(text: str) -> tuple[str, int]:
 
 def mask_pii(text: str, emails: bool = True, phones: bool = True, ips: bool = True) -> tuple[str, dict[str, int]]:
     """Mask e-mails, then IPs, then phones (so digits inside addresses are never read as phones)."""
-    text, counts = _text(text), {"email": 0, "phone": 0, "ip": 0}
+    text, counts = as_text(text), {"email": 0, "phone": 0, "ip": 0}
     for kind, on, fn in (("email", emails, mask_emails), ("ip", ips, mask_ips), ("phone", phones, mask_phone_numbers)):
         if on:
             text, counts[kind] = fn(text)

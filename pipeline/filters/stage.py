@@ -37,7 +37,7 @@ from workbench.bad_input import InputIssues, merged_stats, summary_note
 from workbench.documents import from_generated_crawl, input_files, output_name, read_documents
 from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
 from workbench.params import config_from_args, override, setting
-from workbench.stage import FileStage, TaskWriter, mark_done, marker_path, sum_stats
+from workbench.stage import DocumentStage, TaskWriter, mark_done, marker_path, sum_stats
 from workbench.stage_cli import RejectingStageFiles, need, optional_path, paths, run_step, stage_parser
 
 log = logging.getLogger(__name__)
@@ -150,34 +150,45 @@ class _Rejected:
         self.append = out.reject
 
 
-class FilterStage(FileStage):
-    """The filter stage on the data-stage base (workbench/stage.py): one task per documents file."""
+class FilterStage(DocumentStage):
+    """The filter stage on the data-stage base (workbench/stage.py): one task per documents file, run through the
+    configured steps by ``filter_file`` (not one ``decide`` at a time)."""
 
     name = "filter"
     bar_for_one_file = False
     task_fn = filter_file
 
     def __init__(self, files: list[Path], out_dir: Path, rejected_dir: Path, cfg: FilterConfig, force: bool = False):
-        super().__init__(files, out_dir, force)
-        self.rejected_dir, self.cfg = Path(rejected_dir), cfg
+        super().__init__(files, out_dir, rejected_dir, force)
+        self.cfg = cfg
         self.steps = build_steps(cfg)  # fail fast on bad settings or missing models, before any task starts
 
     def task(self, path: Path) -> tuple:
         return path, self.out_dir, self.rejected_dir, self.cfg
 
-    def output_dirs(self) -> list[Path]:
-        return [self.out_dir, self.rejected_dir]
-
     def check(self, todo: list[Path]) -> None:
         check_provenance(todo, self.steps, self.cfg.allow_generated_classifiers)
 
     def summarize(self, per_file: list[dict]) -> dict:
-        return summarize(per_file, [n for n, _ in self.cfg.enabled()])
+        """Stage metrics: documents and characters in/out, per-step in/out/drops, drops per reason."""
+        steps = {name: StepStats() for name, _ in self.cfg.enabled()}
+        for r in per_file:
+            for name, s in r["steps"].items():
+                steps.setdefault(name, StepStats()).merge(StepStats.from_dict(s))
+        drops = {}
+        for s in steps.values():
+            drops.update(s.drops)
+        bad = sum(r.get("bad_json", 0) for r in per_file)
+        if bad:
+            drops["bad_json"] = bad
+        return {"stage": "filter", "files": len(per_file),
+                **sum_stats(per_file, ("docs_in", "docs_out", "chars_in", "chars_out")),
+                "drops": dict(sorted(drops.items())),
+                "step_order": list(steps), "steps": {k: v.to_dict() for k, v in steps.items()},
+                **merged_stats(per_file)}
 
     def add_timings(self, metrics: dict, fresh: list[dict], skipped: int, wall: float) -> None:
-        fresh_docs = sum(r["docs_in"] for r in fresh)
-        metrics.update(seconds=round(wall, 3), files_skipped=skipped,
-                       docs_per_s=round(fresh_docs / wall, 1) if fresh and wall > 0 else None)
+        super().add_timings(metrics, fresh, skipped, wall)
         for name, step in metrics["steps"].items():
             step["seconds"] = round(sum(r["step_seconds"].get(name, 0.0) for r in fresh), 3)
             step["docs_per_s"] = round(step["docs_in"] / step["seconds"], 1) if fresh and step["seconds"] > 0 else None
@@ -188,25 +199,6 @@ def run_filter(inputs: list[Path], out_dir: Path, rejected_dir: Path, metrics_pa
     """Filter every input file (skipping finished ones unless ``force``); write and return the stage metrics."""
     stage = FilterStage(input_files(inputs), Path(out_dir), Path(rejected_dir), cfg, force)
     return stage.run(executor or LocalExecutor(cfg.workers), metrics_path)
-
-
-def summarize(per_file: list[dict], order: list[str]) -> dict:
-    """Stage metrics: documents and characters in/out, per-step in/out/drops, drops per reason."""
-    steps = {name: StepStats() for name in order}
-    for r in per_file:
-        for name, s in r["steps"].items():
-            steps.setdefault(name, StepStats()).merge(StepStats.from_dict(s))
-    drops = {}
-    for s in steps.values():
-        drops.update(s.drops)
-    bad = sum(r.get("bad_json", 0) for r in per_file)
-    if bad:
-        drops["bad_json"] = bad
-    return {"stage": "filter", "files": len(per_file), **sum_stats(per_file, ("docs_in", "docs_out", "chars_in",
-                                                                              "chars_out")),
-            "drops": dict(sorted(drops.items())),
-            "step_order": list(steps), "steps": {k: v.to_dict() for k, v in steps.items()},
-            **merged_stats(per_file)}
 
 
 # -- CLI ---------------------------------------------------------------------------------------------------------

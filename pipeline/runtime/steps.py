@@ -15,6 +15,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 
+def as_text(text) -> str:
+    """``text`` as a str: bytes decoded as UTF-8 (invalid bytes replaced), ``None`` as "", anything else ``str()``."""
+    if isinstance(text, str):
+        return text
+    if isinstance(text, bytes | bytearray):
+        return bytes(text).decode("utf-8", errors="replace")
+    return "" if text is None else str(text)
+
+
 class Step:
     """One document step. Subclasses set ``name`` and implement ``reject``."""
 

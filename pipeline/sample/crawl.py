@@ -204,12 +204,10 @@ class World:
 
 def _entry(**fields) -> dict:
     """A manifest entry with every field present, in a fixed order."""
-    base = dict(record_id=None, url=None, status=200, content_type=None, page_type="article", lang=None,
+    return dict(record_id=None, url=None, status=200, content_type=None, page_type="article", lang=None,
                 charset=None, declared_charset=None, meta_charset=None, title=None, topic=None, quality="high",
                 low_quality_kind=None, toxic=False, pii=[], pii_lookalikes=[], duplicate_of=None,
-                near_duplicate_of=None, broken=None)
-    base.update(fields)
-    return base
+                near_duplicate_of=None, broken=None) | fields
 
 
 def _html_response(w: World, site: Site, url: str, html: str, entry: dict) -> Page:

@@ -246,7 +246,6 @@ def labelled_examples(task: str, n: int, seed: int = 0) -> list[tuple[str, str]]
     return [(pos, make(True)) if i % 2 == 0 else (neg, make(False)) for i in range(n)]
 
 
-def write_labelled_data(out_dir, task: str, n: int, seed: int = 0,
-                        valid_fraction: float = 0.2) -> tuple[Path, Path]:
-    """Write ``<task>.train`` and ``<task>.valid`` (fastText format) under ``out_dir``; return their paths."""
-    return write_split(labelled_examples(task, n, seed), out_dir, task, seed, valid_fraction)
+def write_labelled_data(out_dir, task: str, n: int, seed: int = 0) -> tuple[Path, Path]:
+    """Write ``<task>.train`` and ``<task>.valid`` (fastText format, 20% held out) under ``out_dir``; their paths."""
+    return write_split(labelled_examples(task, n, seed), out_dir, task, seed, 0.2)

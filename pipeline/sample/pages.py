@@ -230,9 +230,9 @@ def _e(text: str) -> str:
     return escape(text, quote=False)
 
 
-def _links(titles, cls: str = "") -> str:
+def _links(titles) -> str:
     items = "".join(f'<li><a href="/p/{i + 100}/">{_e(t)}</a></li>' for i, t in enumerate(titles))
-    return f'<ul class="{cls}">{items}</ul>' if cls else f"<ul>{items}</ul>"
+    return f"<ul>{items}</ul>"
 
 
 def article_body(sections: list[tuple[str | None, list[list[str]]]], zh_ja: bool = False) -> str:

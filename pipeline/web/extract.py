@@ -20,7 +20,6 @@ import logging
 import threading
 from collections import Counter, deque
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,14 +116,6 @@ class _Timeout(Exception):
     pass
 
 
-@contextmanager
-def _time_limit(seconds: float):
-    """Raise _Timeout after ``seconds`` (SIGALRM: pool workers and the main thread; a timer off it)."""
-    on_main = threading.current_thread() is threading.main_thread()  # else a Dask worker thread runs the task
-    with (alarm_time_limit if on_main else thread_time_limit)(seconds, _Timeout):
-        yield
-
-
 _worker_cfg: ExtractConfig | None = None
 
 
@@ -151,8 +142,10 @@ def _init_worker(cfg: ExtractConfig) -> None:
 def _extract_one(payload: Payload) -> dict | str:
     """A document dict for one payload, or the reason it was dropped."""
     cfg = _worker_cfg
+    # SIGALRM fires on the main thread only (pool workers run records there); a Dask worker thread gets a timer
+    on_main = threading.current_thread() is threading.main_thread()
     try:
-        with _time_limit(cfg.timeout_s):
+        with (alarm_time_limit if on_main else thread_time_limit)(cfg.timeout_s, _Timeout):
             if payload.kind == "text":
                 text = payload.body.decode("utf-8", errors="replace").strip()
             else:
@@ -199,7 +192,7 @@ def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool: Supervise
     """Extract one input into ``out_dir``, its records spread over ``pool`` (or extracted in this process when
     there is none); return its stats."""
     drops: Counter = Counter()
-    counts = {"records": 0, "docs": 0}
+    counts = {"records": 0}
     problems: list[str] = []
     issues = InputIssues()
     sent: deque[Payload] = deque()  # the records in the pool, oldest first (results come back in order)
@@ -223,7 +216,6 @@ def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool: Supervise
                     issues.skipped.append(f"{path}: record {payload.record_id} ({payload.url}): {result}, "
                                           f"{_NAMED_DROPS[result]}")
                 continue
-            counts["docs"] += 1
             out.keep(result)
     counts["records"] += sum(v for k, v in drops.items() if k.startswith("warc_") and k != "warc_corrupt_file")
     issues.file_ended(path, counts["records"], problems[0] if problems else None,
@@ -232,7 +224,7 @@ def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool: Supervise
     # No timings here: the stats sit beside the documents, which must be byte-identical on a rerun.
     # "generated": the input is our generated crawl (its warcinfo says so); the filter's provenance check reads it.
     stats = {"input": str(path), "generated": is_generated_crawl(path), "records": counts["records"],
-             "docs": counts["docs"], "drops": dict(sorted(drops.items())), **issues.stats()}
+             "docs": out.counts["kept"], "drops": dict(sorted(drops.items())), **issues.stats()}
     return mark_done(marker_path(out_dir, output_name(path)), stats, path)  # written last: marks the input as done
 
 
@@ -270,7 +262,17 @@ class ExtractStage(FileStage):
             return [_extract_file(p, self.out_dir, self.cfg, pool, bar) for p in todo]
 
     def summarize(self, per_file: list[dict]) -> dict:
-        return summarize(per_file, self.cfg)
+        """Stage metrics over every input: records read, documents out, drops per reason."""
+        totals = sum_stats(per_file, ("records", "docs"))
+        return {
+            "stage": "extract",
+            "extractor": self.cfg.extractor,
+            "files": len(per_file),
+            "records_read": totals["records"],
+            "docs_out": totals["docs"],
+            "drops": dict(sorted(sum_counts(per_file).items())),
+            **merged_stats(per_file),
+        }
 
     def add_timings(self, metrics: dict, fresh: list[dict], skipped: int, wall: float) -> None:
         metrics["seconds"] = round(wall, 3)
@@ -291,20 +293,6 @@ def run_extract(inputs: list[Path], out_dir: Path, metrics_path: Path | None, cf
     unreadable or empty files are named in the metrics; none readable is a ValueError.
     """
     return ExtractStage(input_files(inputs), Path(out_dir), cfg, force).run(executor, metrics_path)
-
-
-def summarize(per_file: list[dict], cfg: ExtractConfig) -> dict:
-    """Stage metrics over every input: records read, documents out, drops per reason."""
-    totals = sum_stats(per_file, ("records", "docs"))
-    return {
-        "stage": "extract",
-        "extractor": cfg.extractor,
-        "files": len(per_file),
-        "records_read": totals["records"],
-        "docs_out": totals["docs"],
-        "drops": dict(sorted(sum_counts(per_file).items())),
-        **merged_stats(per_file),
-    }
 
 
 # -- CLI ---------------------------------------------------------------------------------------------------------

@@ -171,10 +171,7 @@ def _payload(record, max_bytes: int) -> Payload | str:
     """The record's payload, or the reason it is skipped."""
     from fastwarc.warc import WarcRecordType
 
-    headers = record.headers
-    record_id = headers.get("WARC-Record-ID") or ""
-    url = headers.get("WARC-Target-URI") or ""
-    date = headers.get("WARC-Date") or ""
+    record_id, url, date = (record.headers.get(k) or "" for k in ("WARC-Record-ID", "WARC-Target-URI", "WARC-Date"))
     body = record.reader.read(max_bytes + 1)
     if len(body) > max_bytes:
         return "warc_too_large"
