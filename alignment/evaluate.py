@@ -92,12 +92,6 @@ def score(task: str, response: str, item: dict) -> dict:
     raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
 
 
-def _count_tokens(tokenizer, text: str) -> int:
-    if tokenizer is None:
-        return len(text.split())
-    return len(TokenizerAdapter(tokenizer).encode(text))
-
-
 def evaluate(model, tokenizer, task: str, items: Sequence[dict], template: str = "r1_zero",
              max_new_tokens: int = 256, batch_size: int = 32,
              generate_fn: Callable[[list[str]], list[str]] | None = None,
@@ -128,10 +122,9 @@ def evaluate(model, tokenizer, task: str, items: Sequence[dict], template: str =
     rows = []
     for i, (item, prompt, response) in enumerate(zip(items, prompts, responses, strict=False)):
         response = clean_text(response)
-        row = {"i": i, "prompt": prompt, "response": response, "answer": item.get("answer")}
-        row.update(score(task, response, item))
-        row["response_tokens"] = _count_tokens(tokenizer, response)
-        rows.append(row)
+        tokens = len(response.split()) if tokenizer is None else len(TokenizerAdapter(tokenizer).encode(response))
+        rows.append({"i": i, "prompt": prompt, "response": response, "answer": item.get("answer"),
+                     **score(task, response, item), "response_tokens": tokens})
     n = len(rows)
     scored = task != "safety" and n > 0
     summary = {
@@ -150,7 +143,7 @@ def evaluate(model, tokenizer, task: str, items: Sequence[dict], template: str =
 
 # ---- files ---------------------------------------------------------------------------------------
 
-def append_report_row(path: str | Path, row: dict) -> Path:
+def append_report_row(path: str | Path, row: dict) -> None:
     """Append ``row`` to a CSV (created with a header when absent), keeping an existing file's columns (values
     for columns it lacks are left out, and named on stderr)."""
     path = Path(path)
@@ -166,7 +159,6 @@ def append_report_row(path: str | Path, row: dict) -> Path:
             if lost:
                 print(f"note: {path} has no column(s) {', '.join(lost)}: left out of this row", file=sys.stderr)
     write_metrics_row(path, columns, row, new=not existing)
-    return path
 
 
 def write_metrics_row(path: Path, columns: Sequence[str], row: dict, new: bool) -> None:
@@ -193,14 +185,9 @@ def load_items(task: str, n: int | None, data: str | None = None, seed: int = 0,
         return val if split == "validation" else test
     if task == "arithmetic":
         return task_splits(0, n if n is not None else 200, seed, digits, held_out)[1]
-    if task == "gsm8k":
-        items = load_gsm8k(data or DATA_DIR / "gsm8k_test.jsonl")
-    elif task == "math":
-        items = load_math(data or DATA_DIR / "math_test.jsonl")
-    elif task == "mmlu":
-        items = load_mmlu(data or DATA_DIR / "mmlu", "test")
-    else:
-        items = load_safety(data or DATA_DIR / "simple_safety_tests.csv")
+    load, default = {"gsm8k": (load_gsm8k, "gsm8k_test.jsonl"), "math": (load_math, "math_test.jsonl"),
+                     "mmlu": (load_mmlu, "mmlu")}.get(task, (load_safety, "simple_safety_tests.csv"))
+    items = load(data or DATA_DIR / default)
     return items if n is None else items[:n]
 
 

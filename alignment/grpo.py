@@ -233,10 +233,7 @@ def _microbatch(run: _Run, rollouts: _Rollouts, index: list[int], n_micro: int, 
     width = ids.shape[1]
     out = get_response_log_probs(run.model, ids, labels, return_token_entropy=True)
     idx = torch.tensor(index, device=run.device)
-    kwargs = {}
-    if run.reference is not None:
-        kwargs.update(ref_log_probs=rollouts.ref_log_probs[idx, :width], kl_coef=cfg.kl_coef)
-    old = rollouts.old_log_probs
+    old, ref = rollouts.old_log_probs, rollouts.ref_log_probs  # ref: only with a reference (kl_coef > 0)
     loss, meta = grpo_microbatch_train_step(
         out["log_probs"], mask, n_micro, cfg.loss_type,
         raw_rewards=rollouts.raw_rewards[index].unsqueeze(-1).to(run.device),
@@ -244,7 +241,8 @@ def _microbatch(run: _Run, rollouts: _Rollouts, index: list[int], n_micro: int, 
         old_log_probs=None if old is None else old[idx, :width],
         cliprange=cfg.cliprange, length_normalization=cfg.length_normalization,
         normalize_constant=float(cfg.max_new_tokens) if cfg.length_normalization == "constant" else None,
-        cliprange_low=cfg.cliprange_low, cliprange_high=cfg.cliprange_high, **kwargs)
+        ref_log_probs=None if ref is None else ref[idx, :width], kl_coef=cfg.kl_coef,
+        cliprange_low=cfg.cliprange_low, cliprange_high=cfg.cliprange_high)
     sums["loss"] += float(loss)
     sums["entropy"] += float(masked_mean(out["token_entropy"].detach(), mask))
     sums["clip_fraction"] += float(meta.get("policy/clip_fraction", 0.0))

@@ -213,8 +213,8 @@ def _val(trainer: Trainer, summary: dict) -> dict:
     return {column: summary.get(key) for column, key in trainer.val_columns.items()}
 
 
-def plot_metrics(csv_path: Path, png_path: Path, panels: dict[str, tuple[str, ...]]) -> Path | None:
-    """One panel per entry (title -> metrics.csv columns against step); None when there is nothing to draw."""
+def plot_metrics(csv_path: Path, png_path: Path, panels: dict[str, tuple[str, ...]]) -> None:
+    """One panel per entry (title -> metrics.csv columns against step); no file when there is nothing to draw."""
     import pandas as pd
     from matplotlib.figure import Figure
 
@@ -222,7 +222,7 @@ def plot_metrics(csv_path: Path, png_path: Path, panels: dict[str, tuple[str, ..
     panels = {title: [c for c in cols if c in frame and frame[c].notna().any()] for title, cols in panels.items()}
     panels = {title: cols for title, cols in panels.items() if cols}
     if not panels or "step" not in frame:
-        return None
+        return
     fig = Figure(figsize=(4.2 * len(panels), 3.4), layout="constrained")
     for ax, (title, cols) in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels.items(), strict=False):
         for col in cols:
@@ -233,7 +233,6 @@ def plot_metrics(csv_path: Path, png_path: Path, panels: dict[str, tuple[str, ..
         ax.legend(fontsize=8)
     with atomic_path(png_path) as tmp:
         fig.savefig(tmp, dpi=100, format=png_path.suffix[1:] or "png")
-    return png_path
 
 
 def headline(stats: dict) -> dict:

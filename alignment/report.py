@@ -137,7 +137,7 @@ def _curve(ax, frame: pd.DataFrame, column: str, label: str, **style) -> bool:
     return True
 
 
-def plot_report(frame: pd.DataFrame, curves: dict[str, Path], path: str | Path) -> Path:
+def plot_report(frame: pd.DataFrame, curves: dict[str, Path], path: str | Path) -> None:
     """Accuracy/format rate per stage (bars) beside each stage's training curves."""
     from matplotlib.figure import Figure
 
@@ -181,7 +181,6 @@ def plot_report(frame: pd.DataFrame, curves: dict[str, Path], path: str | Path) 
     path = Path(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, format=path.suffix[1:] or "png")
-    return path
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,7 @@ def _max_length(model) -> int | None:
     return getattr(getattr(model, "config", None), "max_position_embeddings", None)
 
 
-def _write_log_history(out_dir: Path, log_history: list[dict], summary: dict) -> Path:
+def _write_log_history(out_dir: Path, log_history: list[dict], summary: dict) -> None:
     """``out_dir/metrics.csv``: one row per logged step (TRL's keys; the final train-summary row is dropped), the
     held-out accuracy on the last row."""
     import pandas as pd
@@ -131,12 +131,10 @@ def _write_log_history(out_dir: Path, log_history: list[dict], summary: dict) ->
     rows = ([dict(r) for r in log_history if "train_runtime" not in r] or [dict(r) for r in log_history]
             or [{"step": 0}])
     rows[-1].update(val_accuracy=summary.get("accuracy"), val_format_rate=summary.get("format_rate"))
-    path = out_dir / "metrics.csv"
     df = pd.DataFrame(rows)
     if "step" in df.columns:
         df = df[["step"] + [c for c in df.columns if c != "step"]]
-    df.to_csv(path, index=False)
-    return path
+    df.to_csv(out_dir / "metrics.csv", index=False)
 
 
 def _finish(cfg, stage: str, trainer, tokenizer, out_dir: Path, test_items: list[dict], started: float,

@@ -123,9 +123,7 @@ def _count_chunk(args: tuple[str, int, int, list[str]]) -> Counter[bytes]:
     docs = split.split(text) if split else [text]
     if native.NATIVE is not None:
         return Counter(native.NATIVE.count_pretokens(docs))
-    counts: Counter[str] = Counter()
-    for doc in docs:
-        counts.update(pretokenize_reference(doc))
+    counts = Counter(chain.from_iterable(map(pretokenize_reference, docs)))
     return Counter({word.encode("utf-8"): n for word, n in counts.items()})
 
 

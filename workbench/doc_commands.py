@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import itertools
 import re
 import shlex
 import sys
@@ -54,12 +55,7 @@ def _words(rest: str) -> tuple[str, ...]:
         words = shlex.split(rest, comments=True)
     except ValueError:  # an unbalanced quote in prose
         words = rest.split()
-    out = []
-    for word in words:
-        if word in OPERATORS or word.startswith((">", "2>", "|")):
-            break
-        out.append(word)
-    return tuple(out)
+    return tuple(itertools.takewhile(lambda w: w not in OPERATORS and not w.startswith((">", "2>", "|")), words))
 
 
 def commands(path: Path) -> list[DocCommand]:
@@ -142,13 +138,8 @@ def problem(cmd: DocCommand, parsers: dict[str, argparse.ArgumentParser]) -> str
 def check() -> list[str]:
     """One line per documented command that would not run: file:line: command -- why."""
     parsers: dict[str, argparse.ArgumentParser] = {}
-    out = []
-    for path in doc_files():
-        for cmd in commands(path):
-            why = problem(cmd, parsers)
-            if why:
-                out.append(f"{cmd} -- {why}")
-    return out
+    return [f"{cmd} -- {why}" for path in doc_files() for cmd in commands(path)
+            if (why := problem(cmd, parsers))]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,10 +28,7 @@ DOTTED = re.compile(r"\w+(?:\.\w+)+")  # a string naming a submodule, e.g. "kern
 def module_file(root: Path, module: str) -> Path | None:
     """The file that ``import module`` runs (a package means its ``__init__.py``), relative to ``root``."""
     base = root.joinpath(*module.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate.relative_to(root)
-    return None
+    return next((c.relative_to(root) for c in (base.with_suffix(".py"), base / "__init__.py") if c.is_file()), None)
 
 
 def _package_inits(root: Path, module: str) -> list[Path]:

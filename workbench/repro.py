@@ -46,12 +46,8 @@ def stage_times(lines, clock=time.monotonic) -> tuple[list[dict], float]:
         now = clock()
         if running is not None:  # the previous stage ends where the next one starts
             running["seconds"] = round(now - running.pop("_start"), 2)
-            running = None
-        if started:
-            running = {"stage": started.group(1), "status": "ran", "_start": now}
-            rows.append(running)
-        else:
-            rows.append({"stage": skipped.group(1), "status": "up to date", "seconds": 0.0})
+        running = {"stage": started.group(1), "status": "ran", "_start": now} if started else None
+        rows.append(running or {"stage": skipped.group(1), "status": "up to date", "seconds": 0.0})
     end = clock()
     if running is not None:
         running["seconds"] = round(end - running.pop("_start"), 2)

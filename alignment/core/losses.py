@@ -43,17 +43,12 @@ def compute_entropy(logits: Tensor) -> Tensor:
 def masked_mean(tensor: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
     """Σ(tensor · mask) / Σ mask over ``dim`` (all elements when None); an all-masked slice is nan."""
     mask = mask.to(tensor.dtype)
-    if dim is None:
-        return (tensor * mask).sum() / mask.sum()
     return (tensor * mask).sum(dim=dim) / mask.sum(dim=dim)
 
 
 def masked_normalize(tensor: Tensor, mask: Tensor, normalize_constant: float, dim: int | None = None) -> Tensor:
     """Σ(tensor · mask) over ``dim`` (all elements when None) divided by ``normalize_constant``."""
-    mask = mask.to(tensor.dtype)
-    if dim is None:
-        return (tensor * mask).sum() / normalize_constant
-    return (tensor * mask).sum(dim=dim) / normalize_constant
+    return (tensor * mask.to(tensor.dtype)).sum(dim=dim) / normalize_constant
 
 
 def _check_accumulation(gradient_accumulation_steps) -> None:
@@ -207,10 +202,9 @@ def compute_policy_gradient_loss(policy_log_probs: Tensor, loss_type: str, raw_r
     missing = [name for name in needed if given[name] is None]
     if missing:
         raise ValueError(f"loss_type={loss_type!r} needs {', '.join(missing)} (got None)")
-    if loss_type == "no_baseline":
-        return compute_naive_policy_gradient_loss(raw_rewards, policy_log_probs), {}
-    if loss_type == "reinforce_with_baseline":
-        return compute_naive_policy_gradient_loss(advantages, policy_log_probs), {}
+    if loss_type != "grpo_clip":
+        return compute_naive_policy_gradient_loss(raw_rewards if loss_type == "no_baseline" else advantages,
+                                                  policy_log_probs), {}
     return compute_grpo_clip_loss(advantages, policy_log_probs, old_log_probs, cliprange,
                                   cliprange_low=cliprange_low, cliprange_high=cliprange_high)
 
@@ -265,9 +259,8 @@ def grpo_microbatch_train_step(
         metadata["policy/loss"] = loss.detach() * gradient_accumulation_steps
         metadata["policy/response_tokens"] = response_mask.sum().detach()
         if "clipped" in pg_meta:
-            metadata["policy/clip_fraction"] = masked_mean(pg_meta["clipped"].float(), response_mask)
-            metadata["policy/clip_fraction_low"] = masked_mean(pg_meta["clipped_low"].float(), response_mask)
-            metadata["policy/clip_fraction_high"] = masked_mean(pg_meta["clipped_high"].float(), response_mask)
+            for side in ("", "_low", "_high"):
+                metadata[f"policy/clip_fraction{side}"] = masked_mean(pg_meta[f"clipped{side}"].float(), response_mask)
             metadata["policy/clipped"] = pg_meta["clipped"]
     return loss.detach(), metadata
 

@@ -224,13 +224,10 @@ class PackedSFTDataset(torch.utils.data.Dataset):
         if shuffle:
             random.Random(seed).shuffle(examples)
         ids: list[int] = []
+        bos, eos = ([tok.bos_id] if tok.bos_id is not None else []), ([tok.eos_id] if tok.eos_id is not None else [])
         for ex in examples:
             prefix, suffix = split_template(template, clean_text(ex["prompt"]))
-            if tok.bos_id is not None:
-                ids.append(tok.bos_id)
-            ids.extend(tok.encode(prefix + clean_text(ex["response"]) + suffix))
-            if tok.eos_id is not None:
-                ids.append(tok.eos_id)
+            ids += bos + tok.encode(prefix + clean_text(ex["response"]) + suffix) + eos
         self.seq_len = seq_len
         self.tokens = torch.tensor(ids, dtype=torch.long)
         self.num_tokens = len(ids)

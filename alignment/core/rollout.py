@@ -25,14 +25,8 @@ DEFAULT_STOP = ("</answer>",)
 
 def cut_at_stop(text: str, stop: Sequence[str] | None) -> str:
     """``text`` up to and including the earliest occurrence of any stop string (unchanged if none occurs)."""
-    best = None
-    for s in stop or ():
-        if not s:
-            continue
-        i = text.find(s)
-        if i >= 0 and (best is None or i + len(s) < best):
-            best = i + len(s)
-    return text if best is None else text[:best]
+    ends = [i + len(s) for s in stop or () if s and (i := text.find(s)) >= 0]
+    return text[:min(ends)] if ends else text
 
 
 def _decode(tok: TokenizerAdapter, ids: list[int]) -> str:

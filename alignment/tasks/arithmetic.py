@@ -95,10 +95,9 @@ def arithmetic_splits(n_train: int, n_test: int, seed: int = 0, digits: tuple[in
                       ops: tuple[str, ...] = ("+", "-")) -> tuple[list[dict], list[dict]]:
     """(train, test): disjoint by problem (a, op, b), hence by question. The test split is the first ``n_test``
     problems of the seed's stream, so it does not change with ``n_train``."""
-    if not isinstance(n_train, int) or n_train < 0:
-        raise ValueError(f"n_train must be an int >= 0, got {n_train!r}")
-    if not isinstance(n_test, int) or n_test < 0:
-        raise ValueError(f"n_test must be an int >= 0, got {n_test!r}")
+    for name, n in (("n_train", n_train), ("n_test", n_test)):
+        if not isinstance(n, int) or n < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {n!r}")
     items = make_arithmetic(n_train + n_test, seed, digits, ops)
     return items[n_test:], items[:n_test]
 

@@ -74,9 +74,8 @@ def load_pairs(cfg) -> tuple[list[dict], list[dict], list[dict]]:
         train, test = [[{"prompt": format_prompt(item["question"], cfg.template), "chosen": solution(item),
                          "rejected": wrong_solution(item)} for item in part] for part in (train_items, items)]
     else:
-        rng = random.Random(cfg.seed)
-        train = [preference_pair(item, rng, cfg.template) for item in train_items]
-        test = [preference_pair(item, rng, cfg.template) for item in items]
+        rng = random.Random(cfg.seed)  # drawn from for the train pairs, then the test pairs
+        train, test = [[preference_pair(item, rng, cfg.template) for item in part] for part in (train_items, items)]
     if not train:
         raise ValueError(f"no training pairs in {cfg.pairs or 'the arithmetic task'}")
     return train, test, items

@@ -79,10 +79,7 @@ def _jsonl(path: Path, skips: _Skips):
 
 def _str_fields(rec: dict, keys: tuple[str, ...]) -> str | None:
     """None when every key holds a non-empty string, else why not."""
-    for k in keys:
-        if not isinstance(rec.get(k), str) or not rec[k].strip():
-            return f"missing {k!r}"
-    return None
+    return next((f"missing {k!r}" for k in keys if not isinstance(rec.get(k), str) or not rec[k].strip()), None)
 
 
 def load_gsm8k(path: str | Path = DATA_DIR / "gsm8k_train.jsonl") -> list[dict]:

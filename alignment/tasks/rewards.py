@@ -23,8 +23,9 @@ import re
 import signal
 import threading
 from collections.abc import Iterable
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from fractions import Fraction
+from functools import cache
 
 from workbench.executor import alarm_time_limit
 
@@ -167,8 +168,7 @@ def normalize_answer(s: str | None) -> str:
         s = s1
     s = s.strip().rstrip(".").strip()
     # "x = 5", "k=5" -> "5" (a single variable on the left, nothing else assigned)
-    m = re.fullmatch(r"[A-Za-z]\s*=\s*([^=]+)", s)
-    if m:
+    if m := re.fullmatch(r"[A-Za-z]\s*=\s*([^=]+)", s):
         s = m.group(1).strip()
     m = _UNIT_WORDS.fullmatch(s)
     if m and not (set(re.findall(r"[A-Za-z]+", m.group(2))) & _MATH_WORDS):
@@ -253,25 +253,20 @@ def _time_limit(seconds: float):
     usable = (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
               and signal.getitimer(signal.ITIMER_REAL)[0] == 0
               and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None))
-    if not usable:
-        yield
-        return
-    with alarm_time_limit(seconds, _Timeout):
+    with alarm_time_limit(seconds, _Timeout) if usable else nullcontext():
         yield
 
 
 _SYMPY_CHARS = re.compile(r"[0-9A-Za-z+\-*/^(). ]+")
 _SYMPY_NAMES = {"sqrt", "pi"}
-_SYMPY_GLOBALS: dict = {}
 
 
+@cache
 def _sympy_globals() -> dict:
     """sympy's namespace, built once (parse_expr would run ``from sympy import *`` on every call)."""
-    if not _SYMPY_GLOBALS:
-        namespace: dict = {}
-        exec("from sympy import *", namespace)  # noqa: S102 - a fixed import, no user text
-        _SYMPY_GLOBALS.update(namespace)
-    return _SYMPY_GLOBALS
+    namespace: dict = {}
+    exec("from sympy import *", namespace)  # noqa: S102 - a fixed import, no user text
+    return namespace
 
 
 def _to_sympy(s: str):
@@ -455,12 +450,9 @@ def parse_mmlu_letter(response: str) -> str | None:
             found.append(letter.upper())
         if found:
             return found[0] if len(set(found)) == 1 else None
-        m = re.match(r"\(?([A-D])(?:\)|\.|:|$|\s*$)", text)  # "B", "(C)", "B.", "C) Paris", "D: ..."
-        if m:
+        if m := re.match(r"\(?([A-D])(?:\)|\.|:|$|\s*$)", text):  # "B", "(C)", "B.", "C) Paris", "D: ..."
             return None if _OR_OTHER.match(text[m.end():]) else m.group(1)
         parens = set(re.findall(r"\(([A-D])\)", text))
-        if len(parens) == 1:
-            return parens.pop()
-        return None
+        return parens.pop() if len(parens) == 1 else None
     except Exception:
         return None
