@@ -16,7 +16,7 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.files import atomic_path, details_path, read_json
+from workbench.files import atomic_path, details_path, read_json, write_text
 from workbench.params import setting
 from workbench.stage_cli import need, run_step, stage_parser
 
@@ -80,8 +80,7 @@ def write_funnel(metrics_dir: Path, out_dir: Path):
     frame = pd.DataFrame(funnel_rows(metrics_dir), columns=COLUMNS)
     out_dir = Path(out_dir)
     csv_path, png_path = out_dir / "data_funnel.csv", out_dir / "data_funnel.png"
-    with atomic_path(csv_path) as tmp:
-        frame.to_csv(tmp, index=False)
+    write_text(csv_path, frame.to_csv(index=False))
     plot_funnel(frame, png_path)
     return frame, [csv_path, png_path]
 

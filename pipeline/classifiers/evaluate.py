@@ -35,7 +35,7 @@ def classification_metrics(y_true: list[str], y_pred: list[str]) -> dict:
     y_true, y_pred = np.asarray(y_true, dtype=object), np.asarray(y_pred, dtype=object)
     if len(y_true) != len(y_pred):
         raise ValueError(f"y_true and y_pred differ in length: {len(y_true)} vs {len(y_pred)}")
-    per_class, f1s, supports = {}, [], []
+    per_class = {}
     for label in sorted(set(y_true) | set(y_pred)):
         tp = int(np.sum((y_pred == label) & (y_true == label)))
         n_pred, n_true = int(np.sum(y_pred == label)), int(np.sum(y_true == label))
@@ -43,8 +43,7 @@ def classification_metrics(y_true: list[str], y_pred: list[str]) -> dict:
         r = tp / n_true if n_true else 0.0
         f1 = 2 * p * r / (p + r) if p + r else 0.0
         per_class[label] = {"precision": p, "recall": r, "f1": f1, "support": n_true}
-        f1s.append(f1)
-        supports.append(n_true)
+    f1s, supports = [c["f1"] for c in per_class.values()], [c["support"] for c in per_class.values()]
     n = len(y_true)
     return {"n": n, "accuracy": float(np.mean(y_true == y_pred)) if n else 0.0,
             "macro_f1": float(np.mean(f1s)) if f1s else 0.0,
@@ -93,11 +92,10 @@ def evaluate_on(model: FastTextClassifier, task: str, paths) -> list[dict]:
     for path in paths:
         if str(path).endswith(".csv"):  # a Davidson or Jigsaw CSV, else a fastText-format file
             recipe, examples = csv_examples(path, task)
+            labels, texts = [lab for lab, _ in examples], [t for _, t in examples]
         else:
-            labels, texts = read_labelled(path)
-            recipe, examples = "fasttext", list(zip(labels, texts, strict=True))
-        m = evaluate_texts(model, [lab for lab, _ in examples], [t for _, t in examples], task_spec(task).positive,
-                           str(path))
+            recipe, (labels, texts) = "fasttext", read_labelled(path)
+        m = evaluate_texts(model, labels, texts, task_spec(task).positive, str(path))
         rows.append({"data": str(path), "recipe": recipe, "sha256": file_sha256(path),
                      **{k: m[k] for k in ("n", "accuracy", "macro_f1", "auc") if k in m}})
     return rows

@@ -114,10 +114,7 @@ DAVIDSON_CONFIG = TrainConfig(minn=3, maxn=5)
 def clean_text(text, max_chars: int | None = 100_000) -> str:
     """One line of valid UTF-8 for fastText: at most ``max_chars`` characters, invalid code points
     (lone surrogates) replaced, every whitespace run one space, no ``__label__`` inside."""
-    text = as_text(text)
-    if max_chars is not None:
-        text = text[:max_chars]
-    text = text.encode("utf-8", "replace").decode("utf-8")
+    text = as_text(text)[:max_chars].encode("utf-8", "replace").decode("utf-8")
     return " ".join(text.split()).replace(PREFIX, "label ")
 
 
@@ -144,8 +141,8 @@ class FastTextClassifier:
     """
 
     def __init__(self, model, labels: Mapping[str, str] | None = None, default: str | None = None,
-                 max_chars: int | None = 100_000, path: str | Path | None = None):
-        self.model, self.max_chars, self.path = model, max_chars, path
+                 path: str | Path | None = None):
+        self.model, self.path = model, path
         self.mapping = dict(labels or {})
         self.raw_labels = tuple(lab.removeprefix(PREFIX) for lab in model.get_labels())
         self.labels = tuple(dict.fromkeys(self.canonical(lab) for lab in self.raw_labels))
@@ -203,7 +200,7 @@ class FastTextClassifier:
     # -- prediction ----------------------------------------------------------------------------------
     def proba(self, texts: Iterable) -> np.ndarray:
         """P(label) for each text: shape (n_texts, n_labels), columns in ``self.labels`` order."""
-        cleaned = [clean_text(t, self.max_chars) for t in texts]
+        cleaned = [clean_text(t) for t in texts]
         out = np.zeros((len(cleaned), len(self.labels)))
         todo = [i for i, t in enumerate(cleaned) if t]
         if todo:
@@ -219,8 +216,7 @@ class FastTextClassifier:
     def predict_batch(self, texts: Iterable) -> list[tuple[str, float]]:
         """(label, confidence) for each text; one fastText call for the whole batch."""
         p = self.proba(texts)
-        best = p.argmax(axis=1) if len(p) else np.zeros(0, dtype=int)
-        return [(self.labels[j], float(p[i, j])) for i, j in enumerate(best)]
+        return [(self.labels[j], float(p[i, j])) for i, j in enumerate(p.argmax(axis=1))]
 
     def predict(self, text) -> tuple[str, float]:
         """The most likely label (``__label__`` stripped, mapped) and its probability."""
@@ -243,23 +239,19 @@ def provenance_path(model_path: str | Path) -> Path:
     return model_path.with_name(model_path.name + ".json")
 
 
-def read_provenance(model_path: str | Path) -> dict | None:
-    """The model's sidecar, or None when it has none (a pretrained model brought by path)."""
+def trained_on_generated(model_path: str | Path) -> bool:
+    """True when the model's sidecar says it was trained on generated text (False without a sidecar: a pretrained
+    model brought by path)."""
     path = provenance_path(model_path)
     if not path.is_file():
-        return None
+        return False
     try:
         data = read_json(path)
     except ValueError as e:
         raise ValueError(f"{path}: unreadable provenance sidecar ({e})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a provenance sidecar must be a JSON object")
-    return data
-
-
-def trained_on_generated(model_path: str | Path) -> bool:
-    """True when the model's sidecar says it was trained on generated text."""
-    return (read_provenance(model_path) or {}).get("trained_on") == GENERATED
+    return data.get("trained_on") == GENERATED
 
 
 # -- CS336 function API: one cached model per task ---------------------------------------------------------

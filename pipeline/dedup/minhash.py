@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import multiprocessing as mp
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -188,14 +189,9 @@ def _signatures_task(args: tuple) -> np.ndarray:
 
 
 def chunked(items: Iterable, size: int) -> Iterator[list]:
-    chunk = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+    """Lists of ``size`` items in order (the last one shorter), taken from ``items`` as they are needed."""
+    it = iter(items)
+    return iter(lambda: list(itertools.islice(it, size)), [])
 
 
 def minhash_signatures(texts: Iterable[str], num_hashes: int = 112, ngrams: int = 5, seed: int = 0,
@@ -305,13 +301,9 @@ def verify_bucket(bucket: Sequence[int], verdict: Callable[[int, int], bool],
                     joins.append((i, j))
                     matched.append(g)
                     break
-        if matched:
-            first = groups[matched[0]]
-            for g in matched[1:]:
-                first.extend(groups[g])
-            first.append(j)
-            dropped = set(matched[1:])
-            groups = [m for g, m in enumerate(groups) if g not in dropped]
+        if matched:  # the clusters j matched merge into the first of them, j last
+            groups[matched[0]] = [i for g in matched for i in groups[g]] + [j]
+            groups = [m for g, m in enumerate(groups) if g not in matched[1:]]
         else:
             groups.append([j])
     return joins

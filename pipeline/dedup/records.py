@@ -6,8 +6,9 @@ settings, a text's fingerprint and LSH keys, line dedup's rule, and writing one 
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import numpy as np
 from pipeline.dedup.minhash import (
     EMPTY,
     band_keys,
+    chunked,
     digest,
     normalize_text,
     signatures_of_shingles,
@@ -101,6 +103,19 @@ def sketch(args: tuple[list[str], DedupConfig]) -> tuple[np.ndarray, np.ndarray]
     keys = band_keys(sig, cfg.num_bands)
     keys[sig[:, 0] == EMPTY] = 0
     return fps, keys
+
+
+def sketch_all(texts: Iterable[str], cfg: DedupConfig, workers: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """``sketch`` of every text, in chunks of 256 texts (over a fork pool of ``workers`` processes when > 1)."""
+    tasks = ((c, cfg) for c in chunked(texts, 256))
+    if workers > 1:
+        with mp.get_context("fork").Pool(workers) as pool:
+            parts = list(pool.imap(sketch, tasks))
+    else:
+        parts = [sketch(t) for t in tasks]
+    if not parts:
+        return np.empty(0, np.uint64), np.empty((0, cfg.num_bands), np.uint64)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def dumps(doc: dict) -> bytes:

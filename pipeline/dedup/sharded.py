@@ -56,12 +56,13 @@ def _open_work(work: Path, key: dict, force: bool) -> None:
 
 def _stage(executor, name: str, fn: Callable, layout: tasks.Layout, parts: list, counts: Counter) -> list[dict]:
     """Run the unfinished tasks of one stage; return every task's result, in ``parts`` order."""
-    todo = [p for p in parts if not tasks.is_done(layout, name, p)]
+    done = [layout.folder(name, p) / "done.json" for p in parts]  # each task's result, written last
+    todo = [p for p, d in zip(parts, done, strict=True) if not d.exists()]
     counts["run"] += len(todo)
     counts["skipped"] += len(parts) - len(todo)
     map_tasks(executor, fn, [(f"dedup {name} {p}", layout, p) for p in todo], desc=f"dedup {name}", unit="task",
               mininterval=2.0, disable=len(todo) < 2 or None)
-    return [tasks.result(layout, name, p) for p in parts]
+    return [read_json(d) for d in done]
 
 
 def run_sharded(files: list[Path], out_dir: Path, rejected_dir: Path | None, names: list[str], cfg: DedupConfig,
@@ -91,12 +92,20 @@ def run_sharded(files: list[Path], out_dir: Path, rejected_dir: Path | None, nam
     stages["buckets"] = _stage(executor, "buckets", tasks.buckets, layout, layout.bucket_parts(), counts)
     cand = stages["shingles"] = _stage(executor, "shingles", tasks.shingles, layout, list(n_files), counts)
     pairs = stages["pairs"] = _stage(executor, "pairs", tasks.pairs, layout, layout.bucket_parts(), counts)
-    stages["clusters"] = _stage(executor, "clusters", tasks.clusters, layout, [0], counts)
-    clusters = stages["clusters"][0]
+    clusters = stages["clusters"] = _stage(executor, "clusters", tasks.clusters, layout, [0], counts)
     if cfg.line_dedup == "first":
         stages["lines"] = _stage(executor, "lines", tasks.lines, layout, shards, counts)
     written = stages["filter"] = _stage(executor, "filter", tasks.filter_file, layout, list(n_files), counts)
-    metrics = _metrics(files, sig, cand, pairs, clusters, written, cfg, time.perf_counter() - start, counts)
+    wall = time.perf_counter() - start
+    issues = InputIssues(**{f.name: [x for r in sig for x in r[f.name]] for f in fields(InputIssues)})
+    issues.warn(log)
+    read = sum_stats(sig, ("docs", "chars_in"))
+    metrics = stage_metrics(cfg, len(files), {"docs_in": read["docs"], "chars_in": read["chars_in"]}, written, issues,
+                            wall, clusters=clusters[0]["clusters"], clustered_docs=clusters[0]["clustered_docs"],
+                            candidate_docs=sum(r["candidates"] for r in cand),
+                            comparisons=sum(r["comparisons"] for r in pairs),
+                            verified_pairs=sum(r["joins"] for r in pairs), engine="sharded", shards=cfg.shards,
+                            tasks=dict(sorted(counts.items())))
     metrics["task_peak_rss_mb"] = task_peak_rss(stages)
     shutil.rmtree(work)
     return metrics
@@ -108,16 +117,3 @@ def task_peak_rss(stages: dict[str, list[dict]]) -> dict[str, float]:
     peaks = {name: [r["peak_rss_mb"] for r in results if r.get("peak_rss_mb") is not None]
              for name, results in stages.items()}
     return {name: round(max(values), 1) for name, values in peaks.items() if values}
-
-
-def _metrics(files: list[Path], sig: list[dict], cand: list[dict], pairs: list[dict], clusters: dict,
-             written: list[dict], cfg: DedupConfig, wall: float, counts: Counter) -> dict:
-    issues = InputIssues(**{f.name: [x for r in sig for x in r[f.name]] for f in fields(InputIssues)})
-    issues.warn(log)
-    read = sum_stats(sig, ("docs", "chars_in"))
-    return stage_metrics(cfg, len(files), {"docs_in": read["docs"], "chars_in": read["chars_in"]}, written, issues,
-                         wall, clusters=clusters["clusters"], clustered_docs=clusters["clustered_docs"],
-                         candidate_docs=sum(r["candidates"] for r in cand),
-                         comparisons=sum(r["comparisons"] for r in pairs),
-                         verified_pairs=sum(r["joins"] for r in pairs), engine="sharded", shards=cfg.shards,
-                         tasks=dict(sorted(counts.items())))

@@ -28,7 +28,6 @@ import argparse
 import gzip
 import hashlib
 import logging
-import multiprocessing as mp
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -42,12 +41,11 @@ from pipeline.dedup.minhash import (
     EMPTY,
     band_keys,
     candidate_buckets,
-    chunked,
     minhash_signatures,
     shingle_hash_set,
     verified_clusters,
 )
-from pipeline.dedup.records import DedupConfig, drop_seen_lines, sketch, stage_metrics, write_decided
+from pipeline.dedup.records import DedupConfig, drop_seen_lines, sketch_all, stage_metrics, write_decided
 from pipeline.dedup.records import (
     text_fingerprint as text_fingerprint,  # re-exported: its home before records.py
 )
@@ -133,24 +131,12 @@ def exact_duplicate_of(fingerprints: Iterable[int]) -> list[int]:
     return out
 
 
-def _sketch_all(texts: Iterable[str], cfg: DedupConfig, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
-    tasks = ((c, cfg) for c in chunked(texts, chunk))
-    if cfg.workers > 1:
-        with mp.get_context("fork").Pool(cfg.workers) as pool:
-            parts = list(pool.imap(sketch, tasks))
-    else:
-        parts = [sketch(t) for t in tasks]
-    if not parts:
-        return np.empty(0, np.uint64), np.empty((0, cfg.num_bands), np.uint64)
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-
-
 def near_duplicate_clusters(docs: Sequence[dict], cfg: DedupConfig = DEFAULT_CONFIG) -> list[int]:
     """Cluster id of every document: the index of the first document of its near-duplicate cluster (its own
     index when it has none). Exact copies are in the same cluster as their original; texts without words
     are alone. Documents are dicts with a ``text``."""
     texts = [d["text"] for d in docs]
-    _, keys = _sketch_all(texts, cfg)
+    _, keys = sketch_all(texts, cfg, cfg.workers)
     return verified_clusters(keys, lambda i: shingle_hash_set(texts[i], cfg.ngrams), cfg.jaccard_threshold,
                              keys[:, 0] != 0 if len(keys) else None)
 
@@ -202,7 +188,7 @@ def _run_single(files: list[Path], out_dir: Path, rejected_dir: Path | None, nam
     corpus, stats = _Corpus(files), {}
     # read 1: fingerprint and LSH keys of every document
     bar = tqdm(corpus.texts(), desc="dedup sketch", unit="doc", dynamic_ncols=True, mininterval=2.0, disable=None)
-    fps, keys = _sketch_all(bar, cfg)
+    fps, keys = sketch_all(bar, cfg, cfg.workers)
     exact_of, roots = _cluster_phase(corpus, fps, keys, cfg, stats)
     size, ids, seen = Counter(roots), corpus.ids, set()
     written = []

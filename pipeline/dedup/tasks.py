@@ -34,21 +34,19 @@ from __future__ import annotations
 import functools
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from pipeline.dedup.minhash import candidate_buckets, jaccard, shingle_hash_set, verify_bucket
-from pipeline.dedup.records import DedupConfig, line_keys, sketch, without_lines, write_decided
+from pipeline.dedup.records import DedupConfig, line_keys, sketch_all, without_lines, write_decided
 from workbench.bad_input import InputIssues
 from workbench.documents import read_lines
 from workbench.files import atomic_open, atomic_path, read_json
 from workbench.memory import peak_rss_mb, reset_peak_rss
 from workbench.stage import finished_stats, mark_done
-
-_SKETCH_CHUNK = 256  # texts per signature batch (signatures do not depend on it)
 
 
 @dataclass(frozen=True)
@@ -68,14 +66,6 @@ class Layout:
 
     def bucket_parts(self) -> list[tuple[int, int]]:
         return [(b, s) for b in range(self.cfg.num_bands) for s in range(self.cfg.shards)]
-
-
-def is_done(layout: Layout, kind: str, part) -> bool:
-    return (layout.folder(kind, part) / "done.json").exists()
-
-
-def result(layout: Layout, kind: str, part) -> dict:
-    return read_json(layout.folder(kind, part) / "done.json")
 
 
 def _resumable(kind: str) -> Callable:
@@ -125,27 +115,20 @@ def signatures(layout: Layout, f: int, folder: Path) -> dict:
     path, cfg = layout.files[f], layout.cfg
     issues = InputIssues()
     ids: list[str | None] = []
-    fps, keys, lines, chunk = [], [], [], []
-    chars = 0
+    lines, chars = [], 0
 
-    def flush():
-        if chunk:
-            a, b = sketch((list(chunk), cfg))
-            fps.append(a)
-            keys.append(b)
-            chunk.clear()
+    def texts() -> Iterator[str]:
+        nonlocal chars
+        for k, (_, doc, _) in enumerate(read_lines(path, issues)):
+            ids.append(str(doc["id"]) if "id" in doc else None)
+            chars += len(doc["text"])
+            if cfg.line_dedup == "first":
+                lines.extend((key, k) for key in sorted(set(line_keys(doc["text"])) - {0}))
+            yield doc["text"]
 
-    for k, (_, doc, _) in enumerate(read_lines(path, issues)):
-        ids.append(str(doc["id"]) if "id" in doc else None)
-        chars += len(doc["text"])
-        chunk.append(doc["text"])
-        if cfg.line_dedup == "first":
-            lines.extend((key, k) for key in sorted(set(line_keys(doc["text"])) - {0}))
-        if len(chunk) == _SKETCH_CHUNK:
-            flush()
-    flush()
-    _save(folder / "fps.npy", _cat(fps, np.uint64))
-    _save(folder / "keys.npy", _cat(keys, np.uint64, cfg.num_bands))
+    fps, keys = sketch_all(texts(), cfg)  # no pool: this task may itself run in one
+    _save(folder / "fps.npy", fps)
+    _save(folder / "keys.npy", keys)
     _save(folder / "lines.npy", np.array(lines, dtype=np.uint64).reshape(-1, 2))
     with atomic_open(folder / "ids.json", "w") as fh:
         json.dump(ids, fh, ensure_ascii=False)

@@ -93,7 +93,7 @@ def normalize_code(code) -> str:
 class LanguageIdentifier:
     """One backend, its model loaded on first use (once per process).
 
-    ``identifier(text) -> (code, score)`` with ``score`` in [0, 1]."""
+    ``identifier.predict(text) -> (code, score)`` with ``score`` in [0, 1]."""
 
     def __init__(self, backend: str = DEFAULT_BACKEND, model_path: str | Path | None = None):
         if backend not in BACKENDS:
@@ -114,9 +114,6 @@ class LanguageIdentifier:
 
     def __repr__(self) -> str:
         return f"LanguageIdentifier(backend={self.backend!r}, model_path={self.model_path!r})"
-
-    def __call__(self, text) -> tuple[str, float]:
-        return self.predict(text)
 
     def predict(self, text) -> tuple[str, float]:
         """The language of ``text`` and a confidence in [0, 1]; ``("und", 0.0)`` when there is nothing to go on."""
@@ -203,15 +200,10 @@ def _fasttext_model(path: str):
     return fasttext.load_model(path)
 
 
-_IDENTIFIERS: dict[tuple[str, str | None], LanguageIdentifier] = {}
-
-
+@functools.cache
 def get_identifier(backend: str = DEFAULT_BACKEND, model_path: str | Path | None = None) -> LanguageIdentifier:
     """A process-wide cached identifier per (backend, model_path): models load once."""
-    key = (backend, None if model_path is None else str(model_path))
-    if key not in _IDENTIFIERS:
-        _IDENTIFIERS[key] = LanguageIdentifier(backend, model_path)
-    return _IDENTIFIERS[key]
+    return LanguageIdentifier(backend, model_path)
 
 
 def identify_language(text, backend: str | None = None, model_path: str | Path | None = None) -> tuple[str, float]:

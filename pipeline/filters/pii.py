@@ -154,12 +154,8 @@ def mask_phone_numbers(text: str) -> tuple[str, int]:
     spans = phone_number_spans(text)
     if not spans:
         return text, 0
-    parts, last = [], 0
-    for start, end in spans:
-        parts += [text[last:start], PHONE_TOKEN]
-        last = end
-    parts.append(text[last:])
-    return "".join(parts), len(spans)
+    starts, ends = zip(*spans, strict=True)  # the text between the numbers, joined by tokens
+    return PHONE_TOKEN.join(text[a:b] for a, b in zip((0, *ends), (*starts, len(text)), strict=True)), len(spans)
 
 
 def mask_pii(text: str, emails: bool = True, phones: bool = True, ips: bool = True) -> tuple[str, dict[str, int]]:

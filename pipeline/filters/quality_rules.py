@@ -37,7 +37,7 @@ from typing import ClassVar
 import regex
 
 from pipeline.filters.words import count_sentences, is_symbol, words
-from pipeline.runtime.steps import Step
+from pipeline.runtime.steps import Step, as_text
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")  # Gopher App. A.1.1
 ALPHA_WORDS = ("paper", "datatrove")  # what the alphabetic-word rule counts as words (module docstring)
@@ -46,9 +46,7 @@ _HAS_ALPHA = regex.compile(r"\p{L}")  # str.isalpha
 
 def _text(doc: dict) -> str:
     text = doc.get("text")
-    if isinstance(text, bytes | bytearray):
-        return bytes(text).decode("utf-8", errors="replace")
-    return text if isinstance(text, str) else ""
+    return as_text(text) if isinstance(text, str | bytes | bytearray) else ""
 
 
 def _check(ok: bool, field: str, value, want: str) -> None:
@@ -248,18 +246,14 @@ class GopherRepetitionFilter(Step):
         if not text:
             return "gopher_rep_empty"
         size = len(text)
-        paragraphs = _PARAGRAPH_SPLIT.split(text.strip())
-        dup, chars = _duplicates(paragraphs)
-        if self.dup_para_frac and dup / len(paragraphs) > self.dup_para_frac:
-            return "gopher_rep_dup_para_frac"
-        if self.dup_para_char_frac and chars / size > self.dup_para_char_frac:
-            return "gopher_rep_dup_para_char_frac"
-        lines = _LINE_SPLIT.split(text)
-        dup, chars = _duplicates(lines)
-        if self.dup_line_frac and dup / len(lines) > self.dup_line_frac:
-            return "gopher_rep_dup_line_frac"
-        if self.dup_line_char_frac and chars / size > self.dup_line_char_frac:
-            return "gopher_rep_dup_line_char_frac"
+        for kind, parts, part_frac, char_frac in (  # paragraphs, then lines
+                ("para", _PARAGRAPH_SPLIT.split(text.strip()), self.dup_para_frac, self.dup_para_char_frac),
+                ("line", _LINE_SPLIT.split(text), self.dup_line_frac, self.dup_line_char_frac)):
+            dup, chars = _duplicates(parts)
+            if part_frac and dup / len(parts) > part_frac:
+                return f"gopher_rep_dup_{kind}_frac"
+            if char_frac and chars / size > char_frac:
+                return f"gopher_rep_dup_{kind}_char_frac"
         toks = words(text)
         for n, frac in self.top_n_grams:
             if top_ngram_chars(toks, n) / size > frac:

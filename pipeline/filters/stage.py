@@ -131,8 +131,7 @@ def filter_file(task: tuple[Path, Path, Path, FilterConfig]) -> dict:
             yield doc
 
     with TaskWriter(text=True, kept=out_dir / name, rejected=rejected_dir / name) as out:
-        rejected = _Rejected(out)
-        for doc in run_steps(counted(), steps, stats, rejected):
+        for doc in run_steps(counted(), steps, stats, out.reject):
             counts["chars_out"] += len(doc["text"])
             out.keep(doc)
     issues.warn(log)
@@ -141,13 +140,6 @@ def filter_file(task: tuple[Path, Path, Path, FilterConfig]) -> dict:
               "steps": {k: {**v.to_dict(), "seconds": 0.0} for k, v in stats.items()}, **issues.stats()}
     mark_done(marker_path(out_dir, name), result, path)  # written last: marks the file as done; no timings in it
     return {**result, "seconds": time.perf_counter() - t0, "step_seconds": {k: v.seconds for k, v in stats.items()}}
-
-
-class _Rejected:
-    """``run_steps``' list of dropped documents, written as they come."""
-
-    def __init__(self, out: TaskWriter):
-        self.append = out.reject
 
 
 class FilterStage(DocumentStage):
@@ -175,9 +167,7 @@ class FilterStage(DocumentStage):
         for r in per_file:
             for name, s in r["steps"].items():
                 steps.setdefault(name, StepStats()).merge(StepStats.from_dict(s))
-        drops = {}
-        for s in steps.values():
-            drops.update(s.drops)
+        drops = {reason: n for s in steps.values() for reason, n in s.drops.items()}
         bad = sum(r.get("bad_json", 0) for r in per_file)
         if bad:
             drops["bad_json"] = bad

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 
 def as_text(text) -> str:
@@ -61,10 +62,10 @@ class StepStats:
 
 
 def run_steps(docs: Iterable[dict], steps: list[Step], stats: dict[str, StepStats],
-              rejected: list[dict] | None = None) -> Iterator[dict]:
+              reject: Callable[[dict], Any] | None = None) -> Iterator[dict]:
     """Yield the documents every step keeps; count each step's work in ``stats`` (keyed by step name).
 
-    A dropped document goes to ``rejected`` (if given) with its ``reason``; later steps never see it.
+    A dropped document goes to ``reject`` (if given) with its ``reason``; later steps never see it.
     """
     for step in steps:
         stats.setdefault(step.name, StepStats())
@@ -77,8 +78,8 @@ def run_steps(docs: Iterable[dict], steps: list[Step], stats: dict[str, StepStat
             s.seconds += time.perf_counter() - t0
             if reason is not None:
                 s.drops[reason] += 1
-                if rejected is not None:
-                    rejected.append({**doc, "reason": reason})
+                if reject is not None:
+                    reject({**doc, "reason": reason})
                 break
             s.docs_out += 1
             text = doc.get("text")

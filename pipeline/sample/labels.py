@@ -33,11 +33,11 @@ import hashlib
 from pathlib import Path
 
 from pipeline.classifiers.labelled import write_split
+from pipeline.classifiers.models import task_spec
 from pipeline.sample.crawl import LANGS, PII_RATE, World
 from pipeline.sample.pages import UI
 from pipeline.sample.text import FORUM_BITS, KEYWORD_MODS, LEXICON, SPAM, TOPICS
 
-TASK_LABELS = {"quality": ("wiki", "cc"), "toxicity": ("toxic", "non-toxic"), "nsfw": ("nsfw", "non-nsfw")}
 # Mild adult-site spam: vocabulary and ad phrasing only. {c} city, {n} number, {a} adjective.
 ADULT = ("Hot singles in {c} are waiting to chat with you tonight >>> http://hot-singles-{n}.xxx",
          "18+ ONLY!!! Sexy webcam models live now, free registration >>> http://live-cams-{n}.xxx",
@@ -237,11 +237,10 @@ class LabelledText:
 
 def labelled_examples(task: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
     """``n`` (label, text) examples for ``task``, alternating positive and negative (balanced), seeded."""
-    if task not in TASK_LABELS:
-        raise ValueError(f"task must be one of {sorted(TASK_LABELS)}, got {task!r}")
+    spec = task_spec(task)  # a ValueError for an unknown task
     if n < 2:
         raise ValueError(f"n must be >= 2 (one example per class), got {n}")
-    gen, (pos, neg) = LabelledText(task, seed), TASK_LABELS[task]
+    gen, (pos, neg) = LabelledText(task, seed), (spec.positive, spec.negative)
     make = getattr(gen, task)
     return [(pos, make(True)) if i % 2 == 0 else (neg, make(False)) for i in range(n)]
 

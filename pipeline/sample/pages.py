@@ -18,7 +18,8 @@ import random
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
+from email.utils import format_datetime
 from html import escape
 
 UI_KEYS = ("home nav2 nav3 nav4 nav5 nav6 cookie accept settings rights privacy terms contact about "
@@ -207,8 +208,6 @@ def lookalike_value(rng: random.Random, kind: str) -> str:
 
 SERVERS = ("nginx", "nginx/1.18.0 (Ubuntu)", "Apache/2.4.41 (Ubuntu)", "Apache", "cloudflare",
            "Microsoft-IIS/10.0", "LiteSpeed", "openresty")
-_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _STATUS = {200: "OK", 301: "Moved Permanently", 404: "Not Found"}
 
 
@@ -315,15 +314,10 @@ def encode_page(rng: random.Random, html: str, lang: str) -> tuple[bytes, str, s
     meta = None if mode == "header" else rng.choice(("charset", "charset", "http-equiv"))
     label = charset.upper() if charset == "utf-8" and rng.random() < 0.3 else charset
     ctype = "text/html" if mode == "meta" else f"text/html; charset={label}"
-    return (encode_html(html, label, meta), ctype, charset, None if mode == "meta" else label,
-            label if meta else None)
-
-
-def encode_html(html: str, charset: str, meta: str | None) -> bytes:
-    """Fill the charset slot (``meta``: None, ``"charset"`` or ``"http-equiv"``) and encode."""
-    tag = {None: "", "charset": f'<meta charset="{charset}">\n',
-           "http-equiv": f'<meta http-equiv="Content-Type" content="text/html; charset={charset}">\n'}[meta]
-    return html.replace("<!--CHARSET-->", tag, 1).encode(charset, errors="xmlcharrefreplace")
+    tag = {None: "", "charset": f'<meta charset="{label}">\n',
+           "http-equiv": f'<meta http-equiv="Content-Type" content="text/html; charset={label}">\n'}[meta]
+    body = html.replace("<!--CHARSET-->", tag, 1).encode(label, errors="xmlcharrefreplace")
+    return body, ctype, charset, None if mode == "meta" else label, label if meta else None
 
 
 def redirect_html(target: str) -> bytes:
@@ -358,10 +352,6 @@ def json_bytes(rng: random.Random, words: list[str]) -> bytes:
 
 
 # -- HTTP and WARC ----------------------------------------------------------------------------
-def http_date(t: datetime) -> str:
-    return f"{_DAYS[t.weekday()]}, {t.day:02d} {_MONTHS[t.month - 1]} {t.year} {t:%H:%M:%S} GMT"
-
-
 def warc_date(t: datetime) -> str:
     return f"{t:%Y-%m-%dT%H:%M:%S}Z"
 
@@ -385,12 +375,12 @@ def sha1_b32(data: bytes) -> str:
     return "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode()
 
 
-def warc_record(headers: list[tuple[str, str]], block: bytes, compresslevel: int = 6) -> bytes:
+def warc_record(headers: list[tuple[str, str]], block: bytes) -> bytes:
     """One WARC/1.0 record (block digest and length added) as its own gzip member."""
     head = ["WARC/1.0", *(f"{k}: {v}" for k, v in headers), f"WARC-Block-Digest: {sha1_b32(block)}",
             f"Content-Length: {len(block)}"]
     raw = ("\r\n".join(head) + "\r\n\r\n").encode() + block + b"\r\n\r\n"
-    return gzip.compress(raw, compresslevel=compresslevel, mtime=0)
+    return gzip.compress(raw, compresslevel=6, mtime=0)
 
 
 def record_id(rng: random.Random) -> str:
@@ -412,7 +402,7 @@ def page_records(rng: random.Random, *, info_id: str, resp_id: str, t: datetime,
                  ctype: str, body: bytes, lang: str, charset: str | None, extra=()) -> tuple[bytes, int]:
     """The request, response and (30% of the time) metadata records of one fetch, and how many there are."""
     req_id = record_id(rng)
-    headers = [("Date", http_date(t)), ("Server", site.server)]
+    headers = [("Date", format_datetime(t.replace(tzinfo=timezone.utc), usegmt=True)), ("Server", site.server)]
     if site.php:
         headers.append(("X-Powered-By", rng.choice(("PHP/7.4.33", "PHP/8.1.27", "PHP/8.2.15"))))
     headers += [("Content-Type", ctype), ("Vary", "Accept-Encoding"), ("Connection", "close"), *extra]

@@ -318,7 +318,7 @@ class EnglishProse:
         subj, agr = self.subject()
         return f"{subj} {self.vp(agr)}"
 
-    # -- sentences: one method per shape, drawn by weight (SHAPES below) --------------------------
+    # -- sentences: one method per shape (a plain one is a ``clause``), drawn by weight (SHAPES below) ---------
     def sentence(self) -> str:
         shape = self.rng.choices(SHAPES, weights=SHAPE_WEIGHTS)[0]
         s = shape(self)
@@ -327,9 +327,6 @@ class EnglishProse:
     def _pick(self, *options):
         """Build only the chosen alternative (each option is a zero-argument callable)."""
         return self.rng.choice(options)()
-
-    def s_plain(self) -> str:
-        return self.clause()
 
     def s_intro(self) -> str:
         lead = self.rng.choice(INTROS) if self.rng.random() < 0.6 else self.pp()
@@ -405,9 +402,9 @@ class EnglishProse:
         return f"{self.clause()}, which {'made' if self.past else 'makes'} {self.np()[0]} {self.adj()}"
 
     # -- paragraphs and titles -----------------------------------------------------------------
-    def paragraph(self, n: int | None = None) -> list[str]:
+    def paragraph(self) -> list[str]:
         self.past = self.rng.random() < (0.8 if self.topic == "history" else 0.3)
-        return [self.sentence() for _ in range(n or self.rng.randint(3, 7))]
+        return [self.sentence() for _ in range(self.rng.randint(3, 7))]
 
     def heading(self) -> str:
         n = self.noun()
@@ -427,7 +424,7 @@ class EnglishProse:
                                lambda: f"{n.pl}: {self.adj()}, {self.adj()} and {self.adj()}"))
 
 
-SHAPES = (EnglishProse.s_plain, EnglishProse.s_intro, EnglishProse.s_subordinate, EnglishProse.s_compound,
+SHAPES = (EnglishProse.clause, EnglishProse.s_intro, EnglishProse.s_subordinate, EnglishProse.s_compound,
           EnglishProse.s_quote, EnglishProse.s_number, EnglishProse.s_there, EnglishProse.s_compare,
           EnglishProse.s_question, EnglishProse.s_imperative, EnglishProse.s_it, EnglishProse.s_personal,
           EnglishProse.s_list, EnglishProse.s_which)

@@ -16,6 +16,7 @@ files, resumes and writes the metrics).
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import threading
 from collections import Counter, deque
@@ -122,15 +123,10 @@ _worker_cfg: ExtractConfig | None = None
 def _import_extractor(extractor: str) -> None:
     """Import the extractor before the workers fork, so a worker's first record (or a replaced worker's) does
     not spend its time limit importing it."""
-    import resiliparse.parse.encoding  # noqa: F401 - decode_html's fallback
-
-    if extractor in ("trafilatura", "cascade"):
-        import trafilatura  # noqa: F401
-    if extractor == "cascade":
-        import selectolax.lexbor  # noqa: F401
-    if extractor == "resiliparse":
-        import resiliparse.extract.html2text  # noqa: F401
-        import resiliparse.parse.html  # noqa: F401
+    modules = {"trafilatura": ("trafilatura",), "cascade": ("trafilatura", "selectolax.lexbor"),
+               "resiliparse": ("resiliparse.extract.html2text", "resiliparse.parse.html")}[extractor]
+    for module in ("resiliparse.parse.encoding", *modules):  # decode_html's fallback, then the extractor's
+        importlib.import_module(module)
 
 
 def _init_worker(cfg: ExtractConfig) -> None:

@@ -263,7 +263,7 @@ def test_classifier_filter_annotates_scores_and_rejects_with_reasons(models):
             {"id": "toxic", "url": "u", "text": article + "\n" + INSULT * 3},
             {"id": "adult", "url": "u", "text": article.split("\n")[0] + "\n" + "\n".join([ADULT] * 6)}]
     stats, rejected = {}, []
-    kept = list(run_steps(docs, steps, stats, rejected))
+    kept = list(run_steps(docs, steps, stats, rejected.append))
     assert [d["id"] for d in kept] == ["ok"]
     assert {d["id"]: d["reason"] for d in rejected} == {"spam": "quality_low", "toxic": "toxicity_toxic",
                                                         "adult": "nsfw_nsfw"}

@@ -58,7 +58,7 @@ CFG = {"short": {"min_words": 2}, "shout": True}
 
 def test_run_steps_counts_keeps_and_drops_with_reason():
     stats, rejected = {}, []
-    kept = list(run_steps(_docs(6), [ShortDocs(2), Shout()], stats, rejected))
+    kept = list(run_steps(_docs(6), [ShortDocs(2), Shout()], stats, rejected.append))
     assert [d["id"] for d in kept] == ["d1", "d2", "d4", "d5"] and all(d["text"] == "A B C D" for d in kept)
     assert [(d["id"], d["reason"]) for d in rejected] == [("d0", "short_doc"), ("d3", "short_doc")]
     assert stats["short"].to_dict() | {"seconds": 0} == {"docs_in": 6, "docs_out": 4, "drops": {"short_doc": 2},

@@ -168,7 +168,7 @@ def test_filter_annotates_and_rejects_with_the_language_in_the_reason():
     docs += [{"id": "empty", "url": "u", "text": ""}, {"id": "none", "url": "u"}]
     stats: dict[str, StepStats] = {}
     rejected: list[dict] = []
-    kept = list(run_steps(docs, [LanguageFilter()], stats, rejected))
+    kept = list(run_steps(docs, [LanguageFilter()], stats, rejected.append))
     assert [d["id"] for d in kept] == ["en"] and kept[0]["lang"] == "en" and kept[0]["lang_score"] >= 0.65
     reasons = {d["id"]: d["reason"] for d in rejected}
     assert reasons == {"de": "langid_de", "fr": "langid_fr", "es": "langid_es", "ru": "langid_ru", "ja": "langid_ja",
