@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.cli_docs import ROOT, capture_parser
-from workbench.dvc_deps import FIRST_PARTY
+from workbench.import_names import PACKAGES
 from workbench.params import CheckOnly, add_config_flags
 
 COMMAND = re.compile(r"python3? -m ([\w.]+)(.*)")
@@ -106,7 +106,7 @@ def _pipeline_step(step: str) -> str | None:
 def problem(cmd: DocCommand, parsers: dict[str, argparse.ArgumentParser]) -> str | None:
     """Why `cmd` would not run as written, or None."""
     module, args = cmd.module, [a.lstrip("[") for a in cmd.args]  # a usage line's [--flag] is the flag
-    if module.split(".")[0] not in FIRST_PARTY or module.endswith(".") or (args and args[0].startswith("<")):
+    if module.split(".")[0] not in PACKAGES or module.endswith(".") or (args and args[0].startswith("<")):
         return None  # not ours, or a placeholder (`python -m alignment.<name>`, `python -m pipeline <step>`)
     if importlib.util.find_spec(module) is None:
         return f"no module {module}"

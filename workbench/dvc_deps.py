@@ -2,7 +2,7 @@
 
 A stage runs ``python -m some.module ...``; the files that can change its results are that module, every
 first-party module it imports (at module top or inside a function, followed transitively), the packages'
-``__init__.py`` files, and modules named by string literal (``importlib.import_module("kernels.rmsnorm")``).
+``__init__.py`` files, and modules named by string literal (``importlib.import_module("lmw_kernels.rmsnorm")``).
 ``--check`` (run by ``make test``) exits 1 naming each stage whose ``deps`` lack a file of its closure, or list
 a ``.py`` file outside it; ``--write`` rewrites the ``.py`` entries of every stage's ``deps`` in ``dvc.yaml``
 (other deps, comments and order kept). So no hand-kept list can go stale.
@@ -18,11 +18,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.import_names import PACKAGES
 from workbench.params import add_config_flags, setting
 
-FIRST_PARTY = ("workbench", "tokenizer", "pipeline", "model", "kernels", "scaling", "alignment", "leaderboard", "bench")
 MODULE_FLAG = re.compile(r"python3?\s+-m\s+([\w.]+)")
-DOTTED = re.compile(r"\w+(?:\.\w+)+")  # a string naming a submodule, e.g. "kernels.rmsnorm"
+DOTTED = re.compile(r"\w+(?:\.\w+)+")  # a string naming a submodule, e.g. "lmw_kernels.rmsnorm"
 
 
 def module_file(root: Path, module: str) -> Path | None:
@@ -55,7 +55,7 @@ def imported_modules(root: Path, path: Path) -> set[str]:
             found.update(f"{mod}.{alias.name}" for alias in node.names)  # `from pkg import module`
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and DOTTED.fullmatch(node.value):
             found.add(node.value)
-    return {m for m in found if m.split(".")[0] in FIRST_PARTY and module_file(root, m) is not None}
+    return {m for m in found if m.split(".")[0] in PACKAGES and module_file(root, m) is not None}
 
 
 def closure(root: Path, modules: Iterable[str]) -> set[Path]:

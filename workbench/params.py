@@ -86,7 +86,7 @@ class CheckOnly:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml  # pyyaml: not a dependency of model/ or kernels/ unless a CLI reads params
+    import yaml  # pyyaml: not a dependency of model/ or lmw_kernels/ unless a CLI reads params
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}

@@ -19,8 +19,8 @@ from torch.autograd.graph import saved_tensors_hooks
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from bench.tools.results import Result, bench_parser, finish
-from kernels.cross_entropy import fused_linear_cross_entropy, linear_cross_entropy_torch
-from kernels.runtime import INTERPRET
+from lmw_kernels.cross_entropy import fused_linear_cross_entropy, linear_cross_entropy_torch
+from lmw_kernels.runtime import INTERPRET
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 

@@ -8,7 +8,7 @@ backward, optimizer), timed with CUDA events: 5 warmup steps, then the median of
 - reference: the plain PyTorch GPT of bench.benchmarks.model_train (nn.Linear, nn.RMSNorm, SDPA);
 - none: TransformerLM with `kernels: none` (SDPA attention, PyTorch norm/FFN/loss, all compiled by Inductor);
 - all: every Triton kernel (`kernels: all`);
-- auto: per op the winner in kernels/selection.json for this GPU (`kernels: auto`, bench.benchmarks.kernel_select);
+- auto: per op the winner in lmw_kernels/selection.json for this GPU (`kernels: auto`, bench.benchmarks.kernel_select);
 - with --cuda-graphs, none and auto again under torch.compile(mode="reduce-overhead") (CUDA graphs).
 MFU = tokens/s · flops_per_token / the device's peak bf16 FLOP/s (workbench.hardware.PEAK_FLOPS).
 `--profile DIR` writes each variant's top CUDA kernels by time (torch.profiler, 3 steps) to DIR.

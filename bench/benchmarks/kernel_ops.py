@@ -32,10 +32,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from bench.benchmarks.kernel_e2e import bench_end_to_end
 from bench.tools.timing import cuda_graph_ms, peak_memory_mb, table
-from kernels.cross_entropy import fused_linear_cross_entropy
-from kernels.flash_attention import flash_attention, naive_attention
-from kernels.rmsnorm import rms_norm, rms_norm_torch
-from kernels.swiglu import swiglu
+from lmw_kernels.cross_entropy import fused_linear_cross_entropy
+from lmw_kernels.flash_attention import flash_attention, naive_attention
+from lmw_kernels.rmsnorm import rms_norm, rms_norm_torch
+from lmw_kernels.swiglu import swiglu
 
 HBM_BYTES_PER_S = {"H200": 4.8e12, "H100 PCIe": 2.0e12, "H100": 3.35e12, "A100": 2.0e12}  # first match wins
 

@@ -1,5 +1,5 @@
 """Per op, at a model's shapes on this GPU: our Triton kernel against what the compiled model would run
-otherwise; the winners go into kernels/selection.json, which `kernels: auto` reads.
+otherwise; the winners go into lmw_kernels/selection.json, which `kernels: auto` reads.
 
     python -m bench.benchmarks.kernel_select [--preset small --context 1024 --batch 16 --vocab 32768]
                                   [--attention-sweep] [--table PATH] [--out DIR] [--no-record]
@@ -19,7 +19,7 @@ Timing: CUDA events around each call, 5 warmup calls, median of 20 with p20/p80 
 --cuda-graphs also the same call replayed from a CUDA graph where it can be captured. Ours is timed eager and
 compiled (the launch as torch.compile sees it) and the better one counts. The choice is ours only where ours beats every
 alternative's median. `--attention-sweep` also times every FlashAttention candidate config per pass
-(kernels/flash_attention.CANDIDATES) at the training shape and at S16k d64, and writes attention_sweep.json
+(lmw_kernels/flash_attention.CANDIDATES) at the training shape and at S16k d64, and writes attention_sweep.json
 (the source of flash_attention.TUNED).
 """
 
@@ -37,11 +37,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from bench.tools.results import Result, bench_parser, finish
 from bench.tools.timing import cuda_graph_ms, event_times_ms, format_table, peak_memory_mb, percentiles
-from kernels import flash_attention as fa
-from kernels import selection
-from kernels.cross_entropy import fused_linear_cross_entropy
-from kernels.rmsnorm import add_rms_norm
-from kernels.swiglu import swiglu, swiglu_packed
+from lmw_kernels import flash_attention as fa
+from lmw_kernels import selection
+from lmw_kernels.cross_entropy import fused_linear_cross_entropy
+from lmw_kernels.rmsnorm import add_rms_norm
+from lmw_kernels.swiglu import swiglu, swiglu_packed
 from model.core.config import ModelConfig
 from model.core.layers import fused_linear, rms_norm_ref, silu_mul
 from model.core.loss import cross_entropy
@@ -293,7 +293,7 @@ def add_shape_flags(p: argparse.ArgumentParser) -> None:
 def parse_args(argv):
     p = bench_parser("bench.benchmarks.kernel_select", __doc__, "gpu_kernel_select")
     add_shape_flags(p)
-    p.add_argument("--table", default=None, help="selection table to update (default kernels/selection.json)")
+    p.add_argument("--table", default=None, help="selection table to update (default lmw_kernels/selection.json)")
     p.add_argument("--out", default="data/gpu_check", help="folder for kernel_select.json and attention_sweep.json")
     p.add_argument("--attention-sweep", action="store_true", help="time every FlashAttention candidate config")
     p.add_argument("--cuda-graphs", action="store_true", help="also time each call replayed from a CUDA graph")

@@ -13,7 +13,7 @@ DIR/<part>.log:
   train        the train section of params-gpu.yaml (small, context 1024, bf16, torch.compile, kernels: auto),
                shortened: a few dozen steps on the same shards
   kernel_select  python -m bench.benchmarks.kernel_select --attention-sweep: each op ours vs Inductor / SDPA at the
-               model's shapes, winners into kernels/selection.json (what `kernels: auto` reads)
+               model's shapes, winners into lmw_kernels/selection.json (what `kernels: auto` reads)
   e2e          python -m bench.benchmarks.kernel_e2e --variants none,auto,all --cuda-graphs: small, context 1024,
                batch 16:
                tokens/s and MFU with kernels none / auto / all, none and auto again with CUDA graphs
@@ -231,7 +231,7 @@ def build_parts(out: Path, python: str = sys.executable) -> list[Part]:
         # compile_check's own tests compile for sm_90/sm_80 on the CPU: CI runs them, the GPU need not
         Part("pytest", [python, "-m", "pytest", "tests/kernels", "-q", "-p", "no:cacheprovider",
                         "--ignore", "tests/kernels/test_compile_check.py", *xdist_flags()], 120, parse_pytest),
-        # the per-op winners at the model's shapes -> kernels/selection.json, which `kernels: auto` (next) reads;
+        # the per-op winners at the model's shapes -> lmw_kernels/selection.json, which `kernels: auto` (next) reads;
         # --part-args "kernel_select=--attention-sweep" adds the FlashAttention config sweep (~45 s)
         Part("kernel_select", [python, "-m", "bench.benchmarks.kernel_select", "--out", str(out)], 90, parse_tail),
         # the acceptance variants of issue 35 (the reference GPT and per-variant profiles: --part-args)

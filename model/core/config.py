@@ -75,8 +75,8 @@ class ModelConfig:
     ffn: str = _f("torch", "SwiGLU activation silu(a)·b: torch | triton (fused kernel)")
     loss: str = _f("torch", "LM head + cross-entropy: torch | fused (chunked; the logits never exist)")
     fused_projections: bool = _f(False, "Q/K/V and SwiGLU's W1/W3 as one GEMM each (same math, wider GEMMs)")
-    kernels: str | None = _f(None, "set attention/norm/ffn/loss at once: auto (the fastest per op on this GPU, "
-                                   "from kernels/selection.json) | all (every Triton kernel) | none (PyTorch + SDPA)")
+    kernels: str | None = _f(None, "set attention/norm/ffn/loss at once: auto (the fastest per op on this GPU, from "
+                                   "lmw_kernels/selection.json) | all (every Triton kernel) | none (PyTorch + SDPA)")
     tie_embeddings: bool = _f(False, "share the token embedding and LM head weights")
     qk_norm: bool = _f(False, "RMSNorm on queries and keys per head")
     # attention variants

@@ -4,7 +4,7 @@
 - all: every Triton kernel (attention='triton', norm='triton', ffn='triton', loss='fused') and the fused
   projection GEMMs, for ablations;
 - auto: per op, whichever of ours / Inductor / SDPA `make gpu-check` measured fastest on this GPU at this
-  model's shapes (kernels/selection.py reads the table); on a CPU, or for what the table lacks, the PyTorch path.
+  model's shapes (lmw_kernels/selection.py reads the table); on a CPU, or for what the table lacks, the PyTorch path.
 
 Attention stays on SDPA where our kernel cannot run it (grouped K/V heads, a sliding window).
 """
@@ -31,7 +31,7 @@ def resolve_kernels(cfg: ModelConfig, device=None, table=None) -> ModelConfig:
     """cfg with `kernels` turned into the switches (and `kernels` cleared); unchanged when it is None."""
     if cfg.kernels is None:
         return cfg
-    from kernels import selection
+    from lmw_kernels import selection
 
     if cfg.kernels == "none":
         chosen = dict(selection.NONE)

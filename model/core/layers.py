@@ -2,7 +2,7 @@
 
 Reference path uses no nn.Linear / nn.Embedding / F.scaled_dot_product_attention; the `sdpa`
 and `triton` attention switches and the `triton` norm and FFN switches are opt-in fast paths
-(kernels/ holds the Triton kernels).
+(lmw_kernels/ holds the Triton kernels).
 Attention variants: grouped-query / multi-query attention (Ainslie et al. 2023, "GQA"; Shazeer
 2019, "MQA"), and sliding-window causal attention (Beltagy et al. 2020, "Longformer"; Jiang et al.
 2023, "Mistral 7B"): query i sees keys j with i - window < j <= i.
@@ -65,8 +65,8 @@ class RMSNorm(nn.Module):
         self._norm = rms_norm_ref
         self._add_norm = None
         if impl == "triton":
-            with kernel_import("norm='triton'", "kernels.rmsnorm.rms_norm"):
-                from kernels.rmsnorm import add_rms_norm, rms_norm
+            with kernel_import("norm='triton'", "lmw_kernels.rmsnorm.rms_norm"):
+                from lmw_kernels.rmsnorm import add_rms_norm, rms_norm
             self._norm, self._add_norm = rms_norm, add_rms_norm
 
     def forward(self, x: Tensor) -> Tensor:
@@ -109,8 +109,8 @@ class SwiGLU(nn.Module):
         self._activation = silu_mul
         self._packed = lambda h: silu_mul(*h.chunk(2, dim=-1))
         if impl == "triton":
-            with kernel_import("ffn='triton'", "kernels.swiglu.swiglu"):
-                from kernels.swiglu import swiglu, swiglu_packed
+            with kernel_import("ffn='triton'", "lmw_kernels.swiglu.swiglu"):
+                from lmw_kernels.swiglu import swiglu, swiglu_packed
             self._activation, self._packed = swiglu, swiglu_packed
 
     def forward(self, x: Tensor) -> Tensor:
@@ -206,8 +206,8 @@ class CausalSelfAttention(nn.Module):
                 raise ValueError(f"ModelConfig attention='triton' supports neither n_kv_heads != n_heads nor "
                                  f"sliding_window (got n_kv_heads={n_kv_heads}, n_heads={n_heads}, "
                                  f"sliding_window={sliding_window}): use attention='sdpa' or 'naive'")
-            with kernel_import("attention='triton'", "kernels.flash_attention.flash_attention"):
-                from kernels.flash_attention import flash_attention
+            with kernel_import("attention='triton'", "lmw_kernels.flash_attention.flash_attention"):
+                from lmw_kernels.flash_attention import flash_attention
             self._flash = flash_attention
 
     def forward(self, x: Tensor, positions: Tensor, cache=None, layer: int = 0,

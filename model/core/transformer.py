@@ -111,8 +111,8 @@ class TransformerLM(nn.Module):
             self.lm_head.weight = self.token_embeddings.weight
         self._fused_loss = None
         if cfg.loss == "fused":
-            with kernel_import("loss='fused'", "kernels.cross_entropy.fused_linear_cross_entropy"):
-                from kernels.cross_entropy import fused_linear_cross_entropy
+            with kernel_import("loss='fused'", "lmw_kernels.cross_entropy.fused_linear_cross_entropy"):
+                from lmw_kernels.cross_entropy import fused_linear_cross_entropy
             self._fused_loss = fused_linear_cross_entropy
 
     def forward(self, token_ids: Tensor, positions: Tensor | None = None, cache: KVCache | None = None,

@@ -1,4 +1,4 @@
-"""`python -m kernels.compile_check` AOT-compiles the kernels for sm_90 / sm_80 on CPU (ptxas ships in the wheel).
+"""`python -m lmw_kernels.compile_check` AOT-compiles the kernels for sm_90 / sm_80 on CPU (ptxas ships in the wheel).
 
 Runs as a subprocess: the test session sets TRITON_INTERPRET=1, under which the kernels import their one
 small interpreter config instead of the real autotune lists."""
@@ -19,7 +19,7 @@ PLANTED = textwrap.dedent('''
     import triton
     import triton.language as tl
 
-    from kernels.compile_check import Spec
+    from lmw_kernels.compile_check import Spec
 
 
     @triton.jit
@@ -47,7 +47,7 @@ PLANTED = textwrap.dedent('''
 def run_check(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    return subprocess.run([sys.executable, "-m", "kernels.compile_check", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "lmw_kernels.compile_check", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -82,7 +82,7 @@ def test_small_kernels_pass_and_report_resources(tmp_path):
 
 def test_every_kernel_has_a_spec():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    code = "from kernels.compile_check import registry, uncovered_kernels; print(uncovered_kernels(registry()))"
+    code = "from lmw_kernels.compile_check import registry, uncovered_kernels; print(uncovered_kernels(registry()))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
 

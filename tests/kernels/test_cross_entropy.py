@@ -1,4 +1,4 @@
-"""Fused linear cross-entropy (kernels/cross_entropy.py) vs eager `F.cross_entropy(h @ Wᵀ)` and float64.
+"""Fused linear cross-entropy (lmw_kernels/cross_entropy.py) vs eager `F.cross_entropy(h @ Wᵀ)` and float64.
 
 Mirrors Liger-Kernel `test/transformers/test_fused_linear_cross_entropy.py`: loss and both gradients over
 odd shapes, dtypes, ignore_index, chunking, an upstream scale; plus the memory claim of the issue
@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from bench.benchmarks.ce_memory import memory_bytes  # the measurement bench.benchmarks.ce_memory records
-from kernels import cross_entropy as ce
-from kernels.cross_entropy import (
+from lmw_kernels import cross_entropy as ce
+from lmw_kernels.cross_entropy import (
     ce_loss_grad_rows_triton,
     fused_linear_cross_entropy,
     linear_cross_entropy_torch,

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from kernels.flash_attention import FlashAttentionTorch, FlashAttentionTriton, flash_attention
+from lmw_kernels.flash_attention import FlashAttentionTorch, FlashAttentionTriton, flash_attention
 
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
@@ -110,7 +110,7 @@ def test_strided_inputs_as_the_model_passes_them():
     assert not q.is_contiguous()
     got = _run(flash_attention, q, k, v, grad_out, True)
     _assert_close(got, _reference(q, k, v, grad_out, True), TOL[torch.float32], "strided")
-    # the output is compact (B, H, T, d) whatever the inputs' strides (kernels.runtime.dense)
+    # the output is compact (B, H, T, d) whatever the inputs' strides (lmw_kernels.runtime.dense)
     assert got[0].is_contiguous()
 
 

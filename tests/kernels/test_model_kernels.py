@@ -14,7 +14,7 @@ from model.training.optim import AdamW
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 KERNELS = dict(attention="triton", norm="triton", ffn="triton", fused_projections=True)
-if importlib.util.find_spec("kernels.cross_entropy"):
+if importlib.util.find_spec("lmw_kernels.cross_entropy"):
     KERNELS["loss"] = "fused"
 
 

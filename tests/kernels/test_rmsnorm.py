@@ -1,12 +1,12 @@
-"""kernels.rmsnorm vs the plain-PyTorch reference (autograd through `rms_norm_torch`, the model's
+"""lmw_kernels.rmsnorm vs the plain-PyTorch reference (autograd through `rms_norm_torch`, the model's
 `rms_norm_ref`) and a float64 reference. On CPU it runs under the Triton interpreter (tests/conftest.py);
 bf16 only on CUDA (the interpreter computes bf16 wrongly)."""
 
 import pytest
 import torch
 
-from kernels import rmsnorm
-from kernels.rmsnorm import MAX_HIDDEN, RMSNormTriton, rms_norm, rms_norm_torch
+from lmw_kernels import rmsnorm
+from lmw_kernels.rmsnorm import MAX_HIDDEN, RMSNormTriton, rms_norm, rms_norm_torch
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 CUDA_ONLY = pytest.mark.skipif(not torch.cuda.is_available(), reason="bf16 is wrong under the Triton interpreter")

@@ -1,4 +1,4 @@
-"""kernels.swiglu vs the plain-PyTorch references — `swiglu_torch` (fp32 math, cast back), the model's eager
+"""lmw_kernels.swiglu vs the plain-PyTorch references — `swiglu_torch` (fp32 math, cast back), the model's eager
 `silu(a) * b` in the input dtype, and float64 — forward and both gradients. On CPU it runs under the Triton
 interpreter (tests/conftest.py); bf16 only on CUDA (the interpreter computes bf16 wrongly)."""
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels import swiglu as swiglu_mod
-from kernels.swiglu import SwiGLUTriton, swiglu, swiglu_torch
+from lmw_kernels import swiglu as swiglu_mod
+from lmw_kernels.swiglu import SwiGLUTriton, swiglu, swiglu_torch
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 CUDA_ONLY = pytest.mark.skipif(not torch.cuda.is_available(), reason="bf16 is wrong under the Triton interpreter")
@@ -160,7 +160,7 @@ def test_swiglu_without_cuda_or_interpreter_is_a_clear_error(monkeypatch):
 @pytest.mark.parametrize("shape", [(3, 8), (5, 66), (2, 3, 2050), (1, 2)])
 def test_swiglu_packed_matches_the_halves(shape):
     """h = [a, b] along the last dim: the same c as the reference on the halves, and dh = [da, db] in one tensor."""
-    from kernels.swiglu import swiglu_packed
+    from lmw_kernels.swiglu import swiglu_packed
 
     g = torch.Generator().manual_seed(5)
     h0 = torch.randn(shape, generator=g).to(DEVICE)
@@ -176,7 +176,7 @@ def test_swiglu_packed_matches_the_halves(shape):
 
 
 def test_swiglu_packed_rejects_an_odd_width():
-    from kernels.swiglu import swiglu_packed
+    from lmw_kernels.swiglu import swiglu_packed
 
     with pytest.raises(ValueError, match="even"):
         swiglu_packed(torch.ones(2, 5, device=DEVICE))

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from kernels import selection
+from lmw_kernels import selection
 from model.core.config import ModelConfig
 from model.core.kernel_choice import resolve_kernels
 from model.core.transformer import TransformerLM

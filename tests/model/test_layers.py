@@ -408,10 +408,10 @@ def test_qk_norm_adds_parameters_and_runs():
     assert out.shape == (2, 8, 97) and torch.isfinite(out).all()
 
 
-@pytest.mark.parametrize("switch,module", [({"attention": "triton"}, "kernels.flash_attention"),
-                                           ({"norm": "triton"}, "kernels.rmsnorm"),
-                                           ({"ffn": "triton"}, "kernels.swiglu"),
-                                           ({"loss": "fused"}, "kernels.cross_entropy")])
+@pytest.mark.parametrize("switch,module", [({"attention": "triton"}, "lmw_kernels.flash_attention"),
+                                           ({"norm": "triton"}, "lmw_kernels.rmsnorm"),
+                                           ({"ffn": "triton"}, "lmw_kernels.swiglu"),
+                                           ({"loss": "fused"}, "lmw_kernels.cross_entropy")])
 def test_kernel_switch_without_kernels_is_a_clear_error(switch, module, monkeypatch):
     monkeypatch.setitem(sys.modules, module, None)  # as if triton (or the kernel) were not installed
     cfg = ModelConfig(vocab_size=32, context_length=8, d_model=16, n_layers=1, n_heads=2, **switch)

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from workbench import import_names
+
 ROOT = Path(__file__).resolve().parents[2]
 PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # the venv's dvc and python
 pytestmark = pytest.mark.skipif(shutil.which("dvc", path=PATH) is None, reason="dvc not installed")
@@ -34,7 +36,7 @@ EDGES = [("sample", "extract"), ("extract", "filter"), ("train_classifiers", "fi
          ("data_report", "report"), ("train", "report"), ("fit", "report"),
          ("evaluate", "report")]
 STAGES = {s for edge in EDGES for s in edge}
-PACKAGES = ("workbench", "kernels", "tokenizer", "model", "pipeline", "scaling", "alignment", "leaderboard")
+PACKAGES = tuple(p for p in import_names.PACKAGES if p != "bench")
 MAX_METRIC_COLUMNS = 40  # `dvc metrics show` prints one column per distinct key: it must fit a terminal
 
 

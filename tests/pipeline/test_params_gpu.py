@@ -30,7 +30,7 @@ def test_pipeline_sections_keep_every_key():
 
 def test_train_and_sweep_sections_are_valid_train_configs():
     train = TrainConfig.from_dict(GPU["train"])
-    assert (train.device, train.model.kernels) == ("cuda", "auto")  # per op the winner (kernels/selection.json)
+    assert (train.device, train.model.kernels) == ("cuda", "auto")  # per op the winner (lmw_kernels/selection.json)
     TrainConfig.from_dict({**GPU["sweep"]["train"], "data": "x", "out_dir": "y"})
 
 

@@ -13,10 +13,11 @@ import re
 from pathlib import Path
 
 import alignment.config
+from workbench import import_names
 from workbench.params import override
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("alignment", "scaling", "workbench", "tokenizer", "pipeline", "model", "kernels", "leaderboard")
+PACKAGES = tuple(p for p in import_names.PACKAGES if p != "bench")
 
 # generic names of unrelated per-component knobs (each component's own seed, output folder, workers, engine, ...;
 # model: an alignment loop's starting checkpoint, the LM trainer's ModelConfig)

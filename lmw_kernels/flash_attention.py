@@ -13,7 +13,7 @@ Inputs (batch, heads, seq, d_head) with any strides (the last one 1 is fastest),
 sequence length; (batch, seq, d) is taken as one head. Causal attention needs as many queries as
 keys (top-left aligned, like SDPA's is_causal); non-causal takes any number of each. fp32 inputs get
 Triton's default TF32 tensor-core dots (10-bit mantissa operands, fp32 accumulation): "ieee" and "tf32x3"
-dots overflow shared memory or spill at these tiles (measured with kernels.compile_check).
+dots overflow shared memory or spill at these tiles (measured with lmw_kernels.compile_check).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from kernels.flash_attention_torch import FlashAttentionTorch, naive_attention
-from kernels.runtime import DTYPES, INTERPRET, dense, kernel_op, launch
+from lmw_kernels.flash_attention_torch import FlashAttentionTorch, naive_attention
+from lmw_kernels.runtime import DTYPES, INTERPRET, dense, kernel_op, launch
 
 __all__ = ["FlashAttentionTorch", "FlashAttentionTriton", "flash_attention", "naive_attention"]
 
@@ -36,8 +36,8 @@ def _configs(specs: list[tuple[int, int, int, int]]) -> list[triton.Config]:
 
 
 # Candidate (BLOCK_M, BLOCK_N, warps, stages) per pass: what `bench.benchmarks.kernel_select --attention-sweep` times
-# and `kernels.compile_check` compiles. Forward and dQ: a query tile (BLOCK_M) walks key tiles (BLOCK_N); dK/dV: a key
-# tile (BLOCK_N) walks query tiles (BLOCK_M). The larger block is a multiple of the smaller, so the causal diagonal
+# and `lmw_kernels.compile_check` compiles. Forward and dQ: a query tile (BLOCK_M) walks key tiles (BLOCK_N); dK/dV: a
+# key tile (BLOCK_N) walks query tiles (BLOCK_M). The larger block is a multiple of the smaller, so the causal diagonal
 # tiles line up.
 FWD_CONFIGS = _configs([(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 32, 4, 4),
                         (64, 64, 4, 3), (64, 32, 4, 4), (128, 64, 4, 4), (64, 64, 4, 4)])
@@ -69,7 +69,7 @@ FP32_WIDE_CONFIG = {"fwd": (64, 32, 4, 3), "dq": (64, 32, 4, 3), "dkdv": (32, 64
 def _prune_fp32_wide(configs: list[triton.Config], nargs: dict, **kwargs) -> list[triton.Config]:
     """fp32 I/O at d_head > 64 (BLOCK_D 128) doubles the operand tiles in shared memory: keep the tiles of at
     most 2048 (BLOCK_M·BLOCK_N) elements, which fit an A100's 163 KB per block (measured by
-    kernels.compile_check); fp16/bf16, and d_head <= 64, keep every config."""
+    lmw_kernels.compile_check); fp16/bf16, and d_head <= 64, keep every config."""
     if nargs["Q"].element_size() < 4 or kwargs["BLOCK_D"] <= 64:
         return configs
     return [c for c in configs if c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 2048] or configs
@@ -383,7 +383,7 @@ def _fwd_fake(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> tuple[Tensor,
             torch.empty(B, H, n_q, dtype=torch.float32, device=q.device))
 
 
-# Inside the ops every input is made compact first (kernels.runtime.dense): the kernels take strides, but the ones
+# Inside the ops every input is made compact first (lmw_kernels.runtime.dense): the kernels take strides, but the ones
 # a compiled graph passes are those read while tracing.
 @kernel_op("flash_attention_fwd", fake=_fwd_fake)
 def _flash_fwd_op(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> tuple[Tensor, Tensor]:

@@ -2,7 +2,7 @@
 
 `python -m bench.benchmarks.kernel_select` (a part of `make gpu-check`) times, at a model's shapes, our Triton kernel
 against the alternatives a compiled model would otherwise run (Inductor's code for the PyTorch reference, or
-SDPA for attention) and writes the winner per op into `kernels/selection.json`:
+SDPA for attention) and writes the winner per op into `lmw_kernels/selection.json`:
 
     {"NVIDIA H200": {"norm": {"hidden=768": {"choice": "torch", "winner": "inductor", "ms": {...}, ...}}, ...}}
 

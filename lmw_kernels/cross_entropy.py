@@ -37,9 +37,9 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels.runtime import DTYPES as _DTYPES
-from kernels.runtime import INTERPRET as _INTERPRET
-from kernels.runtime import dense, kernel_op, launch
+from lmw_kernels.runtime import DTYPES as _DTYPES
+from lmw_kernels.runtime import INTERPRET as _INTERPRET
+from lmw_kernels.runtime import dense, kernel_op, launch
 
 _BACKENDS = ("auto", "triton", "torch")
 _CUDA_BLOCK_V = 4096  # vocab block per sweep step on the GPU (Liger: up to 32768 with 32 warps)

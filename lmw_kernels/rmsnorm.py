@@ -33,9 +33,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.runtime import DTYPES as _DTYPES
-from kernels.runtime import INTERPRET as _INTERPRET
-from kernels.runtime import dense, kernel_op, launch, programs_for
+from lmw_kernels.runtime import DTYPES as _DTYPES
+from lmw_kernels.runtime import INTERPRET as _INTERPRET
+from lmw_kernels.runtime import dense, kernel_op, launch, programs_for
 
 MAX_HIDDEN = 65536  # one row must fit in one block (registers / interpreter memory)
 TILE_ELEMENTS = 4096  # elements per program tile when rows are short: BLOCK_ROWS = TILE_ELEMENTS // BLOCK
@@ -115,7 +115,7 @@ def settings(n_cols: int, n_rows: int = 0) -> dict:
 
 def _check_runnable(t: torch.Tensor) -> None:
     if t.device.type != "cuda" and not _INTERPRET:
-        raise RuntimeError(f"kernels.rmsnorm needs a CUDA tensor or TRITON_INTERPRET=1 (got device {t.device})")
+        raise RuntimeError(f"lmw_kernels.rmsnorm needs a CUDA tensor or TRITON_INTERPRET=1 (got device {t.device})")
 
 
 def _rows(t: torch.Tensor, n_cols: int) -> torch.Tensor:

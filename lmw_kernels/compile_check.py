@@ -1,9 +1,9 @@
-"""AOT-compile every Triton kernel of kernels/ for Hopper and Ampere on a CPU-only machine.
+"""AOT-compile every Triton kernel of lmw_kernels/ for Hopper and Ampere on a CPU-only machine.
 
-    python -m kernels.compile_check [--quick] [--jobs N] [--cache-dir DIR | --no-cache] [--json FILE]
+    python -m lmw_kernels.compile_check [--quick] [--jobs N] [--cache-dir DIR | --no-cache] [--json FILE]
 
 The Triton wheel ships `ptxas`, so `triton.compile(ASTSource(fn, signature, constexprs), target=GPUTarget(...))`
-produces a cubin without a GPU. This compiles every entry kernel (every `@triton.jit` function of kernels/ that
+produces a cubin without a GPU. This compiles every entry kernel (every `@triton.jit` function of lmw_kernels/ that
 is launched, not a helper called from another kernel) for every candidate config (FlashAttention: the candidates
 its sweep times; the others: the settings their launchers pick), for the I/O dtypes the launchers accept
 (fp16, bf16, fp32) and representative head dims / block sizes, for GPUTarget("cuda", 90, 32) (H100) and
@@ -11,7 +11,7 @@ its sweep times; the others: the settings their launchers pick), for the I/O dty
 metadata), registers and spill bytes (`ptxas -v`, via TRITON_DUMP_PTXAS_LOG), compile seconds.
 
 Exit status 1 on any compile error, on shared memory above the target's per-block limit (227 KB on sm_90,
-163 KB on sm_80), or on a kernel of kernels/ with no compile spec here. Spilling configs are listed in a
+163 KB on sm_80), or on a kernel of lmw_kernels/ with no compile spec here. Spilling configs are listed in a
 column and a summary line, with the reason from SPILL_NOTES where one is recorded.
 
 Results are cached per compile (key: the Triton source hash of the kernel and everything it calls, the
@@ -47,7 +47,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.runtime.jit import JITFunction
 
-from kernels import cross_entropy, flash_attention, rmsnorm, swiglu
+from lmw_kernels import cross_entropy, flash_attention, rmsnorm, swiglu
 from workbench.params import add_config_flags, config_from_args, setting
 
 TARGETS = {90: 227 * 1024, 80: 163 * 1024}  # compute capability -> max shared memory per block (opt-in)
@@ -201,7 +201,7 @@ def jit_function(obj) -> JITFunction | None:
 
 
 def uncovered_kernels(specs: dict[str, Spec]) -> list[str]:
-    """Module-level jit functions of kernels/ that are neither in a spec nor called from another one."""
+    """Module-level jit functions of lmw_kernels/ that are neither in a spec nor called from another one."""
     covered = {id(s.fn) for s in specs.values()}
     missing = []
     for module in KERNEL_MODULES:
@@ -422,7 +422,7 @@ def summarize(rows: list[dict], missing: list[str], wall: float) -> tuple[str, b
         lines.append(f"spills {r['kernel']} [{r['config']}] {r['case']} {r['dtype']} {r['target']}: "
                      f"{r['spill_stores']}/{r['spill_loads']} B stores/loads, {r['regs']} regs - {spill_note(r)}")
     for name in missing:
-        lines.append(f"NO SPEC {name}: a kernel of kernels/ that compile_check does not compile (add a Spec)")
+        lines.append(f"NO SPEC {name}: a kernel of lmw_kernels/ that compile_check does not compile (add a Spec)")
     return "\n".join(lines), not (errors or over or missing)
 
 
@@ -438,7 +438,7 @@ class CompileCheckSettings:
 
 
 def parse_args(argv: list[str] | None = None) -> CompileCheckSettings:
-    p = argparse.ArgumentParser(prog="python -m kernels.compile_check", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m lmw_kernels.compile_check", description=__doc__.splitlines()[0])
     add_config_flags(p, CompileCheckSettings, bool_switches=True)
     return config_from_args(CompileCheckSettings, p.parse_args(argv))
 
@@ -448,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("TRITON_INTERPRET") == "1":  # kernels imported their interpreter configs: start over
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         argv = sys.argv[1:] if argv is None else argv
-        os.execve(sys.executable, [sys.executable, "-m", "kernels.compile_check", *argv], env)
+        os.execve(sys.executable, [sys.executable, "-m", "lmw_kernels.compile_check", *argv], env)
     # always run ptxas (its -v log gives registers and spills) and keep Triton's own cache out of the way
     os.environ["TRITON_ALWAYS_COMPILE"] = "1"
     os.environ["TRITON_DUMP_PTXAS_LOG"] = "1"

@@ -25,9 +25,9 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels.runtime import DTYPES as _DTYPES
-from kernels.runtime import INTERPRET as _INTERPRET
-from kernels.runtime import dense, kernel_op, launch
+from lmw_kernels.runtime import DTYPES as _DTYPES
+from lmw_kernels.runtime import INTERPRET as _INTERPRET
+from lmw_kernels.runtime import dense, kernel_op, launch
 
 _CUDA_BLOCK, _CUDA_WARPS = 1024, 4
 _CPU_MAX_BLOCK = 16384  # the interpreter runs programs one by one: few, wide ones are fastest
@@ -115,7 +115,7 @@ def _launch(n_elements: int, device: torch.device) -> tuple[int, int, int]:
 
 def _check_runnable(t: torch.Tensor) -> None:
     if t.device.type != "cuda" and not _INTERPRET:
-        raise RuntimeError(f"kernels.swiglu needs a CUDA tensor or TRITON_INTERPRET=1 (got device {t.device})")
+        raise RuntimeError(f"lmw_kernels.swiglu needs a CUDA tensor or TRITON_INTERPRET=1 (got device {t.device})")
 
 
 def _validate(a: torch.Tensor, b: torch.Tensor) -> None:
