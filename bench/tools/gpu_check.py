@@ -5,7 +5,7 @@
 Each part runs as a subprocess with its own timeout (capped by what is left of --budget-s), its output in
 DIR/<part>.log:
 
-  pytest       pytest tests/kernels on CUDA (the bf16 and torch.compile cases that skip on CPU)
+  pytest       pytest tests/lmw_kernels on CUDA (the bf16 and torch.compile cases that skip on CPU)
   model_train  python -m bench.benchmarks.model_train --device cuda --compile --skip-generate (MFU of `small`,
                context 1024)
   ddp, fsdp    a 1-GPU torchrun smoke of python -m model.train --parallel ddp / fsdp on NCCL, on tiny token
@@ -229,8 +229,8 @@ def build_parts(out: Path, python: str = sys.executable) -> list[Part]:
     # start with under 30 s of the budget left is skipped, so the budget caps the whole command
     return [
         # compile_check's own tests compile for sm_90/sm_80 on the CPU: CI runs them, the GPU need not
-        Part("pytest", [python, "-m", "pytest", "tests/kernels", "-q", "-p", "no:cacheprovider",
-                        "--ignore", "tests/kernels/test_compile_check.py", *xdist_flags()], 120, parse_pytest),
+        Part("pytest", [python, "-m", "pytest", "tests/lmw_kernels", "-q", "-p", "no:cacheprovider",
+                        "--ignore", "tests/lmw_kernels/test_compile_check.py", *xdist_flags()], 120, parse_pytest),
         # the per-op winners at the model's shapes -> lmw_kernels/selection.json, which `kernels: auto` (next) reads;
         # --part-args "kernel_select=--attention-sweep" adds the FlashAttention config sweep (~45 s)
         Part("kernel_select", [python, "-m", "bench.benchmarks.kernel_select", "--out", str(out)], 90, parse_tail),

@@ -13,7 +13,7 @@ from model.train import parse_args
 def test_dry_run_lists_every_part(capsys, tmp_path):
     assert gpu_check.main(["--dry-run", "--out", str(tmp_path / "gc")]) == 0
     out = capsys.readouterr().out
-    for needle in ("-m pytest tests/kernels", "-m bench.benchmarks.kernel_ops --quick",
+    for needle in ("-m pytest tests/lmw_kernels", "-m bench.benchmarks.kernel_ops --quick",
                    "-m bench.benchmarks.model_train --device cuda "
                    "--compile", "torch.distributed.run --standalone --nproc_per_node 1 -m model.train",
                    "--parallel ddp", "--parallel fsdp", "--preset small", "--max-steps 40"):

@@ -12,12 +12,12 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
-import tomllib
 import venv
 import zipfile
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from workbench.import_names import DISTRIBUTION, PACKAGES, clashes, main, unlisted
 

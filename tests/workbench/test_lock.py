@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
