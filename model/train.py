@@ -537,6 +537,8 @@ def summarize(run: Run, loss_value: float | None, val_loss: float, entropy: floa
     return {
         "params": run.mcfg.param_count(), "params_non_embedding": run.mcfg.param_count(False), "steps": step,
         "tokens": step * tokens_per_step, "flops": step * tokens_per_step * run.flops_per_token,
+        # the train split's tokens, the pool batches are drawn from: epochs > 1 means tokens were seen again
+        "unique_tokens": len(run.train_tokens), "epochs": round(step * tokens_per_step / len(run.train_tokens), 4),
         "train_loss": loss_value, "val_loss": val_loss, "val_perplexity": math.exp(val_loss),
         "unigram_entropy": entropy, "nats_below_unigram": entropy - val_loss, "seconds": round(elapsed, 2),
         "tokens_per_s": round(step * tokens_per_step / max(elapsed, 1e-9), 1), "device": run.device,

@@ -10,6 +10,10 @@ Whichever of D and C is missing is filled in with the training-compute approxima
 A budget column (``budget``, ``budget_flops``, ``compute_budget``, ...) says which IsoFLOP budget each run belongs to
 (scaling/runs.py: without one, budgets are inferred only where the runs were laid out on them).
 
+Optional ``unique_tokens`` (U, the unique training tokens a run drew its D from) and ``epochs`` (D / U) say how much a
+run repeated its data; either gives the other, and the data-constrained law (scaling/laws/data_constrained.py) is
+fitted only where they are known.
+
 Several tables (one sweep under several seeds) are read as one by ``load_many``. Runs that repeat an (N, D, C)
 point are collapsed (``collapse_runs``): true repeats (other seeds, identical settings) become one row with their
 mean loss; runs that differ in a hyperparameter column (lr, warmup, ...: a tuning sweep) keep the best per (N, D).
@@ -42,6 +46,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 # the IsoFLOP budget a run belongs to (optional; compute_budget also stands for C when there is no other C column)
 BUDGET_ALIASES = ("budget", "budget_flops", "flops_budget", "isoflop_budget", "compute_budget")
+# how much of a run's data was unique (optional): canonical name -> accepted spellings
+REPEAT_ALIASES: dict[str, tuple[str, ...]] = {"unique_tokens": ("unique_tokens", "unique"),
+                                              "epochs": ("epochs",)}
 # columns that make runs of one (N, D) different experiments, not repeats: the best of them is kept
 HYPERPARAMETERS = ("lr", "learning_rate", "peak_lr", "max_lr", "min_lr", "lr_max", "warmup", "warmup_steps",
                    "warmup_tokens", "warmup_ratio", "warmup_fraction", "batch_size", "batch", "bs", "beta1", "beta2",
@@ -56,10 +63,11 @@ def parse_columns(specs) -> dict[str, str]:
     for spec in specs or ():
         key, sep, column = str(spec).partition("=")
         canonical = "budget" if key.strip().lower() in BUDGET_ALIASES else \
-            next((name for name, aliases in ALIASES.items() if key.strip().lower() in aliases), None)
+            next((name for name, aliases in (ALIASES | REPEAT_ALIASES).items() if key.strip().lower() in aliases), None)
         if not sep or canonical is None or not column.strip():
             raise ValueError(f"--columns {spec!r}: expected KEY=COLUMN with KEY one of "
-                             f"{', '.join(a for aliases in ALIASES.values() for a in aliases)} or budget")
+                             f"{', '.join(a for aliases in ALIASES.values() for a in aliases)}, budget, unique_tokens "
+                             "or epochs")
         out[canonical] = column.strip()
     return out
 
@@ -150,7 +158,7 @@ def _find_column(frame: pd.DataFrame, canonical: str) -> str | None:
     by_lower = {}
     for col in frame.columns:
         by_lower.setdefault(str(col).strip().lower(), col)
-    for alias in ALIASES[canonical]:
+    for alias in (ALIASES | REPEAT_ALIASES)[canonical]:
         if alias in by_lower:
             return by_lower[alias]
     return None
@@ -216,8 +224,17 @@ def canonicalize(frame: pd.DataFrame, source: str = "<results>", columns: dict[s
     out = pd.DataFrame({name: values[name] for name in CANONICAL}, index=range(len(frame)))
     if budget_col is not None:
         out["budget"] = _numeric_column(frame, budget_col, "budget", source)
-    used = {col for col in found.values() if col is not None} | ({budget_col} if budget_col is not None else set())
-    extras = frame.loc[:, [c for c in frame.columns if c not in used and str(c) not in (*CANONICAL, "budget")]]
+    repeats = {name: (columns or {}).get(name) or _find_column(frame, name) for name in REPEAT_ALIASES}
+    repeat_values = {name: _numeric_column(frame, col, name, source)
+                     for name, col in repeats.items() if col is not None}
+    if repeat_values:
+        unique = repeat_values.get("unique_tokens")
+        out["unique_tokens"] = unique if unique is not None else out["tokens"] / repeat_values["epochs"]
+        out["epochs"] = out["tokens"] / out["unique_tokens"]
+    used = {col for col in (*found.values(), *repeats.values()) if col is not None} | \
+        ({budget_col} if budget_col is not None else set())
+    named = (*CANONICAL, "budget", *REPEAT_ALIASES)
+    extras = frame.loc[:, [c for c in frame.columns if c not in used and str(c) not in named]]
     return pd.concat([out, extras.reset_index(drop=True)], axis=1)
 
 

@@ -1,7 +1,8 @@
 """Scaling-law fits from a results table: ``python -m scaling.fit results.csv``.
 
 Every law of scaling/laws/ (IsoFLOP parabola and grid minimum, Hoffmann et al. 2022 approach 2; the parametric
-L(N, D), approach 3 as Besiroglu et al. 2024 fitted it; the over-training law of Gadre et al. 2024) is fitted,
+L(N, D), approach 3 as Besiroglu et al. 2024 fitted it; the over-training law of Gadre et al. 2024; the
+data-constrained law of Muennighoff et al. 2023, where the runs' unique tokens are known) is fitted,
 bootstrapped and checked (scaling/select.py), one is selected by its rolling-origin error (``--method auto``, the
 default everywhere), and each prediction carries a 95 % prediction interval calibrated on the sweep's own
 extrapolation errors (scaling/intervals.py). The library call is scaling/predict.py ``fit_and_predict``.
@@ -50,9 +51,9 @@ class FitConfig:
     bootstrap: int = field(default=200, metadata={"help": "bootstrap resamples for CIs and intervals; 0 = none"})
     seed: int = field(default=0, metadata={"help": "bootstrap seed"})
     columns: tuple[str, ...] = field(default=(), metadata={
-        "help": "the results' own column names, as KEY=COLUMN pairs (KEY: params, tokens, flops, loss, budget or an "
-                "alias such as N, D, C), e.g. params='Model Size' flops='Training FLOP': a published CSV fits "
-                "unedited; applies to every file read (--holdout too)"})
+        "help": "the results' own column names, as KEY=COLUMN pairs (KEY: params, tokens, flops, loss, budget, "
+                "unique_tokens, epochs or an alias such as N, D, C), e.g. params='Model Size' flops='Training FLOP': "
+                "a published CSV fits unedited; applies to every file read (--holdout too)"})
     drop_highest_loss: int = field(default=0, metadata={
         "help": "outlier rule, off at 0: leave out the k highest-loss runs before fitting (Epoch's Chinchilla "
                 "replication dropped 5); the runs left out are listed in fit.json"})

@@ -44,8 +44,9 @@ def table_runs(frame: pd.DataFrame) -> tuple[Runs, str]:
     """The runs of a canonical results table (scaling/data.py) and its layout line."""
     n, d, c, loss = (frame[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops", "loss"))
     column = frame["budget"].to_numpy(dtype=float) if "budget" in frame else None
+    unique = frame["unique_tokens"].to_numpy(dtype=float) if "unique_tokens" in frame else None
     labels, layout = detect_layout(n, c, column)
-    return Runs(n, d, c, loss, labels), layout
+    return Runs(n, d, c, loss, labels, unique), layout
 
 
 @dataclass

@@ -66,7 +66,7 @@ def rolling_origin(laws: list[Law], runs: Runs) -> dict:
             try:
                 with np.errstate(all="ignore"):
                     model = law.fit(fitted)
-                    predicted = model.loss(later.n[rows], later.d[rows], later.c[rows])
+                    predicted = law.predict(model, later, rows)
             except (LawError, np.linalg.LinAlgError) as exc:  # too little at this origin for this law (e.g. no
                 origin.setdefault("skipped", {})[law.name] = str(exc)  # bracketed budgets yet): not scored here
                 continue

@@ -57,26 +57,29 @@ def detect_layout(n: np.ndarray, c: np.ndarray, budget: np.ndarray | None = None
 
 @dataclass(frozen=True)
 class Runs:
-    """N, D, C, loss of the runs and, when they were laid out on compute budgets, each run's budget (else None)."""
+    """N, D, C, loss of the runs and, when they were laid out on compute budgets, each run's budget (else None);
+    ``unique``: each run's unique training tokens U when known (D > U: the run repeated its data, D / U epochs)."""
 
     n: np.ndarray
     d: np.ndarray
     c: np.ndarray
     loss: np.ndarray
     budget: np.ndarray | None = None
+    unique: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for name in ("n", "d", "c", "loss"):
             object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=float))
-        if self.budget is not None:
-            object.__setattr__(self, "budget", np.asarray(self.budget, dtype=float))
+        for name in ("budget", "unique"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=float))
 
     def __len__(self) -> int:
         return len(self.n)
 
     def take(self, idx: np.ndarray) -> Runs:
-        return Runs(self.n[idx], self.d[idx], self.c[idx], self.loss[idx],
-                    None if self.budget is None else self.budget[idx])
+        budget, unique = (None if a is None else a[idx] for a in (self.budget, self.unique))
+        return Runs(self.n[idx], self.d[idx], self.c[idx], self.loss[idx], budget, unique)
 
     @cached_property
     def levels(self) -> np.ndarray:

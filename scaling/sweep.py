@@ -78,10 +78,11 @@ SET_BY_SWEEP = ("data", "out_dir", "metrics", "preset", "model.d_model", "model.
 TRAIN_SETTINGS = tuple(field_names(TrainConfig))  # lr, ..., model.d_model, ...
 # flops is the nominal budget C, the IsoFLOP label scaling.fit groups runs by (scaling.data.budget_labels, 1%);
 # flops_actual = steps · tokens/step · FLOPs/token is the compute that trained the model (a few % over C when a run
-# has few steps); flops_charged what the run added to the ledger (less, for a cooldown branch: the trunk is shared)
-COLUMNS = ("run_id", "params", "params_non_embedding", "tokens", "flops", "flops_actual", "train_loss", "val_loss",
-           "loss", "d_model", "n_layers", "n_heads", "context_length", "batch_size", "lr", "steps", "seconds",
-           "flops_charged")
+# has few steps); flops_charged what the run added to the ledger (less, for a cooldown branch: the trunk is shared);
+# unique_tokens: the train split the batches are drawn from, epochs = tokens / unique_tokens (the data-constrained law)
+COLUMNS = ("run_id", "params", "params_non_embedding", "tokens", "unique_tokens", "epochs", "flops", "flops_actual",
+           "train_loss", "val_loss", "loss", "d_model", "n_layers", "n_heads", "context_length", "batch_size", "lr",
+           "steps", "seconds", "flops_charged")
 
 
 def _shape_flag(text: str) -> list[int]:
@@ -393,8 +394,10 @@ def charged(row: dict) -> float:
 
 def result_row(run: Run, summary: dict) -> dict:
     t, m = run.train, run.train.model
+    unique = summary.get("unique_tokens") or int(read_meta(t.data)["train_tokens"])  # a reused summary.json may predate the key
     return {"run_id": run.run_id, "params": summary["params"], "params_non_embedding": summary["params_non_embedding"],
-            "tokens": summary["tokens"], "flops": run.budget, "flops_actual": summary["tokens"] * run.flops_per_token,
+            "tokens": summary["tokens"], "unique_tokens": unique, "epochs": round(summary["tokens"] / unique, 4),
+            "flops": run.budget, "flops_actual": summary["tokens"] * run.flops_per_token,
             "train_loss": summary["train_loss"], "val_loss": summary["val_loss"], "loss": summary["val_loss"],
             "d_model": m.d_model, "n_layers": m.n_layers, "n_heads": m.n_heads, "context_length": m.context_length,
             "batch_size": t.batch_size, "lr": t.lr, "steps": summary["steps"], "seconds": summary["seconds"],

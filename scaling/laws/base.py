@@ -86,7 +86,12 @@ class Law(ABC):
         """The rows of ``runs`` this law's predictions are scored on: every run, or each level's best run."""
         return runs.best_runs() if self.predicts_best_run else np.arange(len(runs))
 
+    def predict(self, fitted: Fitted, runs: Runs, rows: np.ndarray) -> np.ndarray:
+        """The predicted loss of ``rows`` of ``runs``: from their N, D and C (a law that reads more of a run, such as
+        its unique tokens, says so here)."""
+        return fitted.loss(runs.n[rows], runs.d[rows], runs.c[rows])
+
     def residuals(self, fitted: Fitted, runs: Runs) -> np.ndarray:
         """ln(predicted / measured) on the rows of ``runs`` it is scored on."""
         rows = self.scored(runs)
-        return np.log(fitted.loss(runs.n[rows], runs.d[rows], runs.c[rows]) / runs.loss[rows])
+        return np.log(self.predict(fitted, runs, rows) / runs.loss[rows])
