@@ -394,7 +394,8 @@ def charged(row: dict) -> float:
 
 def result_row(run: Run, summary: dict) -> dict:
     t, m = run.train, run.train.model
-    unique = summary.get("unique_tokens") or int(read_meta(t.data)["train_tokens"])  # a reused summary.json may predate the key
+    # a finished run's reused summary.json may predate the key: the shards' meta says the same
+    unique = summary.get("unique_tokens") or int(read_meta(t.data)["train_tokens"])
     return {"run_id": run.run_id, "params": summary["params"], "params_non_embedding": summary["params_non_embedding"],
             "tokens": summary["tokens"], "unique_tokens": unique, "epochs": round(summary["tokens"] / unique, 4),
             "flops": run.budget, "flops_actual": summary["tokens"] * run.flops_per_token,
