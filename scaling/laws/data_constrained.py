@@ -116,6 +116,7 @@ class FittedDataConstrained(Fitted):
 
     def n_opt(self, c) -> np.ndarray:
         """argmin over N of L(N, C/6N, pool): a grid over ln N, then golden-section search in the bracketing cell."""
+        shape = np.shape(c)  # a scalar budget gives a scalar N, as the other laws do
         c = np.atleast_1d(np.asarray(c, dtype=float))
         centre = 0.5 * np.log(c / 6.0)
         grid = centre[:, None] + np.linspace(-20.0, 20.0, 401)[None, :]
@@ -135,7 +136,7 @@ class FittedDataConstrained(Fitted):
                 x1, x2 = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
                 left = loss_at(x1) <= loss_at(x2)
                 hi, lo = np.where(left, x2, hi), np.where(left, lo, x1)
-        return np.exp(0.5 * (lo + hi))
+        return np.exp(0.5 * (lo + hi)).reshape(shape)
 
     def unpinned(self) -> set[str]:
         return set() if self.repeats else {"R_star"}

@@ -93,12 +93,12 @@ def test_compute_optimal_allocation_leans_to_parameters_when_the_pool_runs_out()
     chinchilla = ParametricLaw(**{k: v for k, v in TRUE.items() if k != "R_star"})
     small, large = 1e18, 1e24  # D_opt below the 1e10 pool, and far above it
     # at small budgets nothing repeats: Chinchilla's closed-form allocation with the true constants
-    assert fitted.n_opt(small)[0] == pytest.approx(float(chinchilla.n_opt(small)), rel=0.01)
+    assert float(fitted.n_opt(small)) == pytest.approx(float(chinchilla.n_opt(small)), rel=0.01)
     # the brute-force minimum of the paper's formula over a fine grid of N at the large budget
     grid = np.geomspace(1e6, 1e14, 200001)
     brute = grid[np.argmin(naive_loss(grid, large / (6 * grid), np.full_like(grid, 1e10), **TRUE))]
-    assert fitted.n_opt(large)[0] == pytest.approx(brute, rel=0.01)
-    assert fitted.d_opt(large)[0] / fitted.n_opt(large)[0] < chinchilla.d_opt(large) / chinchilla.n_opt(large)
+    assert float(fitted.n_opt(large)) == pytest.approx(brute, rel=0.01)
+    assert float(fitted.d_opt(large)) / float(fitted.n_opt(large)) < chinchilla.d_opt(large) / chinchilla.n_opt(large)
 
 
 def test_needs_unique_tokens():
@@ -129,3 +129,9 @@ def test_auto_fits_it_beside_the_others_and_without_the_column_reports_why():
     without = fit_and_predict(frame.drop(columns="unique_tokens"), targets=[1e22], bootstrap=0).report
     assert "data_constrained" not in without["laws"]
     assert "unique training tokens" in without["validity"]["data_constrained"]["reasons"][0]
+
+
+def test_a_scalar_budget_gives_a_scalar_allocation_as_every_law_does():
+    fitted = DataConstrained().fit(repeated_runs(0.0))
+    assert np.shape(fitted.n_opt(1e20)) == () and np.shape(fitted.loss_opt(1e20)) == ()
+    assert np.shape(fitted.n_opt(np.array([1e20, 1e21]))) == (2,)
