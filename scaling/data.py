@@ -47,7 +47,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
 # the IsoFLOP budget a run belongs to (optional; compute_budget also stands for C when there is no other C column)
 BUDGET_ALIASES = ("budget", "budget_flops", "flops_budget", "isoflop_budget", "compute_budget")
 # how much of a run's data was unique (optional): canonical name -> accepted spellings
-REPEAT_ALIASES: dict[str, tuple[str, ...]] = {"unique_tokens": ("unique_tokens", "unique"),
+REPEAT_ALIASES: dict[str, tuple[str, ...]] = {"unique_tokens": ("unique_tokens",),
                                               "epochs": ("epochs",)}
 # columns that make runs of one (N, D) different experiments, not repeats: the best of them is kept
 HYPERPARAMETERS = ("lr", "learning_rate", "peak_lr", "max_lr", "min_lr", "lr_max", "warmup", "warmup_steps",
