@@ -81,7 +81,6 @@ def test_pyproject_names_exactly_these_packages():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     find = project["tool"]["setuptools"]["packages"]["find"]
     assert find["include"] == [p for name in PACKAGES for p in (name, f"{name}.*")]
-    assert find["namespaces"] is False
     linter = project["tool"]["importlinter"]
     assert set(linter["root_packages"]) == set(PACKAGES)
     assert set(project["tool"]["ruff"]["lint"]["isort"]["known-first-party"]) == set(PACKAGES)
