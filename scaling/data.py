@@ -49,6 +49,8 @@ BUDGET_ALIASES = ("budget", "budget_flops", "flops_budget", "isoflop_budget", "c
 # how much of a run's data was unique (optional): canonical name -> accepted spellings
 REPEAT_ALIASES: dict[str, tuple[str, ...]] = {"unique_tokens": ("unique_tokens",),
                                               "epochs": ("epochs",)}
+# columns that name a run, not its experiment: runs of one (N, D, C) may differ in them
+IDENTIFIERS = ("run_id", "id", "run", "name", "run_name", "source", "path", "file", "trunk")
 # columns that make runs of one (N, D) different experiments, not repeats: the best of them is kept
 HYPERPARAMETERS = ("lr", "learning_rate", "peak_lr", "max_lr", "min_lr", "lr_max", "warmup", "warmup_steps",
                    "warmup_tokens", "warmup_ratio", "warmup_fraction", "batch_size", "batch", "bs", "beta1", "beta2",
@@ -95,14 +97,76 @@ def load_results(path: str | Path, columns: dict[str, str] | None = None) -> pd.
     return canonicalize(frame, source=str(path), columns=columns)
 
 
-def load_many(paths: list[str | Path], columns: dict[str, str] | None = None) -> pd.DataFrame:
-    """One or several results tables (the same sweep under other seeds, say) as one: ``load_results`` of each,
+def load_many(paths: list[str | Path], columns: dict[str, str] | None = None,
+              where: dict[str, str] | None = None) -> pd.DataFrame:
+    """One or several results tables (the same sweep under other seeds, say) as one: ``load_results`` of each, its
+    rows narrowed to ``where`` ({column: value}, ``parse_where``), checked for mixed experiments (``check_unmixed``),
     stacked, then ``collapse_runs``; with several, every row keeps the file it came from in ``source``. What was
     collapsed is said in ``frame.attrs["notes"]`` (one line each)."""
-    frames = [load_results(p, columns).assign(**({"source": str(p)} if len(paths) > 1 else {})) for p in paths]
+    frames = []
+    for p in paths:
+        frame = select_rows(load_results(p, columns), where or {}, str(p))
+        check_unmixed(frame, str(p))
+        frames.append(frame.assign(**({"source": str(p)} if len(paths) > 1 else {})))
     frame, notes = collapse_runs(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
     frame.attrs["notes"] = notes
     return frame
+
+
+def parse_where(specs) -> dict[str, str]:
+    """``["dataset=c4", "loss_split=val"]`` -> {column: value}; a ValueError names a bad spec."""
+    out = {}
+    for spec in specs or ():
+        column, sep, value = str(spec).partition("=")
+        if not sep or not column.strip():
+            raise ValueError(f"--where {spec!r}: expected COLUMN=VALUE")
+        out[column.strip()] = value.strip()
+    return out
+
+
+def select_rows(frame: pd.DataFrame, where: dict[str, str], source: str) -> pd.DataFrame:
+    """The rows whose every ``where`` column holds its value (compared as text, or as numbers when both are)."""
+    keep = np.ones(len(frame), dtype=bool)
+    for column, value in where.items():
+        if column not in frame.columns:
+            raise ValueError(f"{source}: --where {column}={value}: no such column (found: "
+                             f"{', '.join(map(str, frame.columns))})")
+        values = frame[column]
+        try:
+            keep &= np.isclose(pd.to_numeric(values, errors="raise").to_numpy(dtype=float), float(value))
+        except (TypeError, ValueError):
+            keep &= (values.astype(str).str.strip() == value).to_numpy()
+        if not keep.any():
+            held = ", ".join(sorted(map(str, values.dropna().unique()))[:8])
+            raise ValueError(f"{source}: --where {column}={value}: no run left (the column holds {held})")
+    return frame.loc[keep].reset_index(drop=True)
+
+
+def mixed_columns(frame: pd.DataFrame, keys: list[str]) -> dict[str, list[str]]:
+    """Text columns (not hyperparameters, not identifiers: a name in IDENTIFIERS, or one value per run) that take
+    several values among the runs of one (N, D, C), with their values: such runs are different experiments
+    (datasets, loss splits), not repeats of one."""
+    shared = frame[frame.duplicated(keys, keep=False)]
+    if shared.empty:
+        return {}
+    out = {}
+    for column in frame.columns:
+        if column in keys or str(column).strip().lower() in (*HYPERPARAMETERS, *IDENTIFIERS) or \
+                pd.api.types.is_numeric_dtype(frame[column]) or frame[column].nunique(dropna=False) == len(frame):
+            continue
+        if (shared.groupby(keys, sort=False)[column].nunique(dropna=False) > 1).any():
+            out[str(column)] = sorted(map(str, shared[column].dropna().unique()))
+    return out
+
+
+def check_unmixed(frame: pd.DataFrame, source: str) -> None:
+    """A ValueError naming each text column whose values split the runs of one (N, D, C) (``mixed_columns``)."""
+    mixed = mixed_columns(frame, ["params", "tokens", "flops"])
+    if mixed:
+        listed = "; ".join(f"'{c}' ({', '.join(v[:4])}{', ...' if len(v) > 4 else ''})" for c, v in mixed.items())
+        first, values = next(iter(mixed.items()))
+        raise ValueError(f"{source}: runs at one N, D and C differ in {listed}: different experiments, not repeats of "
+                         f"one; fit one at a time, e.g. --where {first}={values[0]}")
 
 
 def hyperparameter_columns(frame: pd.DataFrame, keys: list[str]) -> list[str]:

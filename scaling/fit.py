@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scaling.data import load_holdout, load_many, load_summary_holdout, parse_columns, sweep_counting
+from scaling.data import load_holdout, load_many, load_summary_holdout, parse_columns, parse_where, sweep_counting
 from scaling.laws import LAWS
 from scaling.plots import plot_all
 from scaling.predict import AUTO, FitResult, choose_laws, fit_and_predict
@@ -54,6 +54,9 @@ class FitConfig:
         "help": "the results' own column names, as KEY=COLUMN pairs (KEY: params, tokens, flops, loss, budget, "
                 "unique_tokens, epochs or an alias such as N, D, C), e.g. params='Model Size' flops='Training FLOP': "
                 "a published CSV fits unedited; applies to every file read (--holdout too)"})
+    where: tuple[str, ...] = field(default=(), metadata={
+        "help": "fit only the runs whose COLUMN holds VALUE, as COLUMN=VALUE pairs (all must hold), e.g. "
+                "dataset=c4 loss_split=val: one experiment of a table that holds several"})
     drop_highest_loss: int = field(default=0, metadata={
         "help": "outlier rule, off at 0: leave out the k highest-loss runs before fitting (Epoch's Chinchilla "
                 "replication dropped 5); the runs left out are listed in fit.json"})
@@ -71,7 +74,9 @@ class FitConfig:
         if not isinstance(self.drop_highest_loss, int) or self.drop_highest_loss < 0:
             raise ValueError(f"--drop-highest-loss must be an int >= 0, got {self.drop_highest_loss!r}")
         parse_columns(self.columns)  # a bad KEY=COLUMN is an error before anything is read
+        parse_where(self.where)
         object.__setattr__(self, "columns", tuple(self.columns))
+        object.__setattr__(self, "where", tuple(self.where))
         object.__setattr__(self, "target_flops", targets)
         object.__setattr__(self, "bootstrap", int(self.bootstrap))
         object.__setattr__(self, "seed", int(self.seed))
@@ -133,7 +138,7 @@ def fit_files(results: list[Path], cfg: FitConfig, holdout: Path | None = None,
               holdout_summary: Path | None = None) -> tuple[pd.DataFrame, FitResult]:
     """Load the results and the held-out runs, then ``fit_and_predict``; a ValueError names the file."""
     columns = parse_columns(cfg.columns)
-    frame = load_many(results, columns)
+    frame = load_many(results, columns, parse_where(cfg.where))
     notes = list(frame.attrs.get("notes", []))
     frame, outliers = drop_highest_loss(frame, cfg.drop_highest_loss)
     held, counting = read_holdout(holdout, holdout_summary, frame, columns)
