@@ -49,6 +49,7 @@ BUDGET_ALIASES = ("budget", "budget_flops", "flops_budget", "isoflop_budget", "c
 # how much of a run's data was unique (optional): canonical name -> accepted spellings
 REPEAT_ALIASES: dict[str, tuple[str, ...]] = {"unique_tokens": ("unique_tokens",),
                                               "epochs": ("epochs",)}
+COLUMN_ALIASES = ALIASES | REPEAT_ALIASES
 # columns that name a run, not its experiment: runs of one (N, D, C) may differ in them
 IDENTIFIERS = ("run_id", "id", "run", "name", "run_name", "source", "path", "file", "trunk")
 # columns that make runs of one (N, D) different experiments, not repeats: the best of them is kept
@@ -65,7 +66,7 @@ def parse_columns(specs) -> dict[str, str]:
     for spec in specs or ():
         key, sep, column = str(spec).partition("=")
         canonical = "budget" if key.strip().lower() in BUDGET_ALIASES else \
-            next((name for name, aliases in (ALIASES | REPEAT_ALIASES).items() if key.strip().lower() in aliases), None)
+            next((name for name, aliases in COLUMN_ALIASES.items() if key.strip().lower() in aliases), None)
         if not sep or canonical is None or not column.strip():
             raise ValueError(f"--columns {spec!r}: expected KEY=COLUMN with KEY one of "
                              f"{', '.join(a for aliases in ALIASES.values() for a in aliases)}, budget, unique_tokens "
@@ -222,7 +223,7 @@ def _find_column(frame: pd.DataFrame, canonical: str) -> str | None:
     by_lower = {}
     for col in frame.columns:
         by_lower.setdefault(str(col).strip().lower(), col)
-    for alias in (ALIASES | REPEAT_ALIASES)[canonical]:
+    for alias in COLUMN_ALIASES[canonical]:
         if alias in by_lower:
             return by_lower[alias]
     return None
@@ -266,7 +267,7 @@ def canonicalize(frame: pd.DataFrame, source: str = "<results>", columns: dict[s
         if column not in frame.columns:
             raise ValueError(f"{source}: --columns {name}={column!r}: no such column (found: "
                              f"{', '.join(map(str, frame.columns))})")
-    found = {name: (columns or {}).get(name) or _find_column(frame, name) for name in CANONICAL}
+    found = {name: (columns or {}).get(name) or _find_column(frame, name) for name in COLUMN_ALIASES}
     for name in ("params", "loss"):
         if found[name] is None:
             raise ValueError(
@@ -288,16 +289,12 @@ def canonicalize(frame: pd.DataFrame, source: str = "<results>", columns: dict[s
     out = pd.DataFrame({name: values[name] for name in CANONICAL}, index=range(len(frame)))
     if budget_col is not None:
         out["budget"] = _numeric_column(frame, budget_col, "budget", source)
-    repeats = {name: (columns or {}).get(name) or _find_column(frame, name) for name in REPEAT_ALIASES}
-    repeat_values = {name: _numeric_column(frame, col, name, source)
-                     for name, col in repeats.items() if col is not None}
-    if repeat_values:
-        unique = repeat_values.get("unique_tokens")
-        out["unique_tokens"] = unique if unique is not None else out["tokens"] / repeat_values["epochs"]
+    if "unique_tokens" in values or "epochs" in values:
+        unique = values.get("unique_tokens")
+        out["unique_tokens"] = unique if unique is not None else out["tokens"] / values["epochs"]
         out["epochs"] = out["tokens"] / out["unique_tokens"]
-    used = {col for col in (*found.values(), *repeats.values()) if col is not None} | \
-        ({budget_col} if budget_col is not None else set())
-    named = (*CANONICAL, "budget", *REPEAT_ALIASES)
+    used = {col for col in found.values() if col is not None} | ({budget_col} if budget_col is not None else set())
+    named = (*COLUMN_ALIASES, "budget")
     extras = frame.loc[:, [c for c in frame.columns if c not in used and str(c) not in named]]
     return pd.concat([out, extras.reset_index(drop=True)], axis=1)
 

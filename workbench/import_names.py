@@ -63,11 +63,12 @@ def describe(distribution: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workbench.import_names", description=__doc__.split("\n\n")[0])
     parser.parse_args(argv)
+    provided = importlib.metadata.packages_distributions()  # every distribution's metadata: read once
     problems = [f"import name '{name}' of {DISTRIBUTION} is also provided by {describe(other)}: one shadows the "
                 "other at import (rename ours in workbench/import_names.py and pyproject.toml, or uninstall it)"
-                for name, others in clashes().items() for other in others]
+                for name, others in clashes(provided=provided).items() for other in others]
     problems += [f"{DISTRIBUTION} installs top-level '{name}', which workbench.import_names.PACKAGES does not list "
-                 "(pyproject.toml's packages.find is too wide)" for name in unlisted()]
+                 "(pyproject.toml's packages.find is too wide)" for name in unlisted(provided)]
     for line in problems:
         print(f"error: {line}", file=sys.stderr)
     if problems:
