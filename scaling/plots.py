@@ -10,6 +10,7 @@ imported inside the functions (heavy, needed only for the PNGs) and drawn throug
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,9 @@ from scaling.laws.parametric import ParametricLaw
 from scaling.predict import FitResult
 from scaling.runs import compute_levels
 from workbench.files import atomic_path
+
+if TYPE_CHECKING:
+    from scaling.compare import Comparison
 
 
 def _figure(ncols: int = 1, width: float = 6.4, height: float = 4.8):
@@ -67,9 +71,10 @@ def _allocation(fitted, flops: np.ndarray) -> bool:
 
 def plot_optimal_allocation(result: FitResult, targets: np.ndarray, path: Path) -> Path:
     """N_opt(C) and D_opt(C): the IsoFLOP budgets' vertices and best runs, and every fitted law's N_opt and D_opt,
-    extrapolated to the targets (stars)."""
+    extrapolated to the targets (stars); the selected law drawn thick and named so."""
     fig, axes = _figure(ncols=2)
     fits = {name: f.fitted for name, f in result.fits.items() if f.fitted is not None}
+    selected = result.report["selection"]["method"]
     iso = fits.get("isoflop")
     budgets = np.array([b.flops for b in iso.budgets]) if iso else np.unique(result.runs.levels)
     flops = np.geomspace(min(budgets.min(), min(targets)), max(budgets.max(), max(targets)) * 1.5, 100)
@@ -84,7 +89,9 @@ def plot_optimal_allocation(result: FitResult, targets: np.ndarray, path: Path) 
                 continue
             curve = getattr(fitted, quantity)
             values, at_targets = curve(flops), curve(targets)
-            line = ax.plot(flops, values, style, lw=1, label=name)[0]
+            chosen = name == selected
+            line = ax.plot(flops, values, style, lw=2.5 if chosen else 1,
+                           label=f"{name} (selected)" if chosen else name, zorder=4 if chosen else 2)[0]
             ax.scatter(targets, at_targets, marker="*", s=110, color=line.get_color(), zorder=3)
         for target in targets:
             ax.axvline(target, color="grey", lw=0.5, ls=":")
@@ -124,6 +131,33 @@ def plot_parametric_contours(frame: pd.DataFrame, law: ParametricLaw, targets: n
            xlabel="parameters N", ylabel="tokens D",
            title=f"L = {law.E:.3g} + {law.A:.3g}/N^{law.alpha:.3f} + {law.B:.3g}/D^{law.beta:.3f}")
     ax.legend(fontsize=7, loc="lower left")
+    return _save(fig, path)
+
+
+def plot_recipes(result: Comparison, path: Path) -> Path:
+    """Each recipe's compute-optimal loss against C with its 95 % prediction band, its ladder's best run per budget,
+    the targets (dotted) and every compute where two recipes swap rank (a cross on the crossing)."""
+    fig, (ax,) = _figure(width=7.2)
+    grid = result.grid
+    for name, curve in result.curves.items():
+        line = ax.plot(grid, curve["loss"], lw=1.5, label=name)[0]
+        ax.fill_between(grid, curve["lo"], curve["hi"], color=line.get_color(), alpha=0.15, lw=0)
+        runs = result.fits[name].runs
+        best = runs.best_runs()
+        ax.scatter(runs.c[best], runs.loss[best], s=14, color=line.get_color(), edgecolor="black", lw=0.3, zorder=3)
+    for pair in result.report["pairs"]:
+        flip = pair["flip_flops"]
+        if np.isfinite(flip):
+            loss = float(np.interp(np.log(flip), np.log(grid), result.curves[pair["a"]]["loss"]))
+            ax.scatter([flip], [loss], marker="x", s=70, color="black", zorder=4)
+    for target in result.report["target_flops"]:
+        ax.axvline(target, color="grey", lw=0.6, ls=":")
+    ax.axvline(result.report["ladder_max_flops"], color="black", lw=0.6, ls="--")
+    losses = np.concatenate([c["loss"] for c in result.curves.values()])
+    ax.set(xscale="log", yscale="log", xlabel="compute C (FLOPs)", ylabel="compute-optimal loss",
+           ylim=(0.8 * np.nanmin(losses), 1.2 * np.nanmax(losses)),
+           title=f"recipes by {result.law} (dots: best ladder runs; dashed: ladder end; dotted: targets; x: flips)")
+    ax.legend(fontsize=7)
     return _save(fig, path)
 
 

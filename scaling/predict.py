@@ -26,6 +26,13 @@ from scaling.runs import Runs, detect_layout
 from scaling.select import select, validity
 
 AUTO = "auto"
+TARGET_DISTANCES = (10.0, 100.0)  # default targets: this many times the largest compute fitted
+
+
+def default_targets(max_flops: float) -> np.ndarray:
+    """The targets a fit predicts at when none are given: 10x and 100x the sweep's largest budget (the distances
+    its rolling origin can still speak for; 1e23 from a laptop sweep is a guess, not a prediction)."""
+    return float(max_flops) * np.asarray(TARGET_DISTANCES)
 
 
 def choose_laws(method: str | Sequence[str]) -> dict[str, Law]:

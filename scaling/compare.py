@@ -1,0 +1,374 @@
+"""Which data recipe wins at the compute you will train with: ``python -m scaling.compare runs.csv --by recipe``.
+
+Every recipe's runs (one ladder of model sizes and budgets, trained on that recipe's data) are fitted by every law
+of scaling/laws/ (scaling/predict.py ``fit_and_predict``, without its bootstrap); one law is used for all of them
+(``--method auto``: the law valid for every recipe whose mean rolling-origin error over the recipes is smallest, as
+scaling/select.py chooses for one), so the recipes are compared like for like. At each target compute (default: 10x
+and 100x the ladder's largest budget) each recipe gets its compute-optimal N, D and loss with a 95 % prediction
+interval, and its epochs over its unique tokens there. Each pair of recipes gets the predicted difference with a
+95 % interval from a paired bootstrap and paired rolling-origin errors (scaling/pairs.py), P(A better), a verdict
+(A or B only when P >= ``--confidence``, else undecided), the compute where the ranking flips (between the ladder
+and 100x the largest target) and, beside it, the single-scale baseline's verdict (DataDecide, Magnusson et al. 2025:
+rank by the best run at the ladder's largest budget). For each undecided pair, the runs expected to narrow its
+interval most within ``--suggest-flops`` (scaling/next_runs.py).
+
+Writes compare.csv (recipe, target_flops, distance, loss, lo, hi, n_opt, d_opt, unique_tokens, epochs, law),
+pairs.csv (a, b, target_flops, diff = loss_a − loss_b, lo, hi, p_a_better, verdict, flip_flops, baseline_verdict),
+next_runs.csv, compare.json (everything, with each recipe's fit), summary.md and compare.png to --out-dir.
+Exit status: 2 and one ``error:`` line on bad input; 3 when no law is valid for every recipe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from scaling.data import check_unmixed, collapse_runs, load_results, parse_columns, parse_where, select_rows
+from scaling.intervals import extrapolation_halfwidth, prediction_interval
+from scaling.laws import LAWS, Fitted
+from scaling.next_runs import TOP, candidate_runs, suggest
+from scaling.pairs import (difference, flip_flops, paired_bootstrap, paired_errors, paired_scatter,
+                           single_scale_verdict)
+from scaling.predict import AUTO, FitResult, choose_laws, default_targets, fit_and_predict
+from scaling.report import jsonable
+from scaling.select import TIE
+from workbench.files import write_json, write_metrics, write_text
+from workbench.params import add_config_flags, build_config_parser, config_from_args, parse_config, setting
+
+NO_SHARED_LAW = 3
+FLIP_REACH = 100.0  # flips are looked for up to this many times the largest target
+GRID_POINTS = 49
+SUGGEST_DISTANCE = 4.0  # default compute cap of the "train next" suggestions: 4x the ladder's largest budget
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """The ``scaling_compare:`` section of params.yaml; every field is also a flag."""
+
+    by: str = setting("recipe", "the column that names each run's recipe (its data)")
+    target_flops: tuple[float, ...] = setting((), "compute budgets to decide at (none: 10x and 100x the ladder's "
+                                                  "largest budget)")
+    method: str = setting(AUTO, f"the law every recipe is fitted with: auto (the law valid for every recipe with the "
+                                f"smallest mean rolling-origin error) or one of {', '.join(LAWS)}")
+    bootstrap: int = setting(200, "paired bootstrap resamples of the ladder (0: intervals without the parameter part)")
+    seed: int = setting(0, "bootstrap seed")
+    confidence: float = setting(0.95, "a verdict names a recipe only when P(it is better) reaches this")
+    columns: tuple[str, ...] = setting((), "the results' own column names, as KEY=COLUMN pairs (scaling.fit "
+                                           "--columns)")
+    where: tuple[str, ...] = setting((), "compare only the runs whose COLUMN holds VALUE, as COLUMN=VALUE pairs")
+    suggest_flops: float = setting(0.0, "compute a user would spend on more runs, for the 'train next' suggestions "
+                                        "(0: 4x the ladder's largest budget)")
+
+    def __post_init__(self) -> None:
+        try:
+            targets = tuple(float(c) for c in np.atleast_1d(self.target_flops))
+        except (TypeError, ValueError):
+            raise ValueError(f"--target-flops must be numbers, got {self.target_flops!r}") from None
+        if not all(np.isfinite(c) and c > 0 for c in targets):
+            raise ValueError(f"--target-flops must be positive and finite, got {list(targets)}")
+        if self.method != AUTO and "," in self.method:
+            raise ValueError(f"--method is one law for every recipe (or auto), got {self.method!r}")
+        choose_laws(self.method)
+        if int(self.bootstrap) < 0:
+            raise ValueError(f"--bootstrap must be >= 0, got {self.bootstrap}")
+        if not 0.5 < float(self.confidence) < 1.0:
+            raise ValueError(f"--confidence must be in (0.5, 1), got {self.confidence}")
+        if float(self.suggest_flops) < 0:
+            raise ValueError(f"--suggest-flops must be >= 0, got {self.suggest_flops}")
+        parse_columns(self.columns)
+        parse_where(self.where)
+        for name, value in (("target_flops", targets), ("columns", tuple(self.columns)), ("where", tuple(self.where)),
+                            ("bootstrap", int(self.bootstrap)), ("seed", int(self.seed)),
+                            ("confidence", float(self.confidence)), ("suggest_flops", float(self.suggest_flops))):
+            object.__setattr__(self, name, value)
+
+
+@dataclass(frozen=True)
+class CompareFiles:
+    results: tuple[str, ...] = setting((), "runs CSV or JSON (scaling.fit's columns plus the --by column); several "
+                                           "files are read as one table", positional=True)
+    out_dir: str | None = setting(None, "output folder (none: ./<results stem>_compare)")
+    plots: bool = setting(True, "write compare.png")
+    metrics: str | None = setting(None, "also write each recipe's prediction and each verdict here (dvc metrics)")
+
+
+def read_recipes(paths: list[Path], by: str, columns: dict[str, str] | None = None,
+                 where: dict[str, str] | None = None) -> dict[str, pd.DataFrame]:
+    """{recipe: its canonical runs} from the results files, split on the ``by`` column (a ValueError names a file
+    without it); within a recipe, runs at one (N, D, C) that differ in a text column are an error, repeats are
+    averaged (scaling/data.py)."""
+    frames = []
+    for path in paths:
+        frame = select_rows(load_results(path, columns), where or {}, str(path))
+        if by not in frame.columns:
+            raise ValueError(f"{path}: no column '{by}' to group the runs by (columns: {', '.join(map(str, frame))}); "
+                             f"name it with --by")
+        frames.append(frame)
+    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    names = frame[by].astype(str)
+    recipes = {}
+    for name in sorted(names.unique()):
+        group = frame[names == name].drop(columns=[by]).reset_index(drop=True)
+        check_unmixed(group, f"{', '.join(map(str, paths))} ({by}={name})")
+        recipes[name], notes = collapse_runs(group)
+        recipes[name].attrs["notes"] = notes
+    if len(recipes) < 2:
+        raise ValueError(f"{', '.join(map(str, paths))}: {len(recipes)} recipe(s) in column '{by}' "
+                         f"({', '.join(recipes)}): need two or more to compare")
+    return recipes
+
+
+def shared_law(fits: dict[str, FitResult], method: str) -> tuple[str | None, str]:
+    """(the law every recipe is fitted with, why); None when no law is valid for every recipe."""
+    names = list(choose_laws(method))
+    valid = [m for m in names if all(f.report["validity"][m]["valid"] for f in fits.values())]
+    if not valid:
+        why = "; ".join(f"{r}: " + ", ".join(f"{m} ({'; '.join(f.report['validity'][m]['reasons'])})"
+                                             for m in names if not f.report["validity"][m]["valid"])
+                        for r, f in fits.items())
+        return None, f"no law is valid for every recipe ({why})"
+    if len(names) == 1:
+        return names[0], f"--method {names[0]}"
+    free = [m for m in valid if not any(f.report["validity"][m]["at_bound"] for f in fits.values())] or valid
+    scores = {m: np.mean([f.report["rolling_origin"]["score"].get(m, np.inf) for f in fits.values()]) for m in free}
+    if not any(np.isfinite(s) for s in scores.values()):
+        law = min(free, key=lambda m: LAWS[m].preference)
+        return law, f"no rolling origin for every recipe: the first valid of {', '.join(free)} (Law.preference)"
+    best = min(scores.values())
+    tied = [m for m in free if scores[m] <= best + TIE]
+    law = min(tied, key=lambda m: (LAWS[m].n_params, LAWS[m].preference))
+    listing = ", ".join(f"{m} {scores[m]:.2%}" for m in sorted(scores, key=scores.get))
+    return law, f"valid for every recipe, smallest mean rolling-origin error over the recipes: {listing}"
+
+
+def law_errors(fit: FitResult, law: str) -> tuple[np.ndarray, np.ndarray]:
+    """(distances, ln errors) of every rolling-origin prediction of ``law`` on one recipe's runs."""
+    errors = [e for o in fit.report["rolling_origin"]["origins"] for e in (o["errors"].get(law) or ())]
+    return np.array([e["distance"] for e in errors]), np.array([e["log_error"] for e in errors])
+
+
+@dataclass
+class Comparison:
+    report: dict  # compare.json
+    recipes: dict[str, pd.DataFrame]
+    fits: dict[str, FitResult]
+    law: str | None
+    grid: np.ndarray  # compute budgets of the plotted curves
+    curves: dict[str, dict[str, np.ndarray]]  # recipe: loss, lo, hi on the grid
+
+
+def _recipe_rows(name: str, fit: FitResult, fitted: Fitted, law: str, targets: np.ndarray, boot: np.ndarray,
+                 max_c: float, unique: float) -> list[dict]:
+    rows = []
+    with np.errstate(all="ignore"):
+        loss, n_opt, d_opt = fitted.loss_opt(targets), fitted.n_opt(targets), fitted.d_opt(targets)
+    for i, flops in enumerate(targets):
+        boot_i = np.exp(boot[:, i]) if boot.size else None
+        pi = prediction_interval(float(loss[i]), boot_i, fit.fits[law].residual_sd, flops / max_c,
+                                 law_errors(fit, law))
+        rows.append({"recipe": name, "target_flops": float(flops), "distance": float(flops / max_c),
+                     "loss": pi["value"], "lo": pi["pi95"][0], "hi": pi["pi95"][1], "n_opt": float(n_opt[i]),
+                     "d_opt": float(d_opt[i]), "unique_tokens": unique, "epochs": float(d_opt[i] / unique),
+                     "law": law, "interval_dominant": pi["dominant"], "calibration": pi["calibration"]})
+    return rows
+
+
+def _finite(value: float) -> float:
+    return value if np.isfinite(value) else 0.0
+
+
+def compare_recipes(recipes: dict[str, pd.DataFrame], targets=(), method: str = AUTO, bootstrap: int = 200,
+                    seed: int = 0, confidence: float = 0.95, suggest_flops: float = 0.0) -> Comparison:
+    """Fit every recipe, choose the shared law, predict each at the targets, and judge every pair (module
+    docstring). ``recipes``: {name: canonical runs (scaling/data.py)}; ``targets``: () for 10x and 100x the ladder's
+    largest budget."""
+    max_c = max(float(f["flops"].max()) for f in recipes.values())
+    min_c = min(float(f["flops"].min()) for f in recipes.values())
+    targets = np.asarray(targets, dtype=float) if len(targets) else default_targets(max_c)
+    fits = {name: fit_and_predict(frame, targets, method, bootstrap=0, seed=seed) for name, frame in recipes.items()}
+    law, why = shared_law(fits, method)
+    report: dict = {"recipes": list(recipes), "target_flops": targets.tolist(), "ladder_max_flops": max_c,
+                    "method": method, "law": law, "why": why, "bootstrap": bootstrap, "seed": seed,
+                    "confidence": confidence, "fits": {n: f.report for n, f in fits.items()}, "rows": [],
+                    "pairs": [], "next_runs": []}
+    grid = np.geomspace(min_c, FLIP_REACH * targets.max(), GRID_POINTS)
+    if law is None:
+        return Comparison(report, recipes, fits, None, grid, {})
+    fitted = {n: f.fits[law].fitted for n, f in fits.items()}
+    runs = {n: f.runs for n, f in fits.items()}
+    points = np.concatenate([targets, grid])
+    cap = suggest_flops or SUGGEST_DISTANCE * max_c
+    candidates = candidate_runs(lambda c: np.exp(np.mean([np.log(f.n_opt(c)) for f in fitted.values()], axis=0)),
+                                min_c, cap, runs_per_candidate=2)
+
+    def predict(_: str, refit: Fitted) -> np.ndarray:
+        return np.log(np.concatenate([refit.loss_opt(points), refit.loss(*candidates.T)]))
+
+    boot = paired_bootstrap(LAWS[law], runs, fitted, bootstrap, seed, predict) if bootstrap else \
+        {n: np.empty((0, 0)) for n in recipes}
+    unique = {n: float(r.unique.max()) if r.unique is not None else float("nan") for n, r in runs.items()}
+    k, m = len(targets), len(points)
+    for name in recipes:
+        report["rows"] += _recipe_rows(name, fits[name], fitted[name], law, targets,
+                                       boot[name][:, :k] if boot[name].size else boot[name], max_c, unique[name])
+    curves = {name: _curve(fits[name], fitted[name], law, grid, boot[name][:, k:] if boot[name].size else None,
+                           max_c) for name in recipes}
+    with np.errstate(all="ignore"):
+        residuals = {n: (runs[n].take(LAWS[law].scored(runs[n])), LAWS[law].residuals(fitted[n], runs[n]))
+                     for n in recipes}
+    scatter_of = {n: fits[n].fits[law].residual_sd for n in recipes}
+    for a, b in itertools.combinations(recipes, 2):
+        errors = paired_errors(fits[a].report["rolling_origin"], fits[b].report["rolling_origin"], law)
+        log_a, log_b = np.log(curves[a]["loss"]), np.log(curves[b]["loss"])
+        flip = flip_flops(grid, log_a, log_b, max_c)
+        baseline, baseline_flops = single_scale_verdict(runs[a], runs[b])
+        scatter = paired_scatter(*residuals[a], *residuals[b])
+        for i, flops in enumerate(targets):
+            la, lb = (float(fitted[x].loss_opt(flops)) for x in (a, b))
+            ba, bb = (boot[x][:, i] if boot[x].size else None for x in (a, b))
+            d = difference(np.log(la), np.log(lb), ba, bb, scatter, flops / max_c, errors, confidence)
+            if d["verdict"] == "undecided" and ba is not None and bb is not None:
+                report["next_runs"] += [{"a": a, "b": b, "target_flops": float(flops)} | s for s in suggest(
+                    ba - bb, [boot[a][:, m:], boot[b][:, m:]], [scatter_of[a], scatter_of[b]], candidates,
+                    d["parts"]["scatter"], lambda dist: _finite(extrapolation_halfwidth(*errors, dist)[0]),
+                    max_c, float(flops))]
+            lo, hi = lb * np.expm1(d["r"] - d["halfwidth_log"]), lb * np.expm1(d["r"] + d["halfwidth_log"])
+            report["pairs"].append({"a": a, "b": b, "target_flops": float(flops), "diff": la - lb, "lo": float(lo),
+                                    "hi": float(hi), "p_a_better": d["p_a_better"], "verdict": d["verdict"],
+                                    "flip_flops": flip, "baseline_verdict": baseline,
+                                    "baseline_flops": baseline_flops, "distance": float(flops / max_c),
+                                    "interval_dominant": d["dominant"], "calibration": d["calibration"],
+                                    "paired_origin_errors": int(len(errors[1]))})
+    return Comparison(report, recipes, fits, law, grid, curves)
+
+
+def _curve(fit: FitResult, fitted: Fitted, law: str, grid: np.ndarray, boot: np.ndarray | None,
+           max_c: float) -> dict[str, np.ndarray]:
+    """The recipe's compute-optimal loss on ``grid`` with its 95 % prediction band."""
+    with np.errstate(all="ignore"):
+        loss = fitted.loss_opt(grid)
+    errors = law_errors(fit, law)
+    bands = [prediction_interval(float(loss[i]), None if boot is None else np.exp(boot[:, i]),
+                                 fit.fits[law].residual_sd, grid[i] / max_c, errors)["pi95"] for i in range(len(grid))]
+    return {"loss": loss, "lo": np.array([b[0] for b in bands]), "hi": np.array([b[1] for b in bands])}
+
+
+PAIR_COLUMNS = ["a", "b", "target_flops", "diff", "lo", "hi", "p_a_better", "verdict", "flip_flops",
+                "baseline_verdict"]
+NEXT_COLUMNS = ["a", "b", "target_flops", "n", "d", "flops", "runs", "cost", "halfwidth_log", "now_halfwidth_log",
+                "parameters_log"]
+ROW_COLUMNS = ["recipe", "target_flops", "distance", "loss", "lo", "hi", "n_opt", "d_opt", "unique_tokens", "epochs",
+               "law"]
+
+
+def format_summary(report: dict) -> str:
+    """The printed (and summary.md) decision: the shared law, one line per recipe x target, one per pair."""
+    if report["law"] is None:
+        return f"no decision: {report['why']}"
+    lines = [f"law: {report['law']} ({report['why']})",
+             f"{'recipe':<16}{'C':>9}{'x ladder':>9}  {'loss [95% PI]':<24}{'N_opt':>9}{'D_opt':>10}{'epochs':>8}"]
+    for r in report["rows"]:
+        lines.append(f"{r['recipe']:<16}{r['target_flops']:>9.3g}{r['distance']:>9.3g}  "
+                     f"{r['loss']:.4f} [{r['lo']:.4f}, {r['hi']:.4f}]".ljust(58) +
+                     f"{r['n_opt']:>10.3g}{r['d_opt']:>10.3g}{r['epochs']:>10.3g}")
+    lines.append(f"{'pair (a vs b)':<34}{'C':>9}  {'loss_a - loss_b [95%]':<30}{'P(a better)':>12}  "
+                 f"{'verdict':<11}{'single-scale':<13}flips at")
+    for p in report["pairs"]:
+        verdict = p[p["verdict"]] if p["verdict"] in ("a", "b") else "undecided"
+        base = p[p["baseline_verdict"]] if p["baseline_verdict"] in ("a", "b") else "undecided"
+        flip = f"{p['flip_flops']:.3g}" if np.isfinite(p["flip_flops"]) else "-"
+        lines.append(f"{p['a'] + ' vs ' + p['b']:<34}{p['target_flops']:>9.3g}  "
+                     f"{p['diff']:+.4f} [{p['lo']:+.4f}, {p['hi']:+.4f}]".ljust(41) +
+                     f"{p['p_a_better']:>12.3f}  {verdict:<11}{base:<13}{flip}")
+    shown = set()
+    for s in report.get("next_runs") or ():
+        key = (s["a"], s["b"], s["target_flops"])
+        if key in shown:
+            continue
+        shown.add(key)
+        lines.append(f"train next for {s['a']} vs {s['b']} at C={s['target_flops']:.3g}: N={s['n']:.3g} "
+                     f"D={s['d']:.3g} (C={s['flops']:.3g}, one run per recipe) is expected to narrow the difference's "
+                     f"interval from +-{s['now_halfwidth_log']:.3f} to +-{s['halfwidth_log']:.3f} in ln L "
+                     f"(next_runs.csv lists {TOP} per pair)")
+    for r in report["rows"]:
+        if np.isfinite(r["hi"] - r["lo"]) and r["hi"] - r["lo"] > r["loss"]:
+            lines.append(f"warning: {r['recipe']} at C={r['target_flops']:.3g}: the 95% interval [{r['lo']:.3g}, "
+                         f"{r['hi']:.3g}] is wider than the loss itself ({r['distance']:.3g}x the ladder): more "
+                         f"budgets or a nearer target")
+    return "\n".join(lines)
+
+
+def write_comparison(result: Comparison, out_dir: Path, metrics: str | None = None) -> list[str]:
+    report = result.report
+    write_json(out_dir / "compare.json", jsonable(report))
+    write_text(out_dir / "compare.csv", pd.DataFrame(report["rows"], columns=ROW_COLUMNS).to_csv(index=False))
+    write_text(out_dir / "pairs.csv", pd.DataFrame(report["pairs"], columns=PAIR_COLUMNS).to_csv(index=False))
+    write_text(out_dir / "next_runs.csv", pd.DataFrame(report["next_runs"], columns=NEXT_COLUMNS).to_csv(index=False))
+    write_text(out_dir / "summary.md", "# Data recipes compared\n\n```\n" + format_summary(report) + "\n```\n")
+    if metrics:
+        write_metrics(metrics, jsonable({"rows": report["rows"], "pairs": report["pairs"]}), headline(report))
+    return ["compare.json", "compare.csv", "pairs.csv", "next_runs.csv", "summary.md"]
+
+
+def headline(report: dict) -> dict:
+    """The flat DVC metrics: each recipe's predicted loss at the largest target, and each pair's verdict there."""
+    if report["law"] is None:
+        return {"law": "none"}
+    top = max(report["target_flops"])
+    out: dict = {"law": report["law"], "flops": top}
+    for r in report["rows"]:
+        if r["target_flops"] == top:
+            out[f"loss_{r['recipe']}"] = r["loss"]
+    for p in report["pairs"]:
+        if p["target_flops"] == top:
+            out[f"verdict_{p['a']}_vs_{p['b']}"] = p[p["verdict"]] if p["verdict"] in ("a", "b") else "undecided"
+    return jsonable(out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = build_config_parser(CompareConfig, "scaling_compare", prog="python -m scaling.compare",
+                                 description=__doc__.split("\n\n")[0])
+    add_config_flags(parser, CompareFiles, bool_switches=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cfg, args = parse_config(CompareConfig, "scaling_compare", argv, parser=build_parser())
+        files = config_from_args(CompareFiles, args)
+        if not files.results:
+            raise ValueError("no results file: give one or more runs CSV/JSON files with a recipe column")
+        paths = [Path(p) for p in files.results]
+        start = time.perf_counter()
+        recipes = read_recipes(paths, cfg.by, parse_columns(cfg.columns), parse_where(cfg.where))
+        result = compare_recipes(recipes, cfg.target_flops, cfg.method, cfg.bootstrap, cfg.seed, cfg.confidence,
+                                 cfg.suggest_flops)
+        seconds = time.perf_counter() - start
+    except ValueError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    out_dir = Path(files.out_dir) if files.out_dir else Path(f"{paths[0].stem}_compare")
+    outputs = write_comparison(result, out_dir, files.metrics)
+    if files.plots and result.law is not None:
+        from scaling.plots import plot_recipes
+
+        outputs.append(plot_recipes(result, out_dir / "compare.png").name)
+    print(format_summary(result.report))
+    n_runs = sum(len(f) for f in recipes.values())
+    print(f"compare: {len(recipes)} recipes, {n_runs} runs, bootstrap {cfg.bootstrap} in {seconds:.2f} s -> "
+          f"{out_dir}/ ({', '.join(outputs)})")
+    if result.law is None:
+        print(f"error: {result.report['why']}", file=sys.stderr)
+        return NO_SHARED_LAW
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
