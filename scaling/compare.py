@@ -30,13 +30,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scaling.data import check_unmixed, collapse_runs, load_results, parse_columns, parse_where, select_rows
-from scaling.intervals import extrapolation_halfwidth, prediction_interval
+from scaling.data import load_groups, parse_columns, parse_where
+from scaling.intervals import prediction_interval
 from scaling.laws import LAWS, Fitted
-from scaling.next_runs import TOP, candidate_runs, suggest
-from scaling.pairs import (difference, flip_flops, paired_bootstrap, paired_errors, paired_scatter,
-                           single_scale_verdict)
-from scaling.predict import AUTO, FitResult, choose_laws, default_targets, fit_and_predict
+from scaling.next_runs import TOP, candidate_runs, extrapolation, suggest
+from scaling.pairs import difference, flip_flops, paired_bootstrap, paired_errors, paired_scatter, single_scale_verdict
+from scaling.plots import new_figure, save_figure
+from scaling.predict import AUTO, FitResult, choose_laws, default_targets, fit_and_predict, rolling_errors
 from scaling.report import jsonable
 from scaling.select import TIE
 from workbench.files import write_json, write_metrics, write_text
@@ -101,27 +101,11 @@ class CompareFiles:
 
 def read_recipes(paths: list[Path], by: str, columns: dict[str, str] | None = None,
                  where: dict[str, str] | None = None) -> dict[str, pd.DataFrame]:
-    """{recipe: its canonical runs} from the results files, split on the ``by`` column (a ValueError names a file
-    without it); within a recipe, runs at one (N, D, C) that differ in a text column are an error, repeats are
-    averaged (scaling/data.py)."""
-    frames = []
-    for path in paths:
-        frame = select_rows(load_results(path, columns), where or {}, str(path))
-        if by not in frame.columns:
-            raise ValueError(f"{path}: no column '{by}' to group the runs by (columns: {', '.join(map(str, frame))}); "
-                             f"name it with --by")
-        frames.append(frame)
-    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    names = frame[by].astype(str)
-    recipes = {}
-    for name in sorted(names.unique()):
-        group = frame[names == name].drop(columns=[by]).reset_index(drop=True)
-        check_unmixed(group, f"{', '.join(map(str, paths))} ({by}={name})")
-        recipes[name], notes = collapse_runs(group)
-        recipes[name].attrs["notes"] = notes
+    """{recipe: its canonical runs} (scaling/data.py ``load_groups``); fewer than two recipes is an error."""
+    recipes = load_groups(paths, by, columns, where)
     if len(recipes) < 2:
-        raise ValueError(f"{', '.join(map(str, paths))}: {len(recipes)} recipe(s) in column '{by}' "
-                         f"({', '.join(recipes)}): need two or more to compare")
+        raise ValueError(f"{', '.join(map(str, paths))}: {len(recipes)} value(s) in column '{by}' "
+                         f"({', '.join(recipes)}): need two or more recipes to compare")
     return recipes
 
 
@@ -148,12 +132,6 @@ def shared_law(fits: dict[str, FitResult], method: str) -> tuple[str | None, str
     return law, f"valid for every recipe, smallest mean rolling-origin error over the recipes: {listing}"
 
 
-def law_errors(fit: FitResult, law: str) -> tuple[np.ndarray, np.ndarray]:
-    """(distances, ln errors) of every rolling-origin prediction of ``law`` on one recipe's runs."""
-    errors = [e for o in fit.report["rolling_origin"]["origins"] for e in (o["errors"].get(law) or ())]
-    return np.array([e["distance"] for e in errors]), np.array([e["log_error"] for e in errors])
-
-
 @dataclass
 class Comparison:
     report: dict  # compare.json
@@ -172,16 +150,12 @@ def _recipe_rows(name: str, fit: FitResult, fitted: Fitted, law: str, targets: n
     for i, flops in enumerate(targets):
         boot_i = np.exp(boot[:, i]) if boot.size else None
         pi = prediction_interval(float(loss[i]), boot_i, fit.fits[law].residual_sd, flops / max_c,
-                                 law_errors(fit, law))
+                                 rolling_errors(fit.report, law))
         rows.append({"recipe": name, "target_flops": float(flops), "distance": float(flops / max_c),
                      "loss": pi["value"], "lo": pi["pi95"][0], "hi": pi["pi95"][1], "n_opt": float(n_opt[i]),
                      "d_opt": float(d_opt[i]), "unique_tokens": unique, "epochs": float(d_opt[i] / unique),
                      "law": law, "interval_dominant": pi["dominant"], "calibration": pi["calibration"]})
     return rows
-
-
-def _finite(value: float) -> float:
-    return value if np.isfinite(value) else 0.0
 
 
 def compare_recipes(recipes: dict[str, pd.DataFrame], targets=(), method: str = AUTO, bootstrap: int = 200,
@@ -237,7 +211,7 @@ def compare_recipes(recipes: dict[str, pd.DataFrame], targets=(), method: str = 
             if d["verdict"] == "undecided" and ba is not None and bb is not None:
                 report["next_runs"] += [{"a": a, "b": b, "target_flops": float(flops)} | s for s in suggest(
                     ba - bb, [boot[a][:, m:], boot[b][:, m:]], [scatter_of[a], scatter_of[b]], candidates,
-                    d["parts"]["scatter"], lambda dist: _finite(extrapolation_halfwidth(*errors, dist)[0]),
+                    d["parts"]["scatter"], extrapolation(errors),
                     max_c, float(flops))]
             lo, hi = lb * np.expm1(d["r"] - d["halfwidth_log"]), lb * np.expm1(d["r"] + d["halfwidth_log"])
             report["pairs"].append({"a": a, "b": b, "target_flops": float(flops), "diff": la - lb, "lo": float(lo),
@@ -254,7 +228,7 @@ def _curve(fit: FitResult, fitted: Fitted, law: str, grid: np.ndarray, boot: np.
     """The recipe's compute-optimal loss on ``grid`` with its 95 % prediction band."""
     with np.errstate(all="ignore"):
         loss = fitted.loss_opt(grid)
-    errors = law_errors(fit, law)
+    errors = rolling_errors(fit.report, law)
     bands = [prediction_interval(float(loss[i]), None if boot is None else np.exp(boot[:, i]),
                                  fit.fits[law].residual_sd, grid[i] / max_c, errors)["pi95"] for i in range(len(grid))]
     return {"loss": loss, "lo": np.array([b[0] for b in bands]), "hi": np.array([b[1] for b in bands])}
@@ -332,6 +306,38 @@ def headline(report: dict) -> dict:
     return jsonable(out)
 
 
+def plot_recipes(result: Comparison, path: Path) -> Path:
+    """Each recipe's compute-optimal loss against C with its 95 % prediction band, its ladder's best run per budget,
+    the targets (dotted) and every compute where two recipes swap rank (a cross on the crossing)."""
+    fig, (ax,) = new_figure(width=7.2)
+    grid = result.grid
+    for name, curve in result.curves.items():
+        line = ax.plot(grid, curve["loss"], lw=1.5, label=name)[0]
+        ax.fill_between(grid, curve["lo"], curve["hi"], color=line.get_color(), alpha=0.15, lw=0)
+        runs = result.fits[name].runs
+        best = runs.best_runs()
+        ax.scatter(runs.c[best], runs.loss[best], s=14, color=line.get_color(), edgecolor="black", lw=0.3, zorder=3)
+    for pair in result.report["pairs"]:
+        flip = pair["flip_flops"]
+        if np.isfinite(flip):
+            loss = float(np.interp(np.log(flip), np.log(grid), result.curves[pair["a"]]["loss"]))
+            ax.scatter([flip], [loss], marker="x", s=70, color="black", zorder=4)
+    for target in result.report["target_flops"]:
+        ax.axvline(target, color="grey", lw=0.6, ls=":")
+    ax.axvline(result.report["ladder_max_flops"], color="black", lw=0.6, ls="--")
+    losses = np.concatenate([c["loss"] for c in result.curves.values()])
+    from matplotlib.ticker import ScalarFormatter
+
+    ax.set(xscale="log", yscale="log", xlabel="compute C (FLOPs)", ylabel="compute-optimal loss (95% band)",
+           ylim=(0.8 * np.nanmin(losses), 1.2 * np.nanmax(losses)))
+    ax.set_title(f"recipes by {result.law}: dots best ladder runs, dashed ladder end, dotted targets, x flips",
+                 fontsize=9)
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_minor_formatter(ScalarFormatter())
+    ax.legend(fontsize=7)
+    return save_figure(fig, path)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = build_config_parser(CompareConfig, "scaling_compare", prog="python -m scaling.compare",
                                  description=__doc__.split("\n\n")[0])
@@ -357,8 +363,6 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(files.out_dir) if files.out_dir else Path(f"{paths[0].stem}_compare")
     outputs = write_comparison(result, out_dir, files.metrics)
     if files.plots and result.law is not None:
-        from scaling.plots import plot_recipes
-
         outputs.append(plot_recipes(result, out_dir / "compare.png").name)
     print(format_summary(result.report))
     n_runs = sum(len(f) for f in recipes.values())

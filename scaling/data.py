@@ -51,6 +51,7 @@ REPEAT_ALIASES: dict[str, tuple[str, ...]] = {"unique_tokens": ("unique_tokens",
                                               "epochs": ("epochs",)}
 COLUMN_ALIASES = ALIASES | REPEAT_ALIASES
 # columns that name a run, not its experiment: runs of one (N, D, C) may differ in them
+MAX_SPLIT_VALUES = 8  # a text column with at most this many values may split the runs into experiments
 IDENTIFIERS = ("run_id", "id", "run", "name", "run_name", "source", "path", "file", "trunk")
 # columns that make runs of one (N, D) different experiments, not repeats: the best of them is kept
 HYPERPARAMETERS = ("lr", "learning_rate", "peak_lr", "max_lr", "min_lr", "lr_max", "warmup", "warmup_steps",
@@ -109,9 +110,36 @@ def load_many(paths: list[str | Path], columns: dict[str, str] | None = None,
         frame = select_rows(load_results(p, columns), where or {}, str(p))
         check_unmixed(frame, str(p))
         frames.append(frame.assign(**({"source": str(p)} if len(paths) > 1 else {})))
-    frame, notes = collapse_runs(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
-    frame.attrs["notes"] = notes
+    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    mixed = varying_note(frame)
+    frame, notes = collapse_runs(frame)
+    frame.attrs["notes"] = ([mixed] if mixed else []) + notes
     return frame
+
+
+def load_groups(paths: list[str | Path], by: str, columns: dict[str, str] | None = None,
+                 where: dict[str, str] | None = None) -> dict[str, pd.DataFrame]:
+    """{group: its canonical runs} from the results files, split on the ``by`` column (a recipe, a dataset; a
+    ValueError names a file without it); within a group, runs at one (N, D, C) that differ in a text column are an
+    error and repeats are averaged (``check_unmixed``, ``collapse_runs``), as ``load_many`` does for one experiment.
+    What was collapsed is said in each frame's ``attrs["notes"]``."""
+    frames = []
+    for path in paths:
+        frame = select_rows(load_results(path, columns), where or {}, str(path))
+        if by not in frame.columns:
+            raise ValueError(f"{path}: no column '{by}' to group the runs by (columns: {', '.join(map(str, frame))}); "
+                             f"name it with --by")
+        frames.append(frame)
+    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    names = frame[by].astype(str)
+    groups = {}
+    for name in sorted(names.unique()):
+        group = frame[names == name].drop(columns=[by]).reset_index(drop=True)
+        check_unmixed(group, f"{', '.join(map(str, paths))} ({by}={name})")
+        mixed = varying_note(group)
+        groups[name], notes = collapse_runs(group)
+        groups[name].attrs["notes"] = ([mixed] if mixed else []) + notes
+    return groups
 
 
 def parse_where(specs) -> dict[str, str]:
@@ -158,6 +186,25 @@ def mixed_columns(frame: pd.DataFrame, keys: list[str]) -> dict[str, list[str]]:
         if (shared.groupby(keys, sort=False)[column].nunique(dropna=False) > 1).any():
             out[str(column)] = sorted(map(str, shared[column].dropna().unique()))
     return out
+
+
+def varying_note(frame: pd.DataFrame) -> str | None:
+    """A note when a text column with a few values (not an identifier or hyperparameter) varies among runs that
+    are fitted together, such as a loss split whose values sit at different (N, D): one fit then mixes them."""
+    varying = {}
+    for column in frame.columns:
+        if str(column).strip().lower() in (*HYPERPARAMETERS, *IDENTIFIERS) or \
+                pd.api.types.is_numeric_dtype(frame[column]):
+            continue
+        values = frame[column].dropna().astype(str).unique()
+        if 1 < len(values) <= MAX_SPLIT_VALUES and len(values) < len(frame):
+            varying[str(column)] = sorted(values)
+    if not varying:
+        return None
+    listed = "; ".join(f"'{c}' ({', '.join(v)})" for c, v in varying.items())
+    first, values = next(iter(varying.items()))
+    return (f"note: the runs fitted together differ in {listed}: one fit mixes them; --where {first}={values[0]} "
+            f"or --by {first} separates them")
 
 
 def check_unmixed(frame: pd.DataFrame, source: str) -> None:

@@ -29,22 +29,34 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scaling.data import load_holdout, load_many, load_summary_holdout, parse_columns, parse_where, sweep_counting
+from scaling.data import (
+    load_groups,
+    load_holdout,
+    load_many,
+    load_summary_holdout,
+    parse_columns,
+    parse_where,
+    sweep_counting,
+)
 from scaling.laws import LAWS
+from scaling.next_runs import TOP, fit_suggestions
 from scaling.plots import plot_all
-from scaling.predict import AUTO, FitResult, choose_laws, fit_and_predict
+from scaling.predict import AUTO, FitResult, choose_laws, fit_and_predict, rolling_errors
 from scaling.report import format_summary, selection_line, write_fit_metrics, write_outputs
+from workbench.files import write_text
 from workbench.params import add_config_flags, build_config_parser, config_from_args, parse_config, setting
 from workbench.stage_cli import optional_path
 
 NO_VALID_LAW = 3
+SUGGEST_DISTANCE = 4.0  # default cap of the "train next" suggestions: 4x the sweep's largest budget
 
 
 @dataclass(frozen=True)
 class FitConfig:
     """The ``scaling_fit:`` section of params.yaml; every field is also a flag."""
 
-    target_flops: tuple[float, ...] = field(default=(1e23, 1e24), metadata={"help": "compute budgets to predict at"})
+    target_flops: tuple[float, ...] = field(default=(), metadata={
+        "help": "compute budgets to predict at (none: 10x and 100x the sweep's largest budget)"})
     method: str = field(default=AUTO, metadata={
         "help": f"which laws to fit: auto (every law: {', '.join(LAWS)}; the valid one of smallest rolling-origin "
                 f"error is selected) or law names, comma-separated"})
@@ -54,9 +66,15 @@ class FitConfig:
         "help": "the results' own column names, as KEY=COLUMN pairs (KEY: params, tokens, flops, loss, budget, "
                 "unique_tokens, epochs or an alias such as N, D, C), e.g. params='Model Size' flops='Training FLOP': "
                 "a published CSV fits unedited; applies to every file read (--holdout too)"})
+    by: str = field(default="", metadata={
+        "help": "fit each value of this column on its own (a recipe, a dataset: runs that differ in it are separate "
+                "experiments), into <out-dir>/<value>/; scaling.compare judges recipes against each other"})
     where: tuple[str, ...] = field(default=(), metadata={
         "help": "fit only the runs whose COLUMN holds VALUE, as COLUMN=VALUE pairs (all must hold), e.g. "
                 "dataset=c4 loss_split=val: one experiment of a table that holds several"})
+    suggest_flops: float = field(default=0.0, metadata={
+        "help": "compute a user would spend on more runs, for the 'train next' suggestions printed when an interval "
+                "is wider than the loss (0: 4x the sweep's largest budget)"})
     drop_highest_loss: int = field(default=0, metadata={
         "help": "outlier rule, off at 0: leave out the k highest-loss runs before fitting (Epoch's Chinchilla "
                 "replication dropped 5); the runs left out are listed in fit.json"})
@@ -66,7 +84,7 @@ class FitConfig:
             targets = tuple(float(c) for c in np.atleast_1d(self.target_flops))  # YAML 1.1 reads 1e23 as a string
         except (TypeError, ValueError):
             raise ValueError(f"target_flops must be numbers, got {self.target_flops!r}") from None
-        if not targets or not all(np.isfinite(c) and c > 0 for c in targets):
+        if not all(np.isfinite(c) and c > 0 for c in targets):
             raise ValueError(f"--target-flops must be positive and finite, got {list(targets)}")
         choose_laws(self.method)  # an unknown law is an error before anything is read
         if int(self.bootstrap) < 0:
@@ -80,6 +98,9 @@ class FitConfig:
         object.__setattr__(self, "target_flops", targets)
         object.__setattr__(self, "bootstrap", int(self.bootstrap))
         object.__setattr__(self, "seed", int(self.seed))
+        if not float(self.suggest_flops) >= 0:
+            raise ValueError(f"--suggest-flops must be >= 0, got {self.suggest_flops}")
+        object.__setattr__(self, "suggest_flops", float(self.suggest_flops))
 
 
 @dataclass(frozen=True)
@@ -137,8 +158,21 @@ def read_holdout(holdout: Path | None, summary: Path | None, frame: pd.DataFrame
 def fit_files(results: list[Path], cfg: FitConfig, holdout: Path | None = None,
               holdout_summary: Path | None = None) -> tuple[pd.DataFrame, FitResult]:
     """Load the results and the held-out runs, then ``fit_and_predict``; a ValueError names the file."""
+    frame = load_many(results, parse_columns(cfg.columns), parse_where(cfg.where))
+    return fit_frame(frame, results, cfg, holdout, holdout_summary)
+
+
+def fit_groups(results: list[Path], cfg: FitConfig, holdout: Path | None = None,
+               holdout_summary: Path | None = None) -> dict[str, tuple[pd.DataFrame, FitResult]]:
+    """--by: {value: (its runs, its fit)} for each value of the column, each fitted on its own."""
+    groups = load_groups(results, cfg.by, parse_columns(cfg.columns), parse_where(cfg.where))
+    return {name: fit_frame(frame, results, cfg, holdout, holdout_summary) for name, frame in groups.items()}
+
+
+def fit_frame(frame: pd.DataFrame, results: list[Path], cfg: FitConfig, holdout: Path | None = None,
+              holdout_summary: Path | None = None) -> tuple[pd.DataFrame, FitResult]:
+    """``fit_and_predict`` on loaded runs, with the held-out runs and the outlier rule."""
     columns = parse_columns(cfg.columns)
-    frame = load_many(results, columns, parse_where(cfg.where))
     notes = list(frame.attrs.get("notes", []))
     frame, outliers = drop_highest_loss(frame, cfg.drop_highest_loss)
     held, counting = read_holdout(holdout, holdout_summary, frame, columns)
@@ -155,6 +189,37 @@ def fit_files(results: list[Path], cfg: FitConfig, holdout: Path | None = None,
     return frame, result
 
 
+def train_next(result: FitResult, cfg: FitConfig) -> list[dict]:
+    """When the selected law's interval at a target is wider than the loss, the runs expected to narrow it most
+    (scaling/next_runs.py), within --suggest-flops."""
+    report = result.report
+    method = report["selection"]["method"]
+    wide = [r for r in report["predictions"] if r["method"] == method and r["valid"] and
+            np.isfinite(r["loss_hi"] - r["loss_lo"]) and r["loss_hi"] - r["loss_lo"] > r["loss"]]
+    if not wide or cfg.bootstrap < 3:
+        return []
+    fit = result.fits[method]
+    max_c = float(result.runs.c.max())
+    out = []
+    for row in wide:
+        out += [{"target_flops": row["target_flops"]} | s for s in fit_suggestions(
+            fit.law, result.runs, fit.fitted, rolling_errors(report, method), fit.residual_sd, row["target_flops"],
+            cfg.suggest_flops or SUGGEST_DISTANCE * max_c, cfg.bootstrap, cfg.seed)]
+    return out
+
+
+def next_run_lines(suggestions: list[dict]) -> list[str]:
+    lines, seen = [], set()
+    for s in suggestions:
+        if s["target_flops"] in seen:
+            continue
+        seen.add(s["target_flops"])
+        lines.append(f"train next for C={s['target_flops']:.3g}: N={s['n']:.3g} D={s['d']:.3g} (C={s['flops']:.3g}) "
+                     f"is expected to narrow the interval from +-{s['now_halfwidth_log']:.3f} to "
+                     f"+-{s['halfwidth_log']:.3f} in ln L (next_runs.csv lists {TOP})")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         cfg, args = parse_config(FitConfig, "scaling_fit", argv, parser=build_parser())
@@ -163,20 +228,37 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("no results file: give one or more results CSV/JSON files")
         results = [Path(p) for p in files.results]
         start = time.perf_counter()
-        frame, result = fit_files(results, cfg, optional_path(files.holdout), optional_path(files.holdout_summary))
+        if cfg.by:
+            fitted = fit_groups(results, cfg, optional_path(files.holdout), optional_path(files.holdout_summary))
+        else:
+            fitted = {"": fit_files(results, cfg, optional_path(files.holdout), optional_path(files.holdout_summary))}
         seconds = time.perf_counter() - start
     except ValueError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    report = result.report
     out_dir = Path(files.out_dir) if files.out_dir else Path(f"{results[0].stem}_fit")
+    status = 0
+    for name, (frame, result) in fitted.items():
+        if name:
+            print(f"== {cfg.by}={name} ==")
+        status = max(status, write_and_print(frame, result, cfg, files, out_dir / name if name else out_dir, seconds))
+    return status
+
+
+def write_and_print(frame: pd.DataFrame, result: FitResult, cfg: FitConfig, files: FitFiles, out_dir: Path,
+                    seconds: float) -> int:
+    """One fit's files, plots, summary and "train next" lines; its exit status."""
+    report = result.report
     write_outputs(report, out_dir)
     if files.metrics:
         write_fit_metrics(report, files.metrics)
-    plots = plot_all(frame, result, np.asarray(cfg.target_flops), out_dir) if files.plots else []
-    print(format_summary(report))
+    plots = plot_all(frame, result, np.asarray(report["target_flops"]), out_dir) if files.plots else []
+    suggestions = train_next(result, cfg)
+    if suggestions:
+        write_text(out_dir / "next_runs.csv", pd.DataFrame(suggestions).to_csv(index=False))
+    print("\n".join([format_summary(report)] + next_run_lines(suggestions)))
     outputs = ["fit.json", "predictions.csv"] + (["holdout.csv"] if "holdout" in report else []) + \
-        [p.name for p in plots]
+        (["next_runs.csv"] if suggestions else []) + [p.name for p in plots]
     print(f"fit: {len(frame)} runs, method {cfg.method}, bootstrap {cfg.bootstrap} in {seconds:.2f} s "
           f"-> {out_dir}/ ({', '.join(outputs)})")
     if report["selection"]["method"] is None:

@@ -21,7 +21,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from scaling.intervals import bootstrap, extrapolation_halfwidth
+from scaling.laws import Fitted, Law
 from scaling.pairs import Z95
+from scaling.runs import Runs
 
 SIZE_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)  # candidate N around the law's N_opt(C)
 TOP = 3
@@ -69,8 +72,8 @@ def variance_left(q: np.ndarray, xs: list[np.ndarray], scatter: list[float]) -> 
 def suggest(q: np.ndarray, xs: list[np.ndarray], scatter: list[float], candidates: np.ndarray, scatter_part: float,
             extrapolation: Callable[[float], float], max_flops: float, target: float, top: int = TOP) -> list[dict]:
     """The ``top`` candidates by predicted 95 % half-width (ln L) of the quantity after training them: [{"n", "d",
-    "flops", "runs", "cost", "halfwidth_log", "now_halfwidth_log", "parameters_log"}]. ``scatter_part``: the interval's scatter
-    half-width; ``extrapolation(distance)``: its extrapolation half-width at a distance."""
+    "flops", "runs", "cost", "halfwidth_log", "now_halfwidth_log", "parameters_log"}]. ``scatter_part``: the
+    interval's scatter half-width; ``extrapolation(distance)``: its extrapolation half-width at a distance."""
     if not len(candidates):
         return []
     ok = np.isfinite(q)
@@ -87,3 +90,30 @@ def suggest(q: np.ndarray, xs: list[np.ndarray], scatter: list[float], candidate
                      "halfwidth_log": half, "now_halfwidth_log": now, "parameters_log": param})
     rows.sort(key=lambda r: (round(r["halfwidth_log"], 6), r["parameters_log"], r["cost"]))
     return rows[:top]
+
+
+def extrapolation(errors: tuple[np.ndarray, np.ndarray]) -> Callable[[float], float]:
+    """distance -> the extrapolation half-width the rolling-origin ``errors`` give there (0 where they give none)."""
+    def at(distance: float) -> float:
+        half = extrapolation_halfwidth(*errors, distance)[0]
+        return half if np.isfinite(half) else 0.0
+    return at
+
+
+def fit_suggestions(law: Law, runs: Runs, fitted: Fitted, errors: tuple[np.ndarray, np.ndarray], residual_sd: float,
+                    target: float, cap: float, n_boot: int, seed: int) -> list[dict]:
+    """For one recipe's fit (scaling.fit): the runs within ``cap`` expected to narrow the interval of its
+    compute-optimal loss at ``target`` most (``suggest``, over a bootstrap of ``law`` that also predicts them)."""
+    candidates = candidate_runs(fitted.n_opt, float(runs.c.min()), cap)
+    if not len(candidates) or n_boot < 3:
+        return []
+
+    def predict(f: Fitted) -> dict[str, np.ndarray]:
+        return {"q": np.log(f.loss_opt(np.array([target]))), "x": np.log(f.loss(*candidates.T))}
+
+    samples, _ = bootstrap(law, runs, fitted, n_boot, np.random.default_rng(seed), predict)
+    if not samples:
+        return []
+    scatter = residual_sd if np.isfinite(residual_sd) else 0.0
+    return suggest(samples["q"][:, 0], [samples["x"]], [scatter], candidates, Z95 * scatter, extrapolation(errors),
+                   float(runs.c.max()), target)

@@ -41,7 +41,7 @@ def paired_resamples(runs: dict[str, Runs], n_boot: int, rng: np.random.Generato
     replacement) and gives every recipe the row indices of its runs at the drawn points."""
     rows: dict[str, dict[tuple, int]] = {r: {k: i for i, k in enumerate(ladder_keys(x))} for r, x in runs.items()}
     level_of: dict[tuple, float] = {}
-    for recipe, x in runs.items():
+    for x in runs.values():
         for key, level in zip(ladder_keys(x), x.levels, strict=True):
             level_of.setdefault(key, float(f"{level:.{KEY_DIGITS}g}"))
     by_level: dict[float, list[tuple]] = {}

@@ -10,7 +10,6 @@ imported inside the functions (heavy, needed only for the PNGs) and drawn throug
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -21,18 +20,15 @@ from scaling.predict import FitResult
 from scaling.runs import compute_levels
 from workbench.files import atomic_path
 
-if TYPE_CHECKING:
-    from scaling.compare import Comparison
 
-
-def _figure(ncols: int = 1, width: float = 6.4, height: float = 4.8):
+def new_figure(ncols: int = 1, width: float = 6.4, height: float = 4.8):
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width * ncols, height), layout="constrained")
     return fig, fig.subplots(1, ncols, squeeze=False)[0]
 
 
-def _save(fig, path: Path) -> Path:
+def save_figure(fig, path: Path) -> Path:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
     return path
@@ -48,7 +44,7 @@ def _budget_colors(budgets: np.ndarray) -> list:
 
 def plot_isoflop_curves(frame: pd.DataFrame, labels: np.ndarray, iso: FittedIsoflop, path: Path) -> Path:
     """Loss against N per budget: runs, the fitted parabola in ln N, its vertex (star) and the best run (ring)."""
-    fig, (ax,) = _figure()
+    fig, (ax,) = new_figure()
     for budget, color in zip(iso.budgets, _budget_colors(np.array([b.flops for b in iso.budgets])), strict=False):
         runs = frame[labels == budget.flops]
         ax.scatter(runs["params"], runs["loss"], s=14, color=color, label=f"C = {budget.flops:.2g}")
@@ -59,7 +55,7 @@ def plot_isoflop_curves(frame: pd.DataFrame, labels: np.ndarray, iso: FittedIsof
     ax.set(xscale="log", xlabel="parameters N", ylabel="loss",
            title="IsoFLOP curves (star: parabola minimum, ring: best run)")
     ax.legend(fontsize=7, ncols=2)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _allocation(fitted, flops: np.ndarray) -> bool:
@@ -72,7 +68,7 @@ def _allocation(fitted, flops: np.ndarray) -> bool:
 def plot_optimal_allocation(result: FitResult, targets: np.ndarray, path: Path) -> Path:
     """N_opt(C) and D_opt(C): the IsoFLOP budgets' vertices and best runs, and every fitted law's N_opt and D_opt,
     extrapolated to the targets (stars); the selected law drawn thick and named so."""
-    fig, axes = _figure(ncols=2)
+    fig, axes = new_figure(ncols=2)
     fits = {name: f.fitted for name, f in result.fits.items() if f.fitted is not None}
     selected = result.report["selection"]["method"]
     iso = fits.get("isoflop")
@@ -99,14 +95,14 @@ def plot_optimal_allocation(result: FitResult, targets: np.ndarray, path: Path) 
                ylabel="parameters N_opt" if quantity == "n_opt" else "tokens D_opt",
                title=f"{'N_opt' if quantity == 'n_opt' else 'D_opt'} vs C (stars: targets)")
         ax.legend(fontsize=7)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_parametric_contours(frame: pd.DataFrame, law: ParametricLaw, targets: np.ndarray, path: Path) -> Path:
     """log-spaced contours of L(N, D) with the runs, iso-FLOP lines D = C/6N and the frontier (N_opt, D_opt)(C)."""
     from matplotlib.colors import LogNorm
 
-    fig, (ax,) = _figure(width=7.2)
+    fig, (ax,) = new_figure(width=7.2)
     n_all = np.concatenate([frame["params"].to_numpy(), law.n_opt(targets)])
     d_all = np.concatenate([frame["tokens"].to_numpy(), law.d_opt(targets)])
     n_grid = np.geomspace(n_all.min() / 3, n_all.max() * 3, 200)
@@ -131,34 +127,7 @@ def plot_parametric_contours(frame: pd.DataFrame, law: ParametricLaw, targets: n
            xlabel="parameters N", ylabel="tokens D",
            title=f"L = {law.E:.3g} + {law.A:.3g}/N^{law.alpha:.3f} + {law.B:.3g}/D^{law.beta:.3f}")
     ax.legend(fontsize=7, loc="lower left")
-    return _save(fig, path)
-
-
-def plot_recipes(result: Comparison, path: Path) -> Path:
-    """Each recipe's compute-optimal loss against C with its 95 % prediction band, its ladder's best run per budget,
-    the targets (dotted) and every compute where two recipes swap rank (a cross on the crossing)."""
-    fig, (ax,) = _figure(width=7.2)
-    grid = result.grid
-    for name, curve in result.curves.items():
-        line = ax.plot(grid, curve["loss"], lw=1.5, label=name)[0]
-        ax.fill_between(grid, curve["lo"], curve["hi"], color=line.get_color(), alpha=0.15, lw=0)
-        runs = result.fits[name].runs
-        best = runs.best_runs()
-        ax.scatter(runs.c[best], runs.loss[best], s=14, color=line.get_color(), edgecolor="black", lw=0.3, zorder=3)
-    for pair in result.report["pairs"]:
-        flip = pair["flip_flops"]
-        if np.isfinite(flip):
-            loss = float(np.interp(np.log(flip), np.log(grid), result.curves[pair["a"]]["loss"]))
-            ax.scatter([flip], [loss], marker="x", s=70, color="black", zorder=4)
-    for target in result.report["target_flops"]:
-        ax.axvline(target, color="grey", lw=0.6, ls=":")
-    ax.axvline(result.report["ladder_max_flops"], color="black", lw=0.6, ls="--")
-    losses = np.concatenate([c["loss"] for c in result.curves.values()])
-    ax.set(xscale="log", yscale="log", xlabel="compute C (FLOPs)", ylabel="compute-optimal loss",
-           ylim=(0.8 * np.nanmin(losses), 1.2 * np.nanmax(losses)),
-           title=f"recipes by {result.law} (dots: best ladder runs; dashed: ladder end; dotted: targets; x: flips)")
-    ax.legend(fontsize=7)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_all(frame: pd.DataFrame, result: FitResult, targets: np.ndarray, out_dir: Path) -> list[Path]:

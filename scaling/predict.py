@@ -56,6 +56,13 @@ def table_runs(frame: pd.DataFrame) -> tuple[Runs, str]:
     return Runs(n, d, c, loss, labels, unique), layout
 
 
+def rolling_errors(report: dict, law: str) -> tuple[np.ndarray, np.ndarray]:
+    """(distances, ln errors) of every rolling-origin prediction of ``law`` (a fit.json report's origins): what its
+    intervals are calibrated on."""
+    errors = [e for o in report["rolling_origin"]["origins"] for e in (o["errors"].get(law) or ())]
+    return np.array([e["distance"] for e in errors]), np.array([e["log_error"] for e in errors])
+
+
 @dataclass
 class LawFit:
     """One law on the runs: its fit (None when it failed, with ``error``), bootstrap samples and residual sd."""
@@ -109,14 +116,15 @@ def _interval(fit: LawFit, key: str, i: int, value: float, flops: float, max_c: 
     return prediction_interval(float(value), boot, fit.residual_sd, flops / max_c, rolling["errors"].get(fit.law.name))
 
 
-def fit_and_predict(frame: pd.DataFrame, targets: Sequence[float] = (1e23, 1e24), method: str = AUTO,
+def fit_and_predict(frame: pd.DataFrame, targets: Sequence[float] = (), method: str = AUTO,
                     bootstrap: int = 200, seed: int = 0, holdout: pd.DataFrame | None = None) -> FitResult:
     """Fit, bootstrap, validate, select and predict (see the module docstring). ``frame``: canonical runs (params,
     tokens, flops, loss, optional budget); ``holdout``: runs to predict (params, tokens, flops; run_id and loss
-    optional: the loss only scores the predictions). Raises ValueError on a bad ``method``."""
+    optional: the loss only scores the predictions); ``targets``: () for ``default_targets``. Raises ValueError on a
+    bad ``method``."""
     laws = choose_laws(method)
-    targets = np.asarray(targets, dtype=float)
     runs, layout = table_runs(frame)
+    targets = np.asarray(targets, dtype=float) if len(targets) else default_targets(runs.c.max())
     held = None if holdout is None else tuple(holdout[k].to_numpy(dtype=float) for k in ("params", "tokens", "flops"))
     fits = {name: _fit_one(law, runs, targets, held, bootstrap, seed) for name, law in laws.items()}
     fitted_laws = [f.law for f in fits.values() if f.fitted is not None]
@@ -137,7 +145,9 @@ def fit_and_predict(frame: pd.DataFrame, targets: Sequence[float] = (1e23, 1e24)
                      "loss": fit.fitted.loss_opt(targets)}
         for i, flops in enumerate(targets):
             pi = _interval(fit, "loss_opt", i, point["loss"][i], flops, max_c, rolling)
-            row = {"method": name, "target_flops": float(flops)}
+            reach = rolling["errors"].get(name, ((),))[0]
+            row = {"method": name, "target_flops": float(flops), "distance": float(flops / max_c),
+                   "calibrated_distance": float(np.max(reach)) if len(reach) else np.nan}
             for q, key in (("n_opt", "n_opt"), ("d_opt", "d_opt")):
                 ci = percentiles(fit.samples or {}, key)
                 row |= {q: float(point[q][i]), f"{q}_lo": float(ci[0][i]) if ci else np.nan,

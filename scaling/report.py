@@ -171,6 +171,23 @@ def _holdout_lines(report: dict) -> list[str]:
     return lines
 
 
+def trust_lines(rows: list[dict]) -> list[str]:
+    """A note for each prediction beyond the distances its law's rolling origin checked, and a warning for each
+    whose 95 % interval is wider than the loss itself."""
+    lines = []
+    for r in rows:
+        where = f"{r['method']} at C={r['target_flops']:.3g} ({r.get('distance', np.nan):.3g}x the largest fitted C)"
+        reach = r.get("calibrated_distance")
+        if reach is not None and np.isfinite(reach) and r.get("distance", 0) > reach * (1 + 1e-9):
+            lines.append(f"note: {where}: beyond the {reach:.3g}x its rolling origin checked, so the extrapolation "
+                         f"part of the interval is scaled by ln distance, not measured")
+        width = r["loss_hi"] - r["loss_lo"]
+        if np.isfinite(width) and width > r["loss"]:
+            lines.append(f"warning: {where}: the 95% interval [{r['loss_lo']:.3g}, {r['loss_hi']:.3g}] is wider than "
+                         f"the loss itself: the sweep cannot speak for this target (a nearer target, or more budgets)")
+    return lines
+
+
 def format_summary(report: dict) -> str:
     """The fitted laws, the validation and selection, one table row per valid (law, target C) with its 95 %
     prediction interval and the part that dominates it, and the held-out runs."""
@@ -184,15 +201,16 @@ def format_summary(report: dict) -> str:
                 for b in iso[key]))
     for note in report.get("notes") or ():
         lines.append(note)
-    lines.append(f"{'method':<13}{'C':>9}  {'N_opt [95% CI]':<30}{'D_opt [95% CI]':<30}{'D/N':>7}  "
+    lines.append(f"{'method':<13}{'C':>9}{'x sweep':>9}  {'N_opt [95% CI]':<30}{'D_opt [95% CI]':<30}{'D/N':>7}  "
                  f"{'loss [95% PI]':<26}{'widest part':<15}at bound")
     shown = [r for r in report["predictions"] if r["valid"]]
     for r in shown:
         cell = {q: f"{r[q]:.3g}{_ci([r[q + '_lo'], r[q + '_hi']], '.3g')}" for q in ("n_opt", "d_opt", "loss")}
         mark = " *" if r["selected"] else ""
-        lines.append(f"{r['method'] + mark:<13}{r['target_flops']:>9.3g}  {cell['n_opt']:<30}{cell['d_opt']:<30}"
-                     f"{r['tokens_per_param']:>7.1f}  {cell['loss']:<26}{r['interval_dominant'] or '-':<15}"
-                     f"{r['at_bound'] or '-'}".rstrip())
+        lines.append(f"{r['method'] + mark:<13}{r['target_flops']:>9.3g}{r.get('distance', np.nan):>9.3g}  "
+                     f"{cell['n_opt']:<30}{cell['d_opt']:<30}{r['tokens_per_param']:>7.1f}  {cell['loss']:<26}"
+                     f"{r['interval_dominant'] or '-':<15}{r['at_bound'] or '-'}".rstrip())
     if not shown:
         lines.append("(no valid law: no predictions)")
+    lines += trust_lines([r for r in shown if r["selected"]] or shown)
     return "\n".join(lines + _holdout_lines(report))

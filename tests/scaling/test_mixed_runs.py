@@ -65,3 +65,23 @@ def test_the_published_porian_csv_names_its_datasets_and_fits_one_with_where(tmp
     assert main([str(PORIAN), "--bootstrap", "0", "--no-plots", "--where", "dataset=rw", "loss_split=val",
                  "--out-dir", str(tmp_path / "rw")]) == 0
     assert "fit: 134 runs" in capsys.readouterr().out
+
+
+def test_by_fits_each_experiment_into_its_own_folder(tmp_path, capsys):
+    out = tmp_path / "fit"
+    assert main([str(two_datasets(tmp_path)), "--by", "dataset", "--bootstrap", "0", "--no-plots",
+                 "--out-dir", str(out), "--method", "parametric", "--allow-no-valid"]) == 0
+    printed = capsys.readouterr().out
+    assert "== dataset=c4 ==" in printed and "== dataset=web ==" in printed
+    assert (out / "c4" / "fit.json").is_file() and (out / "web" / "predictions.csv").is_file()
+
+
+@pytest.mark.skipif(not PORIAN.is_file(), reason="shared data not present")
+def test_the_porian_csv_fits_each_dataset_with_by(tmp_path, capsys):
+    assert main([str(PORIAN), "--by", "dataset", "--bootstrap", "0", "--no-plots",
+                 "--out-dir", str(tmp_path / "by")]) == 0  # within a dataset the splits sit at different (N, D)
+    assert "'loss_split' (train, val): one fit mixes them" in capsys.readouterr().out
+    assert main([str(PORIAN), "--by", "dataset", "--where", "loss_split=val", "--bootstrap", "0", "--no-plots",
+                 "--out-dir", str(tmp_path / "by")]) == 0
+    printed = capsys.readouterr().out
+    assert "== dataset=owt2 ==" in printed and "== dataset=rw ==" in printed and "fit: 134 runs" in printed
