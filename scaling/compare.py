@@ -159,10 +159,12 @@ def _recipe_rows(name: str, fit: FitResult, fitted: Fitted, law: str, targets: n
 
 
 def compare_recipes(recipes: dict[str, pd.DataFrame], targets=(), method: str = AUTO, bootstrap: int = 200,
-                    seed: int = 0, confidence: float = 0.95, suggest_flops: float = 0.0) -> Comparison:
+                    seed: int = 0, confidence: float = 0.95, suggest_flops: float = 0.0,
+                    runs_at: np.ndarray | None = None) -> Comparison:
     """Fit every recipe, choose the shared law, predict each at the targets, and judge every pair (module
     docstring). ``recipes``: {name: canonical runs (scaling/data.py)}; ``targets``: () for 10x and 100x the ladder's
-    largest budget."""
+    largest budget; ``runs_at``: (k, 3) N, D, C of runs to predict for every recipe as well (held-out target runs:
+    ``run_rows`` and ``run_pairs`` of the report, judged as the targets are)."""
     max_c = max(float(f["flops"].max()) for f in recipes.values())
     min_c = min(float(f["flops"].min()) for f in recipes.values())
     targets = np.asarray(targets, dtype=float) if len(targets) else default_targets(max_c)
@@ -171,7 +173,7 @@ def compare_recipes(recipes: dict[str, pd.DataFrame], targets=(), method: str = 
     report: dict = {"recipes": list(recipes), "target_flops": targets.tolist(), "ladder_max_flops": max_c,
                     "method": method, "law": law, "why": why, "bootstrap": bootstrap, "seed": seed,
                     "confidence": confidence, "fits": {n: f.report for n, f in fits.items()}, "rows": [],
-                    "pairs": [], "next_runs": []}
+                    "pairs": [], "next_runs": [], "run_rows": [], "run_pairs": []}
     grid = np.geomspace(min_c, FLIP_REACH * targets.max(), GRID_POINTS)
     if law is None:
         return Comparison(report, recipes, fits, None, grid, {})
@@ -179,21 +181,33 @@ def compare_recipes(recipes: dict[str, pd.DataFrame], targets=(), method: str = 
     runs = {n: f.runs for n, f in fits.items()}
     points = np.concatenate([targets, grid])
     cap = suggest_flops or SUGGEST_DISTANCE * max_c
-    candidates = candidate_runs(lambda c: np.exp(np.mean([np.log(f.n_opt(c)) for f in fitted.values()], axis=0)),
-                                min_c, cap, runs_per_candidate=2)
+    sizes = np.concatenate([r.n for r in runs.values()])
+    candidates = candidate_runs(sizes, lambda c: np.exp(np.mean([np.log(f.n_opt(c)) for f in fitted.values()],
+                                                                axis=0)), min_c, cap, runs_per_candidate=2)
+
+    held = np.empty((0, 3)) if runs_at is None else np.atleast_2d(np.asarray(runs_at, dtype=float))
 
     def predict(_: str, refit: Fitted) -> np.ndarray:
-        return np.log(np.concatenate([refit.loss_opt(points), refit.loss(*candidates.T)]))
+        return np.log(np.concatenate([refit.loss_opt(points), refit.loss(*held.T), refit.loss(*candidates.T)]))
 
     boot = paired_bootstrap(LAWS[law], runs, fitted, bootstrap, seed, predict) if bootstrap else \
         {n: np.empty((0, 0)) for n in recipes}
     unique = {n: float(r.unique.max()) if r.unique is not None else float("nan") for n, r in runs.items()}
-    k, m = len(targets), len(points)
+    k, m, h = len(targets), len(points), len(points) + len(held)
     for name in recipes:
         report["rows"] += _recipe_rows(name, fits[name], fitted[name], law, targets,
                                        boot[name][:, :k] if boot[name].size else boot[name], max_c, unique[name])
-    curves = {name: _curve(fits[name], fitted[name], law, grid, boot[name][:, k:] if boot[name].size else None,
+    curves = {name: _curve(fits[name], fitted[name], law, grid, boot[name][:, k:m] if boot[name].size else None,
                            max_c) for name in recipes}
+    for name in recipes:
+        with np.errstate(all="ignore"):
+            values = fitted[name].loss(*held.T)
+        for j, (n, d, c) in enumerate(held):
+            pi = prediction_interval(float(values[j]), np.exp(boot[name][:, m + j]) if boot[name].size else None,
+                                     fits[name].fits[law].residual_sd, c / max_c, rolling_errors(fits[name].report,
+                                                                                                 law))
+            report["run_rows"].append({"recipe": name, "n": n, "d": d, "flops": c, "distance": c / max_c,
+                                       "loss": pi["value"], "lo": pi["pi95"][0], "hi": pi["pi95"][1]})
     with np.errstate(all="ignore"):
         residuals = {n: (runs[n].take(LAWS[law].scored(runs[n])), LAWS[law].residuals(fitted[n], runs[n]))
                      for n in recipes}
@@ -210,7 +224,7 @@ def compare_recipes(recipes: dict[str, pd.DataFrame], targets=(), method: str = 
             d = difference(np.log(la), np.log(lb), ba, bb, scatter, flops / max_c, errors, confidence)
             if d["verdict"] == "undecided" and ba is not None and bb is not None:
                 report["next_runs"] += [{"a": a, "b": b, "target_flops": float(flops)} | s for s in suggest(
-                    ba - bb, [boot[a][:, m:], boot[b][:, m:]], [scatter_of[a], scatter_of[b]], candidates,
+                    ba - bb, [boot[a][:, h:], boot[b][:, h:]], [scatter_of[a], scatter_of[b]], candidates,
                     d["parts"]["scatter"], extrapolation(errors),
                     max_c, float(flops))]
             lo, hi = lb * np.expm1(d["r"] - d["halfwidth_log"]), lb * np.expm1(d["r"] + d["halfwidth_log"])
@@ -220,6 +234,14 @@ def compare_recipes(recipes: dict[str, pd.DataFrame], targets=(), method: str = 
                                     "baseline_flops": baseline_flops, "distance": float(flops / max_c),
                                     "interval_dominant": d["dominant"], "calibration": d["calibration"],
                                     "paired_origin_errors": int(len(errors[1]))})
+        for j, (n, d, c) in enumerate(held):
+            la, lb = (float(fitted[x].loss(n, d, c)) for x in (a, b))
+            ba, bb = (boot[x][:, m + j] if boot[x].size else None for x in (a, b))
+            diff = difference(np.log(la), np.log(lb), ba, bb, scatter, c / max_c, errors, confidence)
+            lo, hi = lb * np.expm1(diff["r"] - diff["halfwidth_log"]), lb * np.expm1(diff["r"] + diff["halfwidth_log"])
+            report["run_pairs"].append({"a": a, "b": b, "n": n, "d": d, "flops": c, "diff": la - lb, "lo": float(lo),
+                                        "hi": float(hi), "p_a_better": diff["p_a_better"],
+                                        "verdict": diff["verdict"], "baseline_verdict": baseline})
     return Comparison(report, recipes, fits, law, grid, curves)
 
 
@@ -261,16 +283,16 @@ def format_summary(report: dict) -> str:
         lines.append(f"{p['a'] + ' vs ' + p['b']:<34}{p['target_flops']:>9.3g}  "
                      f"{p['diff']:+.4f} [{p['lo']:+.4f}, {p['hi']:+.4f}]".ljust(41) +
                      f"{p['p_a_better']:>12.3f}  {verdict:<11}{base:<13}{flip}")
-    shown = set()
+    best: dict[tuple, dict] = {}
     for s in report.get("next_runs") or ():
-        key = (s["a"], s["b"], s["target_flops"])
-        if key in shown:
-            continue
-        shown.add(key)
+        best.setdefault((s["a"], s["b"], s["target_flops"]), s)
+    top = sorted(best.values(), key=lambda s: s["halfwidth_log"] - s["now_halfwidth_log"])[:TOP]
+    for s in top:
         lines.append(f"train next for {s['a']} vs {s['b']} at C={s['target_flops']:.3g}: N={s['n']:.3g} "
                      f"D={s['d']:.3g} (C={s['flops']:.3g}, one run per recipe) is expected to narrow the difference's "
-                     f"interval from +-{s['now_halfwidth_log']:.3f} to +-{s['halfwidth_log']:.3f} in ln L "
-                     f"(next_runs.csv lists {TOP} per pair)")
+                     f"interval from +-{s['now_halfwidth_log']:.3f} to +-{s['halfwidth_log']:.3f} in ln L")
+    if len(best) > len(top):
+        lines.append(f"({len(best) - len(top)} more undecided pair(s) with suggestions: next_runs.csv, {TOP} each)")
     for r in report["rows"]:
         if np.isfinite(r["hi"] - r["lo"]) and r["hi"] - r["lo"] > r["loss"]:
             lines.append(f"warning: {r['recipe']} at C={r['target_flops']:.3g}: the 95% interval [{r['lo']:.3g}, "

@@ -26,14 +26,15 @@ from scaling.laws import Fitted, Law
 from scaling.pairs import Z95
 from scaling.runs import Runs
 
-SIZE_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)  # candidate N around the law's N_opt(C)
+SIZE_SPAN = 8.0  # candidate model sizes: the ladder's, within this factor of the law's N_opt(C)
 TOP = 3
 
 
-def candidate_runs(n_opt: Callable[[np.ndarray], np.ndarray], min_flops: float, cap: float,
+def candidate_runs(sizes: np.ndarray, n_opt: Callable[[np.ndarray], np.ndarray], min_flops: float, cap: float,
                    runs_per_candidate: int = 1) -> np.ndarray:
     """(k, 3) candidate (N, D, C): budgets doubling from ``min_flops`` while ``runs_per_candidate`` runs of one fit
-    within ``cap``, each with model sizes SIZE_FACTORS around ``n_opt``."""
+    within ``cap``, each with the model ``sizes`` the ladder already trains (a shape a user can run) that lie within
+    SIZE_SPAN of the law's ``n_opt`` there."""
     top = cap / runs_per_candidate
     if top < min_flops:
         return np.empty((0, 3))
@@ -41,11 +42,9 @@ def candidate_runs(n_opt: Callable[[np.ndarray], np.ndarray], min_flops: float, 
     out = []
     for c in budgets:
         centre = float(np.asarray(n_opt(np.array([c])), dtype=float).ravel()[0])
-        if not (np.isfinite(centre) and centre > 0):
-            continue
-        for factor in SIZE_FACTORS:
-            n = centre * factor
-            out.append((n, c / (6.0 * n), c))
+        for n in np.unique(np.asarray(sizes, dtype=float)):
+            if np.isfinite(centre) and centre > 0 and abs(math.log(n / centre)) <= math.log(SIZE_SPAN):
+                out.append((n, c / (6.0 * n), c))
     return np.array(out) if out else np.empty((0, 3))
 
 
@@ -104,7 +103,7 @@ def fit_suggestions(law: Law, runs: Runs, fitted: Fitted, errors: tuple[np.ndarr
                     target: float, cap: float, n_boot: int, seed: int) -> list[dict]:
     """For one recipe's fit (scaling.fit): the runs within ``cap`` expected to narrow the interval of its
     compute-optimal loss at ``target`` most (``suggest``, over a bootstrap of ``law`` that also predicts them)."""
-    candidates = candidate_runs(fitted.n_opt, float(runs.c.min()), cap)
+    candidates = candidate_runs(runs.n, fitted.n_opt, float(runs.c.min()), cap)
     if not len(candidates) or n_boot < 3:
         return []
 

@@ -152,8 +152,8 @@ def fit_and_predict(frame: pd.DataFrame, targets: Sequence[float] = (), method: 
                 ci = percentiles(fit.samples or {}, key)
                 row |= {q: float(point[q][i]), f"{q}_lo": float(ci[0][i]) if ci else np.nan,
                         f"{q}_hi": float(ci[1][i]) if ci else np.nan}
-            with np.errstate(all="ignore"):
-                row["tokens_per_param"] = row["d_opt"] / row["n_opt"]
+            with np.errstate(all="ignore"):  # numpy division: a degenerate N_opt of 0 gives inf, not an exception
+                row["tokens_per_param"] = float(np.float64(row["d_opt"]) / row["n_opt"])
             row |= {"loss": pi["value"], "loss_lo": pi["pi95"][0], "loss_hi": pi["pi95"][1],
                     "interval_dominant": pi["dominant"], "interval_calibration": pi["calibration"],
                     "valid": valid[name]["valid"], "selected": name == selection["method"],

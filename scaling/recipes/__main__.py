@@ -1,0 +1,5 @@
+import sys
+
+from scaling.recipes.run import main
+
+sys.exit(main())

@@ -1,0 +1,227 @@
+"""``python -m scaling.recipes recipes.yaml``: run every data recipe's stages and the shared ladder on each, then
+compare them (scaling/compare.py).
+
+For each recipe, in ``<out_dir>/<recipe>/``: its params (the base with the recipe's overlay, its paths redirected
+here), its extraction when it changes the extractor, its pool (the crawl's pages less the validation share and
+their near-duplicates: scaling/recipes/texts.py), filter, dedup (unless switched off) and tokens (the base's
+tokenizer, shared), then ``shards/`` (its training tokens beside the one validation text) and the ladder
+(scaling/sweep.py with the recipes file's ``ladder:`` over the base's ``sweep:``). Every stage is the pipeline's own
+and keeps its markers, so a rerun redoes only what changed: a changed recipe reruns its stages, and its ladder
+starts again only when its tokens changed (``ladder_data.json``); a killed ladder resumes from its finished runs.
+Then ``runs.csv`` (every recipe's runs with a ``recipe`` column; ``loss`` in bits per byte of the validation text,
+``loss_nats`` per token beside it) and ``compare/`` (``python -m scaling.compare``'s files). ``--metrics`` (default
+metrics/recipes.json) holds each recipe's predicted loss and each verdict, for ``dvc metrics show``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from scaling.recipes.spec import Recipe, RecipeError, RecipesSpec, load_spec
+from scaling.recipes.texts import assemble_shards, check_overlap, decontaminate, read_docs, split_pages
+from workbench.files import read_json, write_json, write_text
+from workbench.stage import StageMarker
+
+DEFAULT_FRACTION = 0.05
+
+
+def _write_params(path: Path, params: dict) -> Path:
+    import yaml
+
+    write_text(path, yaml.safe_dump(params, sort_keys=False))
+    return path
+
+
+def _stage(module: str, params: Path, where: str) -> None:
+    """Run one pipeline stage's CLI in this process on ``params``; a RecipeError when it fails."""
+    import importlib
+
+    code = importlib.import_module(module).main(["--params", str(params)])
+    if code:
+        raise RecipeError(f"{where}: python -m {module} --params {params} failed (exit {code})")
+
+
+def redirect(params: dict, folder: Path, pool: Path, tokenizer: str, dedup: bool) -> dict:
+    """A recipe's params with every data path inside ``folder``: its filter reads ``pool``, its tokens use the
+    shared ``tokenizer`` and keep everything for training (the validation text is shared, not split off)."""
+    p = {k: (dict(v) if isinstance(v, dict) else v) for k, v in params.items()}
+    metrics = folder / "metrics"
+    p["extract"] |= {"out_dir": str(folder / "documents"), "metrics": str(metrics / "extract.json")}
+    p["filter"] |= {"inputs": [str(pool)], "out_dir": str(folder / "filtered"),
+                    "rejected_dir": str(folder / "rejected" / "filter"), "metrics": str(metrics / "filter.json")}
+    p["dedup"] |= {"inputs": [str(folder / "filtered")], "out_dir": str(folder / "deduped"),
+                   "rejected_dir": str(folder / "rejected" / "dedup"), "metrics": str(metrics / "dedup.json")}
+    p["shards"] |= {"input": str(folder / ("deduped" if dedup else "filtered")), "tokenizer": tokenizer,
+                    "out_dir": str(folder / "tokens"), "metrics": str(metrics / "tokens.json"),
+                    "val_fraction": 0.0}
+    return p
+
+
+class Runner:
+    def __init__(self, spec: RecipesSpec, base: dict):
+        self.spec, self.base = spec, base
+        self.out = spec.out_dir
+        self.documents = Path(base["extract"]["out_dir"])
+        self.tokenizer = str(base["tokenizer"]["out_dir"])
+        self.fraction = float(spec.validation.get("fraction", DEFAULT_FRACTION))
+        self.seed = int(spec.validation.get("seed", 0))
+        self.own_validation = spec.validation.get("path")
+
+    def check_inputs(self) -> None:
+        for what, path in (("the crawl's extracted pages", self.documents), ("the shared tokenizer",
+                                                                              Path(self.tokenizer))):
+            if not path.exists():
+                raise RecipeError(f"{self.spec.path}: {what} ({path}) are missing: run make repro (or dvc repro "
+                                  f"train_tokenizer) first")
+
+    def validation(self) -> tuple[list[dict], Path, int]:
+        """The validation documents (as scored), their tokens' folder and their UTF-8 bytes."""
+        folder = self.out / "_validation"
+        if self.own_validation:
+            pages = Path(self.own_validation)
+            if not pages.exists():
+                raise RecipeError(f"{self.spec.path}: validation: path {pages} does not exist")
+            pool = self.documents
+        else:
+            pages, pool = folder / "pages", self.out / "_pool"
+            marker = StageMarker("split", pool, sorted(self.documents.glob("*.jsonl*")), fraction=self.fraction,
+                                 seed=self.seed)
+            if marker.recorded(pool / "pages.jsonl.gz", pages / "pages.jsonl.gz")[0] is None:
+                counts = split_pages(self.documents, self.fraction, self.seed, pages, pool)
+                marker.write(**counts)
+                print(f"recipes: validation share {counts['validation_pages']} of {counts['pages']} pages; "
+                      f"{counts['decontaminated']} near-duplicate page(s) of it taken out of the training pool")
+        self.pool = pool
+        params = redirect(self.base, folder, pages, self.tokenizer, dedup=False)
+        path = _write_params(folder / "params.yaml", params)
+        _stage("pipeline.filters.stage", path, "validation text")
+        _stage("tokenizer.shards", path, "validation text")
+        docs = read_docs(folder / "filtered")
+        return docs, folder / "tokens", sum(len(d["text"].encode("utf-8")) for d in docs)
+
+    def data(self, recipe: Recipe, validation: list[dict], tokens: Path, nbytes: int) -> Path:
+        """The recipe's data stages and its shards (training tokens + the shared validation tokens)."""
+        folder = self.out / recipe.name
+        pool = self.pool
+        dedup = "dedup" not in recipe.skipped
+        params = redirect(recipe.params, folder, pool, self.tokenizer, dedup)
+        if recipe.changes_stage("extract"):
+            pool = folder / "pool"
+            params = redirect(recipe.params, folder, pool, self.tokenizer, dedup)
+            path = _write_params(folder / "params.yaml", params)
+            _stage("pipeline.web.extract", path, f"recipe '{recipe.name}'")
+            if self.own_validation:
+                pool = folder / "documents"
+                params = redirect(recipe.params, folder, pool, self.tokenizer, dedup)
+            else:
+                decontaminate(folder / "documents", validation, self.fraction, self.seed, pool)
+        path = _write_params(folder / "params.yaml", params)
+        _stage("pipeline.filters.stage", path, f"recipe '{recipe.name}'")
+        if dedup:
+            _stage("pipeline.dedup.stage", path, f"recipe '{recipe.name}'")
+        _stage("tokenizer.shards", path, f"recipe '{recipe.name}'")
+        check_overlap(recipe.name, Path(params["shards"]["input"]), validation)
+        assemble_shards(folder / "tokens", tokens, folder / "shards", nbytes)
+        return path
+
+    def ladder_params(self, recipe: Recipe, params_path: Path) -> Path:
+        """The recipe's params with the ladder: the base's sweep: section under the recipes file's ladder:."""
+        import yaml
+
+        folder = self.out / recipe.name
+        params = yaml.safe_load(params_path.read_text(encoding="utf-8"))
+        params["sweep"] = {**params["sweep"], **self.spec.ladder, "data": str(folder / "shards"),
+                           "out_dir": str(folder / "sweep" / "runs"), "results": str(folder / "sweep" / "results.csv")}
+        return _write_params(folder / "params.yaml", params)
+
+    def check_epochs(self, recipe: Recipe, params_path: Path) -> None:
+        from scaling.sweep import load_config, plan_runs
+
+        cfg, _ = load_config(["--params", str(params_path)])
+        runs, _ = plan_runs(cfg)
+        unique = read_json(self.out / recipe.name / "shards" / "meta.json")["train_tokens"]
+        need = max(r.tokens for r in runs) / max(unique, 1)
+        if need > self.spec.max_epochs:
+            raise RecipeError(f"recipe '{recipe.name}': {unique:,} unique training tokens; the ladder's largest run "
+                              f"needs {max(r.tokens for r in runs):,} tokens = {need:.1f} epochs, beyond max_epochs "
+                              f"{self.spec.max_epochs:g} (a smaller ladder, a less strict recipe, or a larger "
+                              f"max_epochs)")
+
+    def ladder(self, recipe: Recipe, params_path: Path) -> Path:
+        """Train the ladder on the recipe's shards; a ladder trained on other tokens is removed first."""
+        folder = self.out / recipe.name
+        shards = folder / "shards"
+        identity = {"train": StageMarker("x", shards, [shards / "train.bin"]).identities[0],
+                    "val": StageMarker("x", shards, [shards / "val.bin"]).identities[0]}
+        record = folder / "ladder_data.json"
+        if record.exists() and read_json(record) != identity:
+            print(f"recipes: {recipe.name}: its tokens changed since its ladder was trained: training it again")
+            shutil.rmtree(folder / "sweep", ignore_errors=True)
+        write_json(record, identity)
+        _stage("scaling.sweep", params_path, f"recipe '{recipe.name}'")
+        return folder / "sweep" / "results.csv"
+
+    def runs_table(self, results: dict[str, Path], val_tokens: dict[str, int], nbytes: int) -> Path:
+        """Every recipe's ladder runs with a recipe column, loss in bits per byte of the validation text."""
+        frames = []
+        for name, path in results.items():
+            frame = pd.read_csv(path)
+            frame.insert(0, "recipe", name)
+            frame["loss_nats"] = frame["loss"]
+            frame["loss"] = frame["loss_nats"] * val_tokens[name] / nbytes / math.log(2)
+            frames.append(frame)
+        path = self.out / "runs.csv"
+        write_text(path, pd.concat(frames, ignore_index=True).to_csv(index=False))
+        return path
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m scaling.recipes", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
+    parser.add_argument("recipes", help="the recipes file (scaling/recipes/spec.py shows its keys)")
+    parser.add_argument("--only-data", action="store_true", help="run the data stages and stop before the ladders")
+    parser.add_argument("--bootstrap", type=int, default=200, help="the comparison's paired bootstrap resamples")
+    parser.add_argument("--metrics", default="metrics/recipes.json",
+                        help="each recipe's predicted loss and each verdict, for dvc metrics show ('' for none)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    start = time.perf_counter()
+    try:
+        from workbench.params import read_params
+
+        spec = load_spec(args.recipes)
+        runner = Runner(spec, read_params(spec.base))
+        runner.check_inputs()
+        validation, tokens, nbytes = runner.validation()
+        paths = {name: runner.data(recipe, validation, tokens, nbytes) for name, recipe in spec.recipes.items()}
+        paths = {name: runner.ladder_params(spec.recipes[name], p) for name, p in paths.items()}
+        for name, path in paths.items():
+            runner.check_epochs(spec.recipes[name], path)
+        if args.only_data:
+            seconds = time.perf_counter() - start
+            print(f"recipes: data of {len(paths)} recipes ready in {spec.out_dir}/ [{seconds:.0f} s]")
+            return 0
+        results = {name: runner.ladder(spec.recipes[name], path) for name, path in paths.items()}
+    except RecipeError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    val_tokens = {n: read_json(spec.out_dir / n / "shards" / "meta.json")["val_tokens"] for n in results}
+    table = runner.runs_table(results, val_tokens, nbytes)
+    from scaling.compare import main as compare_main
+
+    argv_compare = [str(table), "--by", "recipe", "--out-dir", str(spec.out_dir / "compare"), "--bootstrap",
+                    str(args.bootstrap), "--params", "none"] + (["--metrics", args.metrics] if args.metrics else [])
+    code = compare_main(argv_compare)
+    print(f"recipes: {len(results)} recipes, loss in bits per byte of {nbytes:,} validation bytes "
+          f"[{time.perf_counter() - start:.0f} s] -> {table}, {spec.out_dir / 'compare'}/")
+    return code
