@@ -2,6 +2,8 @@
 # the exact version of requirements/lock.txt) and is fast when already set up.
 #   make repro                          the whole DVC pipeline on params.yaml, with a per-stage time table
 #   make repro PARAMS=params-gpu.yaml   the same with another profile (params.yaml is left as it was)
+#   make recipes                        the data-recipe comparison (recipes/default.yaml: 5 recipes x the sweep's
+#                                       ladder, then scaling.compare; ~11 min on 2 cores), after make repro
 #   make test                           what CI runs: lint (ruff, import contracts, DVC deps, import names), then every
 #                                       test
 #   make test-fast                      the edit loop: lint, then the tests not marked slow, stopping at the first failure
@@ -22,15 +24,19 @@ BIN := $(abspath $(VENV))/bin
 STAMP := $(VENV)/.installed-stamp
 RUN := PATH="$(BIN):$$PATH"
 
-.PHONY: repro test test-fast lint lock test-latest compile-check gpu-check
+.PHONY: repro recipes test test-fast lint lock test-latest compile-check gpu-check
 
 repro: $(STAMP)
 	$(RUN) python -m workbench.repro --params $(PARAMS)
+
+recipes: repro
+	$(RUN) dvc repro recipes/dvc.yaml
 
 lint: $(STAMP)
 	$(RUN) ruff check .
 	$(RUN) lint-imports
 	$(RUN) python -m workbench.dvc_deps --check
+	$(RUN) python -m workbench.dvc_deps --check --dvc-yaml recipes/dvc.yaml
 	$(RUN) python -m workbench.import_names
 
 # the tokenizer's pure-Python reference, which runs where the compiled core (tokenizer/csrc) could not be built

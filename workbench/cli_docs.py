@@ -41,15 +41,29 @@ class _Captured(BaseException):  # not an Exception: the CLIs' own `except Excep
 
 
 def cli_modules(packages=ALL_PACKAGES) -> list[str]:
-    """Every module of `packages` that runs as `python -m` (it has a `__main__` guard and a `main`)."""
+    """Every module of `packages` that runs as `python -m` (it has a `__main__` guard and a `main`); a package run
+    through its `__main__.py` (which imports its `main`) is listed by the package's name."""
     found = []
     for package in packages:
         for path in sorted((ROOT / package).rglob("*.py")):
             name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
             text = path.read_text(encoding="utf-8")
-            if name not in NOT_CLIS and 'if __name__ == "__main__"' in text and re.search(r"^def main\(", text, re.M):
+            runs = 'if __name__ == "__main__"' in text
+            if name in NOT_CLIS or not runs:
+                continue
+            if re.search(r"^def main\(", text, re.M):
                 found.append(name)
-    return found
+            elif path.name == "__main__.py" and re.search(r"^from [\w.]+ import main$", text, re.M):
+                found.append(name.removesuffix(".__main__"))
+    return sorted(set(found), key=found.index)
+
+
+def cli_main(module: str):
+    """The ``main`` that ``python -m module`` runs: the module's own, or its package's ``__main__``'s."""
+    imported = importlib.import_module(module)
+    if hasattr(imported, "main"):
+        return imported.main
+    return importlib.import_module(f"{module}.__main__").main
 
 
 def capture_parser(module: str, argv: tuple[str, ...] = ("--help",)) -> argparse.ArgumentParser:
@@ -63,7 +77,7 @@ def capture_parser(module: str, argv: tuple[str, ...] = ("--help",)) -> argparse
 
     argparse.ArgumentParser.parse_known_args = spy
     try:
-        main = importlib.import_module(module).main
+        main = cli_main(module)
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             try:
                 main(list(argv))

@@ -87,6 +87,11 @@ def _code_deps(deps: list) -> set[str]:
     return {str(d) for d in deps if isinstance(d, str) and d.endswith(".py")}
 
 
+def stage_root(root: Path, stage: dict) -> Path:
+    """Where a stage runs and its paths start: the pipeline file's folder, or its ``wdir`` below that."""
+    return (root / stage.get("wdir", ".")).resolve()
+
+
 def check(root: Path, stages: dict) -> list[str]:
     """One line per problem: a closure file a stage's deps lack, or a listed .py outside its closure."""
     problems = []
@@ -94,7 +99,7 @@ def check(root: Path, stages: dict) -> list[str]:
         modules = stage_modules(stage)
         if not modules:
             continue
-        want = {str(p) for p in closure(root, modules)}
+        want = {str(p) for p in closure(stage_root(root, stage), modules)}
         have = _code_deps(stage.get("deps", []))
         problems += [f"stage {name!r}: deps lack {path} (imported by {' '.join(modules)})"
                      for path in sorted(want - have)]
@@ -118,7 +123,7 @@ def write(root: Path, dvc_yaml: Path) -> int:
         if not modules:
             continue
         deps = stage.setdefault("deps", [])
-        want = sorted(str(p) for p in closure(root, modules))
+        want = sorted(str(p) for p in closure(stage_root(root, stage), modules))
         if sorted(_code_deps(deps)) == want:
             continue
         for dep in [d for d in deps if isinstance(d, str) and d.endswith(".py")]:

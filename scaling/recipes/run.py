@@ -20,13 +20,22 @@ import math
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from pipeline.dedup.stage import main as dedup_main
+from pipeline.filters.stage import main as filter_main
+from pipeline.web.extract import main as extract_main
+from scaling.compare import main as compare_main
 from scaling.recipes.spec import Recipe, RecipeError, RecipesSpec, load_spec
 from scaling.recipes.texts import assemble_shards, check_overlap, decontaminate, read_docs, split_pages
+from scaling.sweep import load_config, plan_runs
+from scaling.sweep import main as sweep_main
+from tokenizer.shards import main as shards_main
 from workbench.files import read_json, write_json, write_text
+from workbench.params import add_config_flags, config_from_args, read_params, setting
 from workbench.stage import StageMarker
 
 DEFAULT_FRACTION = 0.05
@@ -39,11 +48,13 @@ def _write_params(path: Path, params: dict) -> Path:
     return path
 
 
+STAGES = {"pipeline.web.extract": extract_main, "pipeline.filters.stage": filter_main,
+          "pipeline.dedup.stage": dedup_main, "tokenizer.shards": shards_main, "scaling.sweep": sweep_main}
+
+
 def _stage(module: str, params: Path, where: str) -> None:
     """Run one pipeline stage's CLI in this process on ``params``; a RecipeError when it fails."""
-    import importlib
-
-    code = importlib.import_module(module).main(["--params", str(params)])
+    code = STAGES[module](["--params", str(params)])
     if code:
         raise RecipeError(f"{where}: python -m {module} --params {params} failed (exit {code})")
 
@@ -142,8 +153,6 @@ class Runner:
         return _write_params(folder / "params.yaml", params)
 
     def check_epochs(self, recipe: Recipe, params_path: Path) -> None:
-        from scaling.sweep import load_config, plan_runs
-
         cfg, _ = load_config(["--params", str(params_path)])
         runs, _ = plan_runs(cfg)
         unique = read_json(self.out / recipe.name / "shards" / "meta.json")["train_tokens"]
@@ -182,23 +191,27 @@ class Runner:
         return path
 
 
+@dataclass(frozen=True)
+class RecipesRun:
+    recipes: str = setting("recipes/default.yaml", "the recipes file (scaling/recipes/spec.py shows its keys)",
+                           positional=True)
+    only_data: bool = setting(False, "run the data stages and stop before the ladders")
+    bootstrap: int = setting(200, "the comparison's paired bootstrap resamples")
+    metrics: str = setting("metrics/recipes.json", "each recipe's predicted loss and each verdict, for dvc metrics "
+                                                   "show ('' for none)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m scaling.recipes", description=__doc__.split("\n\n")[0],
                                      allow_abbrev=False)
-    parser.add_argument("recipes", help="the recipes file (scaling/recipes/spec.py shows its keys)")
-    parser.add_argument("--only-data", action="store_true", help="run the data stages and stop before the ladders")
-    parser.add_argument("--bootstrap", type=int, default=200, help="the comparison's paired bootstrap resamples")
-    parser.add_argument("--metrics", default="metrics/recipes.json",
-                        help="each recipe's predicted loss and each verdict, for dvc metrics show ('' for none)")
+    add_config_flags(parser, RecipesRun, bool_switches=True)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = config_from_args(RecipesRun, build_parser().parse_args(argv))
     start = time.perf_counter()
     try:
-        from workbench.params import read_params
-
         spec = load_spec(args.recipes)
         runner = Runner(spec, read_params(spec.base))
         runner.check_inputs()
@@ -217,8 +230,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     val_tokens = {n: read_json(spec.out_dir / n / "shards" / "meta.json")["val_tokens"] for n in results}
     table = runner.runs_table(results, val_tokens, nbytes)
-    from scaling.compare import main as compare_main
-
     argv_compare = [str(table), "--by", "recipe", "--out-dir", str(spec.out_dir / "compare"), "--bootstrap",
                     str(args.bootstrap), "--params", "none"] + (["--metrics", args.metrics] if args.metrics else [])
     code = compare_main(argv_compare)
