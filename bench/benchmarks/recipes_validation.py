@@ -129,7 +129,7 @@ def constructed_flip(bootstrap: int) -> list[Result]:
                 Result(name, "interval holds the truth", float(p["lo"] <= truth <= p["hi"])),
                 Result(name, "verdict right or undecided", float(p["verdict"] in (true_winner, "undecided"))),
                 Result(name, "single-scale baseline right", float(p["baseline_verdict"] == true_winner)),
-                Result(name, "predicted flip FLOPs", p["flip_flops"])]
+                Result(name, "predicted flip (log10 FLOPs)", float(np.log10(p["flip_flops"])))]
     return out
 
 
@@ -191,11 +191,12 @@ def main(argv: list[str] | None = None) -> int:
             Result(name, "confident calls", s["confident_calls"]),
             Result(name, "confident wrong calls", s["confident_wrong"]),
             Result(name, "interval coverage", s["coverage"], extra={"law": comparison.law})]
-    rows += [Result(f"{p.a} - {p.b}", "measured diff", p.measured, extra={"predicted": p.predicted, "lo": p.lo,
-                                                                          "hi": p.hi, "seed_se": p.seed_se,
-                                                                          "verdict": p.verdict,
-                                                                          "baseline": p.baseline})
-             for p in pairs.itertuples()]
+    for p in pairs.itertuples():
+        name = f"{p.a} - {p.b}"
+        rows += [Result(name, "predicted diff", p.predicted, extra={"lo": p.lo, "hi": p.hi, "verdict": p.verdict,
+                                                                   "baseline": p.baseline}),
+                 Result(name, "measured diff", p.measured, extra={"seed_se": p.seed_se}),
+                 Result(name, "seed SE", p.seed_se)]
     rows += constructed_flip(args.bootstrap)
     if args.plot:
         plot(pairs, args.plot)
