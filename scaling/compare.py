@@ -1,16 +1,18 @@
 """Which data recipe wins at the compute you will train with: ``python -m scaling.compare runs.csv --by recipe``.
 
 Every recipe's runs (one ladder of model sizes and budgets, trained on that recipe's data) are fitted by every law
-of scaling/laws/ (scaling/predict.py ``fit_and_predict``, without its bootstrap); one law is used for all of them
-(``--method auto``: the law valid for every recipe whose mean rolling-origin error over the recipes is smallest, as
-scaling/select.py chooses for one), so the recipes are compared like for like. At each target compute (default: 10x
-and 100x the ladder's largest budget) each recipe gets its compute-optimal N, D and loss with a 95 % prediction
-interval, and its epochs over its unique tokens there. Each pair of recipes gets the predicted difference with a
-95 % interval from a paired bootstrap and paired rolling-origin errors (scaling/pairs.py), P(A better), a verdict
-(A or B only when P >= ``--confidence``, else undecided), the compute where the ranking flips (between the ladder
-and 100x the largest target) and, beside it, the single-scale baseline's verdict (DataDecide, Magnusson et al. 2025:
-rank by the best run at the ladder's largest budget). For each undecided pair, the runs expected to narrow its
-interval most within ``--suggest-flops`` (scaling/next_runs.py).
+of scaling/laws/ (scaling/predict.py ``fit_and_predict``, without its bootstrap), then, by default (``--share
+exponents``), the recipes are fitted together (scaling/joint.py): one law whose model term and exponents (and R*)
+every recipe shares, each recipe with its own irreducible loss E and data coefficient B, the parametric or the data-
+constrained form by their joint rolling-origin error. ``--share none`` keeps each recipe's own fit of one law
+(``--method auto``: the law valid for every recipe whose mean rolling-origin error over the recipes is smallest). At
+each target compute (default: 10x and 100x the ladder's largest budget) each recipe gets its compute-optimal N, D
+and loss with a 95 % prediction interval, and its epochs over its unique tokens there. Each pair of recipes gets the
+predicted difference with a 95 % interval from a paired bootstrap and paired rolling-origin errors
+(scaling/pairs.py), P(A better), a verdict (A or B only when P >= ``--confidence``, else undecided), the compute
+where the ranking flips (between the ladder and 100x the largest target) and, beside it, the single-scale baseline's
+verdict (DataDecide, Magnusson et al. 2025: rank by the best run at the ladder's largest budget). For each undecided
+pair, the runs expected to narrow its interval most within ``--suggest-flops`` (scaling/next_runs.py).
 
 Writes compare.csv (recipe, target_flops, distance, loss, lo, hi, n_opt, d_opt, unique_tokens, epochs, law),
 pairs.csv (a, b, target_flops, diff = loss_a − loss_b, lo, hi, p_a_better, verdict, flip_flops, baseline_verdict),
@@ -32,6 +34,15 @@ import pandas as pd
 
 from scaling.data import load_groups, parse_columns, parse_where
 from scaling.intervals import prediction_interval
+from scaling.joint import (
+    JOINT_LAWS,
+    JointFit,
+    fit_joint,
+    joint_at_bound,
+    joint_rolling,
+    paired_bootstrap_joint,
+    rolling_score,
+)
 from scaling.laws import LAWS, Fitted
 from scaling.next_runs import TOP, candidate_runs, extrapolation, suggest
 from scaling.pairs import difference, flip_flops, paired_bootstrap, paired_errors, paired_scatter, single_scale_verdict
@@ -39,55 +50,40 @@ from scaling.plots import new_figure, save_figure
 from scaling.predict import AUTO, FitResult, choose_laws, default_targets, fit_and_predict, rolling_errors
 from scaling.report import jsonable
 from scaling.select import TIE
+from scaling.settings import FitSettings
 from workbench.files import write_json, write_metrics, write_text
-from workbench.params import add_config_flags, build_config_parser, config_from_args, parse_config, setting
+from workbench.params import add_config_flags, build_config_parser, config_from_args, override, parse_config, setting
 
 NO_SHARED_LAW = 3
 FLIP_REACH = 100.0  # flips are looked for up to this many times the largest target
 GRID_POINTS = 49
+SHARE_EXPONENTS, SHARE_NONE = "exponents", "none"
 SUGGEST_DISTANCE = 4.0  # default compute cap of the "train next" suggestions: 4x the ladder's largest budget
 
 
 @dataclass(frozen=True)
-class CompareConfig:
+class CompareConfig(FitSettings):
     """The ``scaling_compare:`` section of params.yaml; every field is also a flag."""
 
-    by: str = setting("recipe", "the column that names each run's recipe (its data)")
-    target_flops: tuple[float, ...] = setting((), "compute budgets to decide at (none: 10x and 100x the ladder's "
-                                                  "largest budget)")
-    method: str = setting(AUTO, f"the law every recipe is fitted with: auto (the law valid for every recipe with the "
-                                f"smallest mean rolling-origin error) or one of {', '.join(LAWS)}")
-    bootstrap: int = setting(200, "paired bootstrap resamples of the ladder (0: intervals without the parameter part)")
-    seed: int = setting(0, "bootstrap seed")
+    method: str = override(FitSettings, "method", AUTO,
+                           f"the law every recipe is fitted with: auto (with --share exponents: parametric or "
+                           f"data_constrained, fitted jointly; with --share none: the law valid for every recipe with "
+                           f"the smallest mean rolling-origin error) or one of {', '.join(LAWS)}")
+    bootstrap: int = override(FitSettings, "bootstrap", 200, "paired bootstrap resamples of the ladder (0: intervals "
+                                                             "without the parameter part)")
+    by: str = override(FitSettings, "by", "recipe", "the column that names each run's recipe (its data)")
     confidence: float = setting(0.95, "a verdict names a recipe only when P(it is better) reaches this")
-    columns: tuple[str, ...] = setting((), "the results' own column names, as KEY=COLUMN pairs (scaling.fit "
-                                           "--columns)")
-    where: tuple[str, ...] = setting((), "compare only the runs whose COLUMN holds VALUE, as COLUMN=VALUE pairs")
-    suggest_flops: float = setting(0.0, "compute a user would spend on more runs, for the 'train next' suggestions "
-                                        "(0: 4x the ladder's largest budget)")
+    share: str = setting(SHARE_EXPONENTS, "exponents: one joint fit, the model term and exponents shared, each recipe "
+                                          "its own E and B (scaling/joint.py); none: each recipe fitted on its own",
+                         choices=(SHARE_EXPONENTS, SHARE_NONE))
 
     def __post_init__(self) -> None:
-        try:
-            targets = tuple(float(c) for c in np.atleast_1d(self.target_flops))
-        except (TypeError, ValueError):
-            raise ValueError(f"--target-flops must be numbers, got {self.target_flops!r}") from None
-        if not all(np.isfinite(c) and c > 0 for c in targets):
-            raise ValueError(f"--target-flops must be positive and finite, got {list(targets)}")
+        super().__post_init__()
         if self.method != AUTO and "," in self.method:
             raise ValueError(f"--method is one law for every recipe (or auto), got {self.method!r}")
-        choose_laws(self.method)
-        if int(self.bootstrap) < 0:
-            raise ValueError(f"--bootstrap must be >= 0, got {self.bootstrap}")
         if not 0.5 < float(self.confidence) < 1.0:
             raise ValueError(f"--confidence must be in (0.5, 1), got {self.confidence}")
-        if float(self.suggest_flops) < 0:
-            raise ValueError(f"--suggest-flops must be >= 0, got {self.suggest_flops}")
-        parse_columns(self.columns)
-        parse_where(self.where)
-        for name, value in (("target_flops", targets), ("columns", tuple(self.columns)), ("where", tuple(self.where)),
-                            ("bootstrap", int(self.bootstrap)), ("seed", int(self.seed)),
-                            ("confidence", float(self.confidence)), ("suggest_flops", float(self.suggest_flops))):
-            object.__setattr__(self, name, value)
+        object.__setattr__(self, "confidence", float(self.confidence))
 
 
 @dataclass(frozen=True)
@@ -142,15 +138,74 @@ class Comparison:
     curves: dict[str, dict[str, np.ndarray]]  # recipe: loss, lo, hi on the grid
 
 
-def _recipe_rows(name: str, fit: FitResult, fitted: Fitted, law: str, targets: np.ndarray, boot: np.ndarray,
-                 max_c: float, unique: float) -> list[dict]:
+@dataclass
+class RecipeModel:
+    """What a recipe's predictions and intervals come from: its fitted law, its residual sd (ln L), the distances
+    and ln errors of its rolling origin, and that rolling-origin report (paired with another recipe's)."""
+
+    fitted: Fitted
+    scatter: float
+    errors: tuple[np.ndarray, np.ndarray]
+    rolling: dict
+
+    def interval(self, value: float, boot: np.ndarray | None, distance: float) -> dict:
+        return prediction_interval(value, boot, self.scatter, distance, self.errors)
+
+
+def independent_models(fits: dict[str, FitResult], law: str) -> dict[str, RecipeModel]:
+    """Each recipe by its own fit of ``law`` (``--share none``)."""
+    return {n: RecipeModel(f.fits[law].fitted, f.fits[law].residual_sd, rolling_errors(f.report, law),
+                           f.report["rolling_origin"]) for n, f in fits.items()}
+
+
+def joint_models(fits: dict[str, FitResult], method: str) -> tuple[str | None, str, JointFit | None,
+                                                                   dict[str, RecipeModel]]:
+    """(law, why, the joint fit, each recipe's model) for ``--share exponents`` (scaling/joint.py): the joint law of
+    smallest rolling-origin error among those without a shared parameter at its bound, as scaling/select.py rules;
+    ties go to the fewer parameters (parametric)."""
+    runs = {n: f.runs for n, f in fits.items()}
+    names = [m for m in JOINT_LAWS if method in (AUTO, m)]
+    if "data_constrained" in names and any(r.unique is None for r in runs.values()):
+        names.remove("data_constrained")
+    tried, nested = {}, None
+    for law in names:
+        own = {n: f.fits[law].fitted for n, f in fits.items()}
+        if any(f is None for f in own.values()):
+            continue
+        joint = fit_joint(law, runs, own, nested=nested)
+        nested = joint if law == "parametric" else nested
+        rolling = joint_rolling(law, runs, own)
+        tried[law] = (joint, rolling, rolling_score(rolling, law), joint_at_bound(joint))
+    if not tried:
+        return None, f"no law of {', '.join(JOINT_LAWS)} could be fitted to every recipe", None, {}
+    free = [m for m in tried if not tried[m][3]] or list(tried)
+    best = min(tried[m][2] for m in free)
+    law = min((m for m in free if tried[m][2] <= best + TIE), key=lambda m: LAWS[m].n_params)
+    listing = ", ".join(f"{m} {tried[m][2]:.2%}" + (f" (at bound: {', '.join(tried[m][3])})" if tried[m][3] else "")
+                        for m in tried)
+    why = (f"joint fit, shared A, alpha, beta{', R*' if law == 'data_constrained' else ''}, each recipe its own E and "
+           f"B; mean rolling-origin error of every recipe's best runs: {listing}")
+    joint, rolling, _, _ = tried[law]
+    models = {}
+    for name, fitted in joint.fitted.items():
+        with np.errstate(all="ignore"):
+            residuals = LAWS[law].residuals(fitted, runs[name])
+        scatter = float(np.std(residuals, ddof=1)) if len(residuals) > 1 else float("nan")
+        origins = rolling[name]
+        errors = [e for o in origins["origins"] for e in o["errors"][law]]
+        models[name] = RecipeModel(fitted, scatter, (np.array([e["distance"] for e in errors]),
+                                                     np.array([e["log_error"] for e in errors])), origins)
+    return law, why, joint, models
+
+
+def _recipe_rows(name: str, model: RecipeModel, law: str, targets: np.ndarray, boot: np.ndarray, max_c: float,
+                 unique: float) -> list[dict]:
     rows = []
+    fitted = model.fitted
     with np.errstate(all="ignore"):
         loss, n_opt, d_opt = fitted.loss_opt(targets), fitted.n_opt(targets), fitted.d_opt(targets)
     for i, flops in enumerate(targets):
-        boot_i = np.exp(boot[:, i]) if boot.size else None
-        pi = prediction_interval(float(loss[i]), boot_i, fit.fits[law].residual_sd, flops / max_c,
-                                 rolling_errors(fit.report, law))
+        pi = model.interval(float(loss[i]), np.exp(boot[:, i]) if boot.size else None, flops / max_c)
         rows.append({"recipe": name, "target_flops": float(flops), "distance": float(flops / max_c),
                      "loss": pi["value"], "lo": pi["pi95"][0], "hi": pi["pi95"][1], "n_opt": float(n_opt[i]),
                      "d_opt": float(d_opt[i]), "unique_tokens": unique, "epochs": float(d_opt[i] / unique),
@@ -158,102 +213,110 @@ def _recipe_rows(name: str, fit: FitResult, fitted: Fitted, law: str, targets: n
     return rows
 
 
+def _curve(model: RecipeModel, grid: np.ndarray, boot: np.ndarray | None, max_c: float) -> dict[str, np.ndarray]:
+    """The recipe's compute-optimal loss on ``grid`` with its 95 % prediction band."""
+    with np.errstate(all="ignore"):
+        loss = model.fitted.loss_opt(grid)
+    bands = [model.interval(float(loss[i]), None if boot is None else np.exp(boot[:, i]), grid[i] / max_c)["pi95"]
+             for i in range(len(grid))]
+    return {"loss": loss, "lo": np.array([b[0] for b in bands]), "hi": np.array([b[1] for b in bands])}
+
+
+def _pair_row(a: str, b: str, la: float, lb: float, d: dict) -> dict:
+    lo, hi = lb * np.expm1(d["r"] - d["halfwidth_log"]), lb * np.expm1(d["r"] + d["halfwidth_log"])
+    return {"a": a, "b": b, "diff": la - lb, "lo": float(lo), "hi": float(hi), "p_a_better": d["p_a_better"],
+            "verdict": d["verdict"], "interval_dominant": d["dominant"], "calibration": d["calibration"]}
+
+
 def compare_recipes(recipes: dict[str, pd.DataFrame], targets=(), method: str = AUTO, bootstrap: int = 200,
                     seed: int = 0, confidence: float = 0.95, suggest_flops: float = 0.0,
-                    runs_at: np.ndarray | None = None) -> Comparison:
-    """Fit every recipe, choose the shared law, predict each at the targets, and judge every pair (module
-    docstring). ``recipes``: {name: canonical runs (scaling/data.py)}; ``targets``: () for 10x and 100x the ladder's
-    largest budget; ``runs_at``: (k, 3) N, D, C of runs to predict for every recipe as well (held-out target runs:
-    ``run_rows`` and ``run_pairs`` of the report, judged as the targets are)."""
+                    runs_at: np.ndarray | None = None, share: str = SHARE_EXPONENTS) -> Comparison:
+    """Fit every recipe, choose the law, predict each at the targets, and judge every pair (module docstring).
+    ``recipes``: {name: canonical runs (scaling/data.py)}; ``targets``: () for 10x and 100x the ladder's largest
+    budget; ``runs_at``: (k, 3) N, D, C of runs to predict for every recipe as well (held-out target runs: ``run_rows``
+    and ``run_pairs`` of the report, judged as the targets are); ``share``: "exponents" (one joint fit,
+    scaling/joint.py) or "none" (each recipe fitted on its own)."""
     max_c = max(float(f["flops"].max()) for f in recipes.values())
     min_c = min(float(f["flops"].min()) for f in recipes.values())
     targets = np.asarray(targets, dtype=float) if len(targets) else default_targets(max_c)
     fits = {name: fit_and_predict(frame, targets, method, bootstrap=0, seed=seed) for name, frame in recipes.items()}
-    law, why = shared_law(fits, method)
+    runs = {n: f.runs for n, f in fits.items()}
+    joint = None
+    if share == SHARE_EXPONENTS and method in (AUTO, *JOINT_LAWS):
+        law, why, joint, models = joint_models(fits, method)
+    else:
+        law, why = shared_law(fits, method)
+        models = independent_models(fits, law) if law else {}
     report: dict = {"recipes": list(recipes), "target_flops": targets.tolist(), "ladder_max_flops": max_c,
-                    "method": method, "law": law, "why": why, "bootstrap": bootstrap, "seed": seed,
-                    "confidence": confidence, "fits": {n: f.report for n, f in fits.items()}, "rows": [],
-                    "pairs": [], "next_runs": [], "run_rows": [], "run_pairs": []}
+                    "method": method, "share": share if joint else "none", "law": law, "why": why,
+                    "bootstrap": bootstrap, "seed": seed, "confidence": confidence,
+                    "fits": {n: f.report for n, f in fits.items()}, "rows": [], "pairs": [], "next_runs": [],
+                    "run_rows": [], "run_pairs": []}
     grid = np.geomspace(min_c, FLIP_REACH * targets.max(), GRID_POINTS)
     if law is None:
         return Comparison(report, recipes, fits, None, grid, {})
-    fitted = {n: f.fits[law].fitted for n, f in fits.items()}
-    runs = {n: f.runs for n, f in fits.items()}
     points = np.concatenate([targets, grid])
-    cap = suggest_flops or SUGGEST_DISTANCE * max_c
-    sizes = np.concatenate([r.n for r in runs.values()])
-    candidates = candidate_runs(sizes, lambda c: np.exp(np.mean([np.log(f.n_opt(c)) for f in fitted.values()],
-                                                                axis=0)), min_c, cap, runs_per_candidate=2)
-
     held = np.empty((0, 3)) if runs_at is None else np.atleast_2d(np.asarray(runs_at, dtype=float))
+    sizes = np.concatenate([r.n for r in runs.values()])
+    candidates = candidate_runs(sizes, lambda c: np.exp(np.mean([np.log(m.fitted.n_opt(c)) for m in models.values()],
+                                                                axis=0)), min_c,
+                                suggest_flops or SUGGEST_DISTANCE * max_c, runs_per_candidate=2)
 
     def predict(_: str, refit: Fitted) -> np.ndarray:
         return np.log(np.concatenate([refit.loss_opt(points), refit.loss(*held.T), refit.loss(*candidates.T)]))
 
-    boot = paired_bootstrap(LAWS[law], runs, fitted, bootstrap, seed, predict) if bootstrap else \
-        {n: np.empty((0, 0)) for n in recipes}
-    unique = {n: float(r.unique.max()) if r.unique is not None else float("nan") for n, r in runs.items()}
-    k, m, h = len(targets), len(points), len(points) + len(held)
-    for name in recipes:
-        report["rows"] += _recipe_rows(name, fits[name], fitted[name], law, targets,
-                                       boot[name][:, :k] if boot[name].size else boot[name], max_c, unique[name])
-    curves = {name: _curve(fits[name], fitted[name], law, grid, boot[name][:, k:m] if boot[name].size else None,
-                           max_c) for name in recipes}
-    for name in recipes:
+    if not bootstrap:
+        boot = {n: np.empty((0, 0)) for n in recipes}
+    elif joint is not None:
+        boot = paired_bootstrap_joint(joint, runs, bootstrap, seed, predict)
+    else:
+        boot = paired_bootstrap(LAWS[law], runs, {n: m.fitted for n, m in models.items()}, bootstrap, seed, predict)
+    cols = {"targets": slice(0, len(targets)), "grid": slice(len(targets), len(points)),
+            "candidates": slice(len(points) + len(held), None)}
+
+    def samples(name: str, what: slice | int) -> np.ndarray | None:
+        return boot[name][:, what] if boot[name].size else None
+
+    for name, model in models.items():
+        unique = float(runs[name].unique.max()) if runs[name].unique is not None else float("nan")
+        report["rows"] += _recipe_rows(name, model, law, targets, boot[name][:, cols["targets"]] if boot[name].size
+                                       else boot[name], max_c, unique)
         with np.errstate(all="ignore"):
-            values = fitted[name].loss(*held.T)
+            values = model.fitted.loss(*held.T)
         for j, (n, d, c) in enumerate(held):
-            pi = prediction_interval(float(values[j]), np.exp(boot[name][:, m + j]) if boot[name].size else None,
-                                     fits[name].fits[law].residual_sd, c / max_c, rolling_errors(fits[name].report,
-                                                                                                 law))
+            at = samples(name, len(points) + j)
+            pi = model.interval(float(values[j]), None if at is None else np.exp(at), c / max_c)
             report["run_rows"].append({"recipe": name, "n": n, "d": d, "flops": c, "distance": c / max_c,
                                        "loss": pi["value"], "lo": pi["pi95"][0], "hi": pi["pi95"][1]})
+    curves = {name: _curve(model, grid, samples(name, cols["grid"]), max_c) for name, model in models.items()}
     with np.errstate(all="ignore"):
-        residuals = {n: (runs[n].take(LAWS[law].scored(runs[n])), LAWS[law].residuals(fitted[n], runs[n]))
-                     for n in recipes}
-    scatter_of = {n: fits[n].fits[law].residual_sd for n in recipes}
+        residuals = {n: (runs[n].take(LAWS[law].scored(runs[n])), LAWS[law].residuals(m.fitted, runs[n]))
+                     for n, m in models.items()}
     for a, b in itertools.combinations(recipes, 2):
-        errors = paired_errors(fits[a].report["rolling_origin"], fits[b].report["rolling_origin"], law)
-        log_a, log_b = np.log(curves[a]["loss"]), np.log(curves[b]["loss"])
-        flip = flip_flops(grid, log_a, log_b, max_c)
+        errors = paired_errors(models[a].rolling, models[b].rolling, law)
+        flip = flip_flops(grid, np.log(curves[a]["loss"]), np.log(curves[b]["loss"]), max_c)
         baseline, baseline_flops = single_scale_verdict(runs[a], runs[b])
         scatter = paired_scatter(*residuals[a], *residuals[b])
         for i, flops in enumerate(targets):
-            la, lb = (float(fitted[x].loss_opt(flops)) for x in (a, b))
-            ba, bb = (boot[x][:, i] if boot[x].size else None for x in (a, b))
+            la, lb = (float(models[x].fitted.loss_opt(flops)) for x in (a, b))
+            ba, bb = samples(a, i), samples(b, i)
             d = difference(np.log(la), np.log(lb), ba, bb, scatter, flops / max_c, errors, confidence)
             if d["verdict"] == "undecided" and ba is not None and bb is not None:
                 report["next_runs"] += [{"a": a, "b": b, "target_flops": float(flops)} | s for s in suggest(
-                    ba - bb, [boot[a][:, h:], boot[b][:, h:]], [scatter_of[a], scatter_of[b]], candidates,
-                    d["parts"]["scatter"], extrapolation(errors),
+                    ba - bb, [samples(a, cols["candidates"]), samples(b, cols["candidates"])],
+                    [models[a].scatter, models[b].scatter], candidates, d["parts"]["scatter"], extrapolation(errors),
                     max_c, float(flops))]
-            lo, hi = lb * np.expm1(d["r"] - d["halfwidth_log"]), lb * np.expm1(d["r"] + d["halfwidth_log"])
-            report["pairs"].append({"a": a, "b": b, "target_flops": float(flops), "diff": la - lb, "lo": float(lo),
-                                    "hi": float(hi), "p_a_better": d["p_a_better"], "verdict": d["verdict"],
-                                    "flip_flops": flip, "baseline_verdict": baseline,
-                                    "baseline_flops": baseline_flops, "distance": float(flops / max_c),
-                                    "interval_dominant": d["dominant"], "calibration": d["calibration"],
-                                    "paired_origin_errors": int(len(errors[1]))})
+            report["pairs"].append(_pair_row(a, b, la, lb, d) | {
+                "target_flops": float(flops), "flip_flops": flip, "baseline_verdict": baseline,
+                "baseline_flops": baseline_flops, "distance": float(flops / max_c),
+                "paired_origin_errors": int(len(errors[1]))})
         for j, (n, d, c) in enumerate(held):
-            la, lb = (float(fitted[x].loss(n, d, c)) for x in (a, b))
-            ba, bb = (boot[x][:, m + j] if boot[x].size else None for x in (a, b))
-            diff = difference(np.log(la), np.log(lb), ba, bb, scatter, c / max_c, errors, confidence)
-            lo, hi = lb * np.expm1(diff["r"] - diff["halfwidth_log"]), lb * np.expm1(diff["r"] + diff["halfwidth_log"])
-            report["run_pairs"].append({"a": a, "b": b, "n": n, "d": d, "flops": c, "diff": la - lb, "lo": float(lo),
-                                        "hi": float(hi), "p_a_better": diff["p_a_better"],
-                                        "verdict": diff["verdict"], "baseline_verdict": baseline})
+            la, lb = (float(models[x].fitted.loss(n, d, c)) for x in (a, b))
+            diff = difference(np.log(la), np.log(lb), samples(a, len(points) + j), samples(b, len(points) + j),
+                              scatter, c / max_c, errors, confidence)
+            report["run_pairs"].append(_pair_row(a, b, la, lb, diff) | {"n": n, "d": d, "flops": c,
+                                                                       "baseline_verdict": baseline})
     return Comparison(report, recipes, fits, law, grid, curves)
-
-
-def _curve(fit: FitResult, fitted: Fitted, law: str, grid: np.ndarray, boot: np.ndarray | None,
-           max_c: float) -> dict[str, np.ndarray]:
-    """The recipe's compute-optimal loss on ``grid`` with its 95 % prediction band."""
-    with np.errstate(all="ignore"):
-        loss = fitted.loss_opt(grid)
-    errors = rolling_errors(fit.report, law)
-    bands = [prediction_interval(float(loss[i]), None if boot is None else np.exp(boot[:, i]),
-                                 fit.fits[law].residual_sd, grid[i] / max_c, errors)["pi95"] for i in range(len(grid))]
-    return {"loss": loss, "lo": np.array([b[0] for b in bands]), "hi": np.array([b[1] for b in bands])}
 
 
 PAIR_COLUMNS = ["a", "b", "target_flops", "diff", "lo", "hi", "p_a_better", "verdict", "flip_flops",
@@ -306,11 +369,27 @@ def write_comparison(result: Comparison, out_dir: Path, metrics: str | None = No
     write_json(out_dir / "compare.json", jsonable(report))
     write_text(out_dir / "compare.csv", pd.DataFrame(report["rows"], columns=ROW_COLUMNS).to_csv(index=False))
     write_text(out_dir / "pairs.csv", pd.DataFrame(report["pairs"], columns=PAIR_COLUMNS).to_csv(index=False))
+    write_text(out_dir / "leaderboard.csv", pd.DataFrame(leaderboard_rows(report),
+                                                         columns=LEADERBOARD_COLUMNS).to_csv(index=False))
     write_text(out_dir / "next_runs.csv", pd.DataFrame(report["next_runs"], columns=NEXT_COLUMNS).to_csv(index=False))
     write_text(out_dir / "summary.md", "# Data recipes compared\n\n```\n" + format_summary(report) + "\n```\n")
     if metrics:
         write_metrics(metrics, jsonable({"rows": report["rows"], "pairs": report["pairs"]}), headline(report))
-    return ["compare.json", "compare.csv", "pairs.csv", "next_runs.csv", "summary.md"]
+    return ["compare.json", "compare.csv", "pairs.csv", "next_runs.csv", "leaderboard.csv", "summary.md"]
+
+
+LEADERBOARD_COLUMNS = ["run_id", "kind", "data_recipe", "target_flops", "n_opt", "d_opt", "predicted_loss",
+                       "predicted_lo", "predicted_hi", "law"]
+
+
+def leaderboard_rows(report: dict) -> list[dict]:
+    """Each recipe's prediction at each target as rows in reports/leaderboard.csv's columns (kind
+    recipe_prediction), best first per target, to append to the project's leaderboard."""
+    rows = [{"run_id": f"{r['recipe']}@{r['target_flops']:.3g}", "kind": "recipe_prediction",
+             "data_recipe": r["recipe"], "target_flops": r["target_flops"], "n_opt": r["n_opt"], "d_opt": r["d_opt"],
+             "predicted_loss": r["loss"], "predicted_lo": r["lo"], "predicted_hi": r["hi"], "law": r["law"]}
+            for r in report["rows"]]
+    return sorted(rows, key=lambda r: (r["target_flops"], r["predicted_loss"]))
 
 
 def headline(report: dict) -> dict:
@@ -377,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         recipes = read_recipes(paths, cfg.by, parse_columns(cfg.columns), parse_where(cfg.where))
         result = compare_recipes(recipes, cfg.target_flops, cfg.method, cfg.bootstrap, cfg.seed, cfg.confidence,
-                                 cfg.suggest_flops)
+                                 cfg.suggest_flops, share=cfg.share)
         seconds = time.perf_counter() - start
     except ValueError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)

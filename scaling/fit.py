@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -38,11 +38,11 @@ from scaling.data import (
     parse_where,
     sweep_counting,
 )
-from scaling.laws import LAWS
 from scaling.next_runs import TOP, fit_suggestions
 from scaling.plots import plot_all
-from scaling.predict import AUTO, FitResult, choose_laws, fit_and_predict, rolling_errors
+from scaling.predict import FitResult, fit_and_predict, rolling_errors
 from scaling.report import format_summary, selection_line, write_fit_metrics, write_outputs
+from scaling.settings import FitSettings
 from workbench.files import write_text
 from workbench.params import add_config_flags, build_config_parser, config_from_args, parse_config, setting
 from workbench.stage_cli import optional_path
@@ -52,55 +52,17 @@ SUGGEST_DISTANCE = 4.0  # default cap of the "train next" suggestions: 4x the sw
 
 
 @dataclass(frozen=True)
-class FitConfig:
+class FitConfig(FitSettings):
     """The ``scaling_fit:`` section of params.yaml; every field is also a flag."""
 
-    target_flops: tuple[float, ...] = field(default=(), metadata={
-        "help": "compute budgets to predict at (none: 10x and 100x the sweep's largest budget)"})
-    method: str = field(default=AUTO, metadata={
-        "help": f"which laws to fit: auto (every law: {', '.join(LAWS)}; the valid one of smallest rolling-origin "
-                f"error is selected) or law names, comma-separated"})
-    bootstrap: int = field(default=200, metadata={"help": "bootstrap resamples for CIs and intervals; 0 = none"})
-    seed: int = field(default=0, metadata={"help": "bootstrap seed"})
-    columns: tuple[str, ...] = field(default=(), metadata={
-        "help": "the results' own column names, as KEY=COLUMN pairs (KEY: params, tokens, flops, loss, budget, "
-                "unique_tokens, epochs or an alias such as N, D, C), e.g. params='Model Size' flops='Training FLOP': "
-                "a published CSV fits unedited; applies to every file read (--holdout too)"})
-    by: str = field(default="", metadata={
-        "help": "fit each value of this column on its own (a recipe, a dataset: runs that differ in it are separate "
-                "experiments), into <out-dir>/<value>/; scaling.compare judges recipes against each other"})
-    where: tuple[str, ...] = field(default=(), metadata={
-        "help": "fit only the runs whose COLUMN holds VALUE, as COLUMN=VALUE pairs (all must hold), e.g. "
-                "dataset=c4 loss_split=val: one experiment of a table that holds several"})
-    suggest_flops: float = field(default=0.0, metadata={
-        "help": "compute a user would spend on more runs, for the 'train next' suggestions printed when an interval "
-                "is wider than the loss (0: 4x the sweep's largest budget)"})
-    drop_highest_loss: int = field(default=0, metadata={
-        "help": "outlier rule, off at 0: leave out the k highest-loss runs before fitting (Epoch's Chinchilla "
-                "replication dropped 5); the runs left out are listed in fit.json"})
+    drop_highest_loss: int = setting(0, "outlier rule, off at 0: leave out the k highest-loss runs before fitting "
+                                        "(Epoch's Chinchilla replication dropped 5); the runs left out are listed in "
+                                        "fit.json")
 
     def __post_init__(self) -> None:
-        try:
-            targets = tuple(float(c) for c in np.atleast_1d(self.target_flops))  # YAML 1.1 reads 1e23 as a string
-        except (TypeError, ValueError):
-            raise ValueError(f"target_flops must be numbers, got {self.target_flops!r}") from None
-        if not all(np.isfinite(c) and c > 0 for c in targets):
-            raise ValueError(f"--target-flops must be positive and finite, got {list(targets)}")
-        choose_laws(self.method)  # an unknown law is an error before anything is read
-        if int(self.bootstrap) < 0:
-            raise ValueError(f"--bootstrap must be >= 0, got {self.bootstrap}")
+        super().__post_init__()
         if not isinstance(self.drop_highest_loss, int) or self.drop_highest_loss < 0:
             raise ValueError(f"--drop-highest-loss must be an int >= 0, got {self.drop_highest_loss!r}")
-        parse_columns(self.columns)  # a bad KEY=COLUMN is an error before anything is read
-        parse_where(self.where)
-        object.__setattr__(self, "columns", tuple(self.columns))
-        object.__setattr__(self, "where", tuple(self.where))
-        object.__setattr__(self, "target_flops", targets)
-        object.__setattr__(self, "bootstrap", int(self.bootstrap))
-        object.__setattr__(self, "seed", int(self.seed))
-        if not float(self.suggest_flops) >= 0:
-            raise ValueError(f"--suggest-flops must be >= 0, got {self.suggest_flops}")
-        object.__setattr__(self, "suggest_flops", float(self.suggest_flops))
 
 
 @dataclass(frozen=True)

@@ -8,15 +8,18 @@ kill trains only what is missing). Then scaling.compare, as ``make recipes`` run
 exactly that run (N, D, C) from the ladders alone, and only then are the measured losses read (bits per byte of the
 shared validation text, mean over seeds).
 
-Per pair: the predicted difference with its 95 % interval, P(A better) and the verdict; the single-scale baseline's
-pick (DataDecide, Magnusson et al. 2025: the better best run at the ladder's largest budget, same ladder cost); the
-measured difference with its seed standard error. Scored on the pairs whose measured difference exceeds 2 seed-SE:
-decision accuracy (the sign of the predicted difference; the baseline's pick beside it), confident calls (a verdict
-with P >= 0.95) and how many were wrong; on every pair: whether the difference's interval holds the measured one.
+Both ways of fitting the recipes are scored: the joint fit (``--share exponents``, the default) and independent fits
+(``--share none``). Per pair (the joint fit's): the predicted difference with its 95 % interval, P(A better) and the
+verdict; the single-scale baseline's pick (DataDecide, Magnusson et al. 2025: the better best run at the ladder's
+largest budget, same ladder cost); the measured difference with its seed standard error. Scored on the pairs whose
+measured difference exceeds 2 seed-SE: decision accuracy (the sign of the predicted difference; the baseline's pick
+beside it), confident calls (a verdict with P >= 0.95) and how many were wrong; on every pair: whether the
+difference's interval holds the measured one.
 
 The constructed case (no training): two recipes generated from known laws (Chinchilla's constants, R* = 3), one with
 20 % less data loss but 2e9 unique tokens, so the true ranking flips between the ladder and 100x it; scored as the
-tests do (tests/scaling/test_compare.py), with the baseline's pick beside it.
+tests do (tests/scaling/test_compare.py), with the baseline's pick beside it. Timing: ``compare_recipes`` on a
+table alone, 3 recipes x 100 generated runs, bootstrap as set.
 
 Rows: benchmarks/results/recipes_validation.jsonl; per-pair table: benchmarks/recipes_validation_pairs.csv; plot:
 docs/benchmarks/recipes_validation.png; ``python -m bench.tools.report`` regenerates docs/benchmarks/scaling.md.
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +46,7 @@ from workbench.files import read_json, write_text
 AREA = "recipes_validation"
 PLOT = ROOT / "docs" / "benchmarks" / "recipes_validation.png"
 PAIRS = ROOT / "benchmarks" / "recipes_validation_pairs.csv"
+SHARES = {"exponents": "joint fit (the default)", "none": "independent fits"}
 
 
 def train_targets(out_dir: Path, recipe: str, flops: float, shape: list[int], seeds: int) -> pd.DataFrame:
@@ -133,6 +138,26 @@ def constructed_flip(bootstrap: int) -> list[Result]:
     return out
 
 
+def timing(bootstrap: int) -> list[Result]:
+    """scaling.compare on a table alone (no training): 3 recipes x 100 runs (10 budgets x 10 sizes from Chinchilla's
+    law, E apart by 0.03), the joint fit and independent fits, seconds of compare_recipes."""
+    rng = np.random.default_rng(0)
+    recipes = {}
+    for name, shift in (("a", 0.0), ("b", 0.03), ("c", 0.06)):
+        rows = [(np.sqrt(c / 120) * k, c) for c in np.geomspace(1e17, 1e20, 10) for k in np.geomspace(0.2, 5, 10)]
+        n, c = np.array(rows).T
+        d = c / (6 * n)
+        loss = (1.69 + shift + 406.4 / n ** 0.34 + 410.7 / d ** 0.28) * np.exp(rng.normal(0, 0.01, len(n)))
+        recipes[name] = pd.DataFrame({"params": n, "tokens": d, "flops": c, "loss": loss})
+    out = []
+    for share in SHARES:
+        start = time.perf_counter()
+        compare_recipes(recipes, bootstrap=bootstrap, share=share)
+        out.append(Result(f"compare 3 recipes x 100 runs ({SHARES[share]})", "seconds", time.perf_counter() - start,
+                          unit="s"))
+    return out
+
+
 def plot(pairs: pd.DataFrame, path: Path) -> None:
     from matplotlib.figure import Figure
 
@@ -173,24 +198,28 @@ def main(argv: list[str] | None = None) -> int:
     targets = {name: train_targets(spec.out_dir, name, flops, args.shape, args.seeds) for name in recipes}
     first = next(iter(targets.values()))
     point = first[["params", "tokens", "flops"]].iloc[0].to_numpy(dtype=float)
-    comparison = compare_recipes(recipes, bootstrap=args.bootstrap, runs_at=point[None, :])  # predicted first
+    comparisons = {share: compare_recipes(recipes, bootstrap=args.bootstrap, runs_at=point[None, :], share=share)
+                   for share in SHARES}  # every prediction is made before a measured loss is read
     measured = {name: bits_per_byte(spec.out_dir, name, frame["loss"].to_numpy()) for name, frame in targets.items()}
-    pairs = judge(comparison, measured)
+    rows = []
+    for share, comparison in comparisons.items():
+        pairs = judge(comparison, measured)
+        s = score(pairs)
+        print(pairs.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+        print(f"{SHARES[share]} ({comparison.law}): {s['resolved']} of {s['pairs']} pairs resolved (> 2 seed-SE): "
+              f"decision accuracy {s['decision_accuracy']:.0%} (single-scale baseline {s['baseline_accuracy']:.0%}); "
+              f"confident calls {s['confident_calls']}, wrong {s['confident_wrong']}; intervals hold "
+              f"{s['coverage']:.0%} of the measured differences")
+        name = f"{SHARES[share]}, {len(recipes)} recipes at {args.target_distance:g}x the ladder"
+        rows += [Result(name, "decision accuracy (resolved pairs)", s["decision_accuracy"], baseline="single-scale",
+                        baseline_value=s["baseline_accuracy"]),
+                 Result(name, "resolved pairs", s["resolved"], extra={"pairs": s["pairs"]}),
+                 Result(name, "confident calls", s["confident_calls"]),
+                 Result(name, "confident wrong calls", s["confident_wrong"]),
+                 Result(name, "interval coverage", s["coverage"], extra={"law": comparison.law})]
+    pairs = judge(comparisons["exponents"], measured)
     PAIRS.parent.mkdir(parents=True, exist_ok=True)
     write_text(PAIRS, pairs.to_csv(index=False))
-    print(pairs.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    s = score(pairs)
-    print(f"law {comparison.law}; {s['resolved']} of {s['pairs']} pairs resolved (> 2 seed-SE): decision accuracy "
-          f"{s['decision_accuracy']:.0%} (single-scale baseline {s['baseline_accuracy']:.0%}); confident calls "
-          f"{s['confident_calls']}, wrong {s['confident_wrong']}; intervals hold {s['coverage']:.0%} of the measured "
-          f"differences")
-    name = f"{len(recipes)} recipes at {args.target_distance:g}x the ladder"
-    rows = [Result(name, "decision accuracy (resolved pairs)", s["decision_accuracy"], baseline="single-scale",
-                   baseline_value=s["baseline_accuracy"]),
-            Result(name, "resolved pairs", s["resolved"], extra={"pairs": s["pairs"]}),
-            Result(name, "confident calls", s["confident_calls"]),
-            Result(name, "confident wrong calls", s["confident_wrong"]),
-            Result(name, "interval coverage", s["coverage"], extra={"law": comparison.law})]
     for p in pairs.itertuples():
         name = f"{p.a} - {p.b}"
         rows += [Result(name, "predicted diff", p.predicted, extra={"lo": p.lo, "hi": p.hi, "verdict": p.verdict,
@@ -198,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                  Result(name, "measured diff", p.measured, extra={"seed_se": p.seed_se}),
                  Result(name, "seed SE", p.seed_se)]
     rows += constructed_flip(args.bootstrap)
+    rows += timing(args.bootstrap)
     if args.plot:
         plot(pairs, args.plot)
     command = "python -m bench.benchmarks.recipes_validation" + (" " + " ".join(argv) if argv else "")

@@ -53,11 +53,13 @@ def write(tmp_path, *frames) -> str:
     return str(path)
 
 
-def test_a_recipe_better_everywhere_wins_with_confidence(tmp_path):
+@pytest.mark.parametrize("share", ["exponents", "none"])
+def test_a_recipe_better_everywhere_wins_with_confidence(tmp_path, share):
     worse = dict(CHINCHILLA, E=CHINCHILLA["E"] + 0.05)
     path = write(tmp_path, ladder_runs("good", CHINCHILLA, NEVER_REPEATS, 0.003, 1),
                  ladder_runs("worse", worse, NEVER_REPEATS, 0.003, 2))
-    result = compare_recipes(read_recipes([path], "recipe"), bootstrap=100)
+    result = compare_recipes(read_recipes([path], "recipe"), bootstrap=100, share=share)
+    assert result.report["share"] == share
     assert result.report["target_flops"] == pytest.approx([1e20, 1e21])  # 10x and 100x the ladder
     for pair in result.report["pairs"]:
         assert (pair["a"], pair["b"]) == ("good", "worse")

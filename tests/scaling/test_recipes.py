@@ -171,3 +171,17 @@ def test_the_ladders_and_the_comparison_run_and_resume(crawl_base, tmp_path, cap
     assert main([str(path), "--bootstrap", "20", "--metrics", ""]) in (0, 3)
     assert "(0 new)" in capsys.readouterr().out  # every ladder run was found finished
     assert (out / "rules" / "sweep" / "results.csv").read_bytes() == first
+
+
+def test_a_validation_text_that_overlaps_a_recipe_is_one_line_and_exit_2(crawl_base, tmp_path, capsys):
+    path = crawl_recipes(tmp_path, crawl_base, {"rules": {}, "raw": {"dedup": False}})
+    assert main([str(path), "--only-data"]) == 0
+    trained = read_docs(tmp_path / "out" / "rules" / "deduped")[:3]
+    own = tmp_path / "my_validation.jsonl"
+    write_jsonl(own, [{"id": f"v{i}", "text": d["text"]} for i, d in enumerate(trained)])
+    capsys.readouterr()
+    path = crawl_recipes(tmp_path, crawl_base, {"rules": {}, "raw": {"dedup": False}}, validation={"path": str(own)})
+    assert main([str(path), "--only-data"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and "overlap the validation text" in err[0], err
+    assert int(err[0].split(" exact")[0].rsplit("(", 1)[1]) >= 3  # at least the three copied documents
