@@ -13,8 +13,8 @@ Both ways of fitting the recipes are scored: the joint fit (``--share exponents`
 verdict; the single-scale baseline's pick (DataDecide, Magnusson et al. 2025: the better best run at the ladder's
 largest budget, same ladder cost); the measured difference with its seed standard error. Scored on the pairs whose
 measured difference exceeds 2 seed-SE: decision accuracy (the sign of the predicted difference; the baseline's pick
-beside it), confident calls (a verdict with P >= 0.95) and how many were wrong; on every pair: whether the
-difference's interval holds the measured one.
+beside it), confident calls (a verdict with P >= 0.95) and how many were wrong; on every pair: the sign's
+accuracy (beside the baseline's) and whether the difference's interval holds the measured one.
 
 The constructed case (no training): two recipes generated from known laws (Chinchilla's constants, R* = 3), one with
 20 % less data loss but 2e9 unique tokens, so the true ranking flips between the ladder and 100x it; scored as the
@@ -39,6 +39,7 @@ from scipy.optimize import minimize_scalar
 
 from bench.tools.results import ROOT, Result, bench_parser, finish
 from scaling.compare import compare_recipes, read_recipes
+from scaling.recipes.run import restart_if_tokens_changed
 from scaling.recipes.spec import load_spec
 from scaling.sweep import main as sweep_main
 from workbench.files import read_json, write_text
@@ -56,6 +57,7 @@ def train_targets(out_dir: Path, recipe: str, flops: float, shape: list[int], se
     params["sweep"] |= {"budgets": [flops], "shapes": [shape], "seeds": list(range(1, seeds)), "branches": False,
                         "out_dir": str(folder / "targets" / "runs"), "results": str(folder / "targets" / "results.csv"),
                         "total_flops": flops * seeds * 1.5, "max_run_steps": 0}
+    restart_if_tokens_changed(folder / "targets", folder / "shards", f"{recipe}: its target runs")
     path = folder / "targets" / "params.yaml"
     write_text(path, yaml.safe_dump(params, sort_keys=False))
     if sweep_main(["--params", str(path)]):
@@ -74,6 +76,8 @@ def score(pairs: pd.DataFrame) -> dict:
     confident = resolved[resolved["verdict"] != "undecided"]
     return {"pairs": len(pairs), "resolved": len(resolved),
             "decision_accuracy": float(resolved["sign_correct"].mean()) if len(resolved) else float("nan"),
+            "all_accuracy": float(pairs["sign_correct"].mean()),
+            "all_baseline_accuracy": float(pairs["baseline_correct"].mean()),
             "baseline_accuracy": float(resolved["baseline_correct"].mean()) if len(resolved) else float("nan"),
             "confident_calls": int((pairs["verdict"] != "undecided").sum()),
             "confident_wrong": int(((pairs["verdict"] != "undecided") & ~pairs["verdict_correct"]).sum()),
@@ -210,10 +214,12 @@ def main(argv: list[str] | None = None) -> int:
               f"decision accuracy {s['decision_accuracy']:.0%} (single-scale baseline {s['baseline_accuracy']:.0%}); "
               f"confident calls {s['confident_calls']}, wrong {s['confident_wrong']}; intervals hold "
               f"{s['coverage']:.0%} of the measured differences")
-        name = f"{SHARES[share]}, {len(recipes)} recipes at {args.target_distance:g}x the ladder"
+        name = f"{SHARES[share]}: {len(recipes)} recipes at {args.target_distance:g}x the ladder"
         rows += [Result(name, "decision accuracy (resolved pairs)", s["decision_accuracy"], baseline="single-scale",
                         baseline_value=s["baseline_accuracy"]),
                  Result(name, "resolved pairs", s["resolved"], extra={"pairs": s["pairs"]}),
+                 Result(name, "decision accuracy (all pairs)", s["all_accuracy"], baseline="single-scale",
+                        baseline_value=s["all_baseline_accuracy"]),
                  Result(name, "confident calls", s["confident_calls"]),
                  Result(name, "confident wrong calls", s["confident_wrong"]),
                  Result(name, "interval coverage", s["coverage"], extra={"law": comparison.law})]

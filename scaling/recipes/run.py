@@ -7,7 +7,7 @@ their near-duplicates: scaling/recipes/texts.py), filter, dedup (unless switched
 tokenizer, shared), then ``shards/`` (its training tokens beside the one validation text) and the ladder
 (scaling/sweep.py with the recipes file's ``ladder:`` over the base's ``sweep:``). Every stage is the pipeline's own
 and keeps its markers, so a rerun redoes only what changed: a changed recipe reruns its stages, and its ladder
-starts again only when its tokens changed (``ladder_data.json``); a killed ladder resumes from its finished runs.
+starts again only when its tokens changed (``sweep.data.json``); a killed ladder resumes from its finished runs.
 Then ``runs.csv`` (every recipe's runs with a ``recipe`` column; ``loss`` in bits per byte of the validation text,
 ``loss_nats`` per token beside it) and ``compare/`` (``python -m scaling.compare``'s files). ``--metrics`` (default
 metrics/recipes.json) holds each recipe's predicted loss and each verdict, for ``dvc metrics show``.
@@ -16,6 +16,7 @@ metrics/recipes.json) holds each recipe's predicted loss and each verdict, for `
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import shutil
 import sys
@@ -34,9 +35,9 @@ from scaling.recipes.texts import assemble_shards, check_overlap, decontaminate,
 from scaling.sweep import load_config, plan_runs
 from scaling.sweep import main as sweep_main
 from tokenizer.shards import main as shards_main
-from workbench.files import read_json, write_json, write_text
+from workbench.files import read_json, write_json, write_jsonl, write_text
 from workbench.params import add_config_flags, config_from_args, read_params, setting
-from workbench.stage import StageMarker
+from workbench.stage import StageMarker, input_identity
 
 DEFAULT_FRACTION = 0.05
 
@@ -75,6 +76,52 @@ def redirect(params: dict, folder: Path, pool: Path, tokenizer: str, dedup: bool
     return p
 
 
+STAGE_FOLDERS = {"extract": ("documents", "pool"), "filter": ("filtered", "rejected/filter"),
+                 "dedup": ("deduped", "rejected/dedup"), "shards": ("tokens", "shards")}
+SETTINGS_RECORD = "stage_settings.json"
+
+
+def clear_changed(folder: Path, settings: dict[str, object]) -> None:
+    """Remove the outputs of every data stage whose settings differ from those ``folder`` recorded, and of every
+    stage after it: the per-file markers of the stages know their inputs, not their settings, so a changed
+    threshold would otherwise keep the old outputs."""
+    record = folder / SETTINGS_RECORD
+    old = read_json(record) if record.is_file() else {}
+    changed = False
+    for stage, value in settings.items():
+        changed = changed or old.get(stage) != value
+        if changed and (old or any((folder / f).exists() for f in STAGE_FOLDERS[stage])):
+            for name in STAGE_FOLDERS[stage]:
+                shutil.rmtree(folder / name, ignore_errors=True)
+    if changed and old:
+        print(f"recipes: {folder.name}: settings changed since its data were made: its stages from "
+              f"{next(s for s in settings if old.get(s) != settings[s])} on run again")
+
+
+def record_settings(folder: Path, settings: dict[str, object]) -> None:
+    write_json(folder / SETTINGS_RECORD, settings)
+
+
+def data_settings(params: dict, dedup: bool, extract: bool) -> dict[str, object]:
+    """What decides each data stage's outputs, in stage order (paths included: they name the inputs)."""
+    out = {"extract": params["extract"]} if extract else {}
+    out["filter"] = params["filter"]
+    out["dedup"] = params["dedup"] if dedup else False
+    out["shards"] = params["shards"]
+    return json.loads(json.dumps(out, sort_keys=True, default=str))
+
+
+def restart_if_tokens_changed(runs: Path, shards: Path, what: str) -> None:
+    """Remove the run folder ``runs`` when the tokens it was trained on (``shards``' train.bin and val.bin, by
+    content: ``<runs>.data.json`` beside it) are not the tokens there now; then record them."""
+    identity = {name: input_identity(shards / name) for name in ("train.bin", "val.bin")}
+    record = runs.parent / f"{runs.name}.data.json"
+    if record.exists() and read_json(record) != identity:
+        print(f"recipes: {what} was trained on other tokens: training it again")
+        shutil.rmtree(runs, ignore_errors=True)
+    write_json(record, identity)
+
+
 class Runner:
     def __init__(self, spec: RecipesSpec, base: dict):
         self.spec, self.base = spec, base
@@ -96,10 +143,14 @@ class Runner:
         """The validation documents (as scored), their tokens' folder and their UTF-8 bytes."""
         folder = self.out / "_validation"
         if self.own_validation:
-            pages = Path(self.own_validation)
-            if not pages.exists():
-                raise RecipeError(f"{self.spec.path}: validation: path {pages} does not exist")
-            pool = self.documents
+            given = Path(self.own_validation)
+            if not given.exists():
+                raise RecipeError(f"{self.spec.path}: validation: path {given} does not exist")
+            docs = read_docs(given)
+            if not docs:
+                raise RecipeError(f"{self.spec.path}: validation: {given} holds no documents")
+            pages, pool = folder / "pages", self.documents
+            write_jsonl(pages / "pages.jsonl.gz", docs)  # any documents file or folder, as one jsonl.gz
         else:
             pages, pool = folder / "pages", self.out / "_pool"
             marker = StageMarker("split", pool, sorted(self.documents.glob("*.jsonl*")), fraction=self.fraction,
@@ -112,8 +163,11 @@ class Runner:
         self.pool = pool
         params = redirect(self.base, folder, pages, self.tokenizer, dedup=False)
         path = _write_params(folder / "params.yaml", params)
+        settings = {"filter": params["filter"], "shards": params["shards"]}
+        clear_changed(folder, json.loads(json.dumps(settings, sort_keys=True, default=str)))
         _stage("pipeline.filters.stage", path, "validation text")
         _stage("tokenizer.shards", path, "validation text")
+        record_settings(folder, json.loads(json.dumps(settings, sort_keys=True, default=str)))
         docs = read_docs(folder / "filtered")
         return docs, folder / "tokens", sum(len(d["text"].encode("utf-8")) for d in docs)
 
@@ -126,6 +180,7 @@ class Runner:
         if recipe.changes_stage("extract"):
             pool = folder / "pool"
             params = redirect(recipe.params, folder, pool, self.tokenizer, dedup)
+            clear_changed(folder, data_settings(params, dedup, extract=True))
             path = _write_params(folder / "params.yaml", params)
             _stage("pipeline.web.extract", path, f"recipe '{recipe.name}'")
             if self.own_validation:
@@ -134,12 +189,15 @@ class Runner:
             else:
                 decontaminate(folder / "documents", validation, self.fraction, self.seed, pool)
         path = _write_params(folder / "params.yaml", params)
+        if not recipe.changes_stage("extract"):
+            clear_changed(folder, data_settings(params, dedup, extract=False))
         _stage("pipeline.filters.stage", path, f"recipe '{recipe.name}'")
         if dedup:
             _stage("pipeline.dedup.stage", path, f"recipe '{recipe.name}'")
         _stage("tokenizer.shards", path, f"recipe '{recipe.name}'")
         check_overlap(recipe.name, Path(params["shards"]["input"]), validation)
         assemble_shards(folder / "tokens", tokens, folder / "shards", nbytes)
+        record_settings(folder, data_settings(params, dedup, recipe.changes_stage("extract")))
         return path
 
     def ladder_params(self, recipe: Recipe, params_path: Path) -> Path:
@@ -166,14 +224,7 @@ class Runner:
     def ladder(self, recipe: Recipe, params_path: Path) -> Path:
         """Train the ladder on the recipe's shards; a ladder trained on other tokens is removed first."""
         folder = self.out / recipe.name
-        shards = folder / "shards"
-        identity = {"train": StageMarker("x", shards, [shards / "train.bin"]).identities[0],
-                    "val": StageMarker("x", shards, [shards / "val.bin"]).identities[0]}
-        record = folder / "ladder_data.json"
-        if record.exists() and read_json(record) != identity:
-            print(f"recipes: {recipe.name}: its tokens changed since its ladder was trained: training it again")
-            shutil.rmtree(folder / "sweep", ignore_errors=True)
-        write_json(record, identity)
+        restart_if_tokens_changed(folder / "sweep", folder / "shards", f"{recipe.name}: its ladder")
         _stage("scaling.sweep", params_path, f"recipe '{recipe.name}'")
         return folder / "sweep" / "results.csv"
 
