@@ -31,7 +31,7 @@ from alignment.core.policy import is_ours
 from alignment.evaluate import append_report_row, evaluate, input_error, load_model_and_tokenizer, write_metrics_row
 from alignment.tasks.arithmetic import HELD_OUT
 from alignment.tasks.prompts import check_template
-from model.training.checkpoint import save_checkpoint
+from model.training.checkpoint import remove_stale_temps, save_checkpoint
 from model.training.optim import AdamW, clip_grad_norm, cosine_schedule
 from model.training.threads import CpuThreads
 from workbench.files import atomic_path, write_json, write_metrics
@@ -81,14 +81,24 @@ def check_multiples(cfg, pairs: tuple[tuple[str, str], ...]) -> None:
                              f"{part}={getattr(cfg, part)}")
 
 
+RUN_FILES = ("ckpt-*.pt", "latest", "*.safetensors", "pytorch_model.bin")  # what a finished or killed run leaves
+
+
 def load_model_and_prepare(cfg, stage: str, model=None, tokenizer=None):
     """(model, tokenizer, ours, context length or None, out_dir): loads ``cfg.model`` unless a model is
-    given, creates ``cfg.out_dir`` and writes ``config.json`` (the model's config and the loop's)."""
+    given, creates ``cfg.out_dir`` and writes ``config.json`` (the model's config and the loop's). A folder that
+    already holds a run's checkpoints is refused (ValueError): a second run there would leave the first's
+    checkpoints beside its own metrics and config."""
     if model is None:
         model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
     ours = is_ours(model)
     out_dir = Path(cfg.out_dir)
+    held = [p.name for pattern in RUN_FILES for p in sorted(out_dir.glob(pattern))]
+    if held:
+        raise ValueError(f"{out_dir} already holds a run ({', '.join(held[:3])}): its metrics, config and `latest` "
+                         f"would mix with this one's; choose another --out-dir or remove it")
     out_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(out_dir)  # a checkpoint a kill left half-written
     write_json(out_dir / "config.json", {"model": model.cfg.to_dict() if ours else {}, stage: asdict(cfg)},
                sort_keys=False)
     return model, tokenizer, ours, model.cfg.context_length if ours else None, out_dir

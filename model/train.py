@@ -39,7 +39,7 @@ from model.core.kernel_choice import resolve_kernels
 from model.core.transformer import TransformerLM
 from model.parallelism.distributed import launched_by_torchrun
 from model.parallelism.parallel import Parallel
-from model.training.checkpoint import load_latest, save_checkpoint
+from model.training.checkpoint import load_latest, remove_stale_temps, save_checkpoint
 from model.training.data import batch_rng, get_batch, load_tokens, read_meta, unigram_entropy
 from model.training.optim import AdamW, cosine_schedule, wsd_schedule
 from model.training.progress import Monitor
@@ -329,6 +329,8 @@ def setup(cfg: TrainConfig, resume: bool, parallel: Parallel) -> Run:
     tokenizer = shards_tokenizer(meta)
 
     out_dir = Path(cfg.out_dir)
+    if parallel.is_main:
+        remove_stale_temps(out_dir)  # a checkpoint or metrics file a kill left half-written
     fsdp = cfg.parallel == "fsdp"
     found = load_latest(out_dir, map_location=device) if resume and not fsdp else None
     if not resume and (any(out_dir.glob("ckpt-*.pt")) or (out_dir / "dcp" / "latest").exists()):

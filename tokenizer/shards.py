@@ -68,8 +68,8 @@ def encode_file(task: tuple) -> dict:
     index, path, tokenizer_dir, work, val_fraction, seed = task
     part = Path(work) / f"{index:06d}"
     done = part.with_suffix(".done.json")
-    finished = finished_stats(done)
-    if finished is not None:
+    finished = finished_stats(done, part.with_suffix(".train.bin"), part.with_suffix(".val.bin"))
+    if finished is not None:  # a done record counts only beside its parts: a kill can cut the folder's removal short
         return finished
     tokenizer = load_tokenizer(tokenizer_dir)
     eot, dtype = tokenizer.special_token_ids[EOT], _dtype(tokenizer)

@@ -41,10 +41,20 @@ def read_latest(run_dir: Path) -> dict:
         return {}
 
 
+def remove_stale_temps(run_dir: str | Path) -> list[Path]:
+    """Remove what killed writes left in a run folder: ``atomic_open``'s temporary files (``.<name>.<random>.tmp``;
+    a half-written checkpoint is megabytes). Only the run writes its folder, so no other writer's file is open."""
+    stale = sorted(Path(run_dir).glob(".*.tmp")) if Path(run_dir).is_dir() else []
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
 def save_checkpoint(run_dir: str | Path, step: int, state: dict, keep_last: int = 3) -> Path:
     """Write ``state`` as ckpt-<step>.pt, point ``latest`` at it, keep the newest ``keep_last``."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(run_dir)
     path = run_dir / f"ckpt-{step:08d}.pt"
     # through a file handle: a path would name the zip's inner folder after the random temp file
     with atomic_open(path, "wb") as fh:
@@ -52,7 +62,8 @@ def save_checkpoint(run_dir: str | Path, step: int, state: dict, keep_last: int 
     entry = {"file": path.name, "step": step, "sha256": file_sha256(path)}
 
     previous = [c for c in read_latest(run_dir).get("checkpoints", []) if c.get("file") != path.name]
-    kept = sorted([entry, *previous], key=lambda c: c["step"], reverse=True)[:max(1, keep_last)]
+    older = sorted((c for c in previous if c["step"] < step), key=lambda c: c["step"], reverse=True)
+    kept = [entry, *older][:max(1, keep_last)]  # the file just written is always kept, and `latest` names it
     write_json(run_dir / LATEST, {**entry, "checkpoints": kept}, sort_keys=False)
 
     keep = {c["file"] for c in kept}

@@ -107,8 +107,8 @@ def run_sharded(files: list[Path], out_dir: Path, rejected_dir: Path | None, nam
                             verified_pairs=sum(r["joins"] for r in pairs), engine="sharded", shards=cfg.shards,
                             tasks=dict(sorted(counts.items())))
     metrics["task_peak_rss_mb"] = task_peak_rss(stages)
-    shutil.rmtree(work)
-    return metrics
+    return metrics  # the work folder goes after the stage's marker is written (run_dedup): a kill in between keeps
+    # both the finished tasks and, once the marker is there, the finished stage
 
 
 def task_peak_rss(stages: dict[str, list[dict]]) -> dict[str, float]:

@@ -28,6 +28,7 @@ import argparse
 import gzip
 import hashlib
 import logging
+import shutil
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -49,7 +50,7 @@ from pipeline.dedup.records import DedupConfig, drop_seen_lines, sketch_all, sta
 from pipeline.dedup.records import (
     text_fingerprint as text_fingerprint,  # re-exported: its home before records.py
 )
-from pipeline.dedup.sharded import run_sharded
+from pipeline.dedup.sharded import run_sharded, work_folder
 from workbench.bad_input import InputIssues, require_readable, summary_note
 from workbench.documents import input_files, output_name, read_lines
 from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
@@ -229,6 +230,7 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     outputs = [out_dir / n for n in names] + ([rejected_dir / n for n in names] if rejected_dir else [])
     done, unchanged = marker.recorded(*outputs) if not force else (None, [])
     if done is not None and done.get("inputs") == marker.inputs and all(unchanged):
+        shutil.rmtree(work_folder(out_dir), ignore_errors=True)  # left by a kill after the marker was written
         metrics = {**done["metrics"], "seconds": 0.0, "docs_per_s": None}  # nothing ran
         write_stage_metrics(metrics_path, metrics, funnel_headline(metrics))
         require_readable(metrics, len(files))
@@ -243,6 +245,7 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
         metrics = _run_single(files, out_dir, rejected_dir, names, cfg)
     write_stage_metrics(metrics_path, metrics, funnel_headline(metrics))
     marker.write(metrics={k: v for k, v in metrics.items() if k not in TIMINGS})
+    shutil.rmtree(work_folder(out_dir), ignore_errors=True)  # the sharded engine's tasks, once the marker holds
     require_readable(metrics, len(files))
     return metrics
 

@@ -133,3 +133,25 @@ def test_help_shows_params_values_and_required_fields(tmp_path, capsys):
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps help lines
     assert done.value.code == 0
     assert re.search(r"--steps STEPS [^-]*\(default: 7\)", text) and "(default: required)" in text
+
+
+def test_a_rerun_removes_what_a_killed_checkpoint_write_left(base_run, tmp_path):
+    run, tok = base_run
+    out = tmp_path / "sft"
+    out.mkdir()
+    stale = out / ".ckpt-00000004.pt.k1ll3d.tmp"  # a SIGKILL while the last run wrote its checkpoint
+    stale.write_bytes(b"\0" * 4096)
+    train_sft(small_cfg(run, tok, out, steps=2, eval_interval=2))
+    assert not stale.exists() and not list(out.glob(".*.tmp"))
+
+
+def test_a_folder_holding_another_run_is_refused_in_one_line(base_run, tmp_path, capsys):
+    run, tok = base_run
+    out = tmp_path / "sft"
+    train_sft(small_cfg(run, tok, out, steps=4, eval_interval=4))
+    capsys.readouterr()
+    code = main(["--model", str(run), "--tokenizer", str(tok), "--task", "arithmetic", "--n-train", "24",
+                 "--n-test", "4", "--steps", "2", "--out-dir", str(out), "--params", "none"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "already holds a run (ckpt-00000004.pt" in err[0]
+    assert json.loads((out / "latest").read_text())["step"] == 4  # the first run is left as it was

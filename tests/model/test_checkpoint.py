@@ -171,3 +171,17 @@ def test_load_model_missing_path(tmp_path):
     (tmp_path / "empty-run").mkdir()
     with pytest.raises(FileNotFoundError):
         load_model(tmp_path / "empty-run")
+
+
+def test_a_checkpoint_half_written_by_a_killed_run_is_removed_by_the_next_save(tmp_path):
+    stale = tmp_path / ".ckpt-00000400.pt.k1ll3d.tmp"  # atomic_open's temporary name, left by a SIGKILL mid-write
+    stale.write_bytes(b"\0" * 4096)
+    _save_four(tmp_path, keep_last=2)
+    assert not stale.exists() and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_the_checkpoint_just_written_is_never_pruned_and_latest_names_it(tmp_path):
+    save_checkpoint(tmp_path, 400, _state(400), keep_last=1)  # another, longer run's checkpoint
+    path = save_checkpoint(tmp_path, 3, _state(3), keep_last=1)
+    assert path.exists() and _latest_json(tmp_path)["file"] == path.name
+    assert (tmp_path / _latest_json(tmp_path)["file"]).exists()

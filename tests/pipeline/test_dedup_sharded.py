@@ -10,6 +10,7 @@ import gzip
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -257,3 +258,30 @@ def test_each_task_stage_reports_its_peak_rss_outside_the_marker(tmp_path):
     assert got["verified_pairs"] >= got["drops"]["minhash_duplicate"]  # a cluster of k documents needs k - 1 joins
     marker = json.loads((tmp_path / "out" / "_stats" / "dedup.json").read_text(encoding="utf-8"))
     assert "task_peak_rss_mb" not in marker["metrics"] and "seconds" not in marker["metrics"]
+
+
+def test_a_run_killed_while_removing_its_work_folder_redoes_no_task(tmp_path, monkeypatch):
+    """Killed after every output and the stage's marker were written, half way through removing _work: the rerun
+    finds the stage done (nothing runs) and removes what was left; before, it redid every task."""
+    inp = _corpus(tmp_path / "in")
+    cfg = DedupConfig(engine="sharded", shards=2)
+    ref = run_dedup(inp, tmp_path / "ref", None, cfg, rejected_dir=tmp_path / "ref-rej")
+    out, rej = tmp_path / "out", tmp_path / "rej"
+    real_rmtree = shutil.rmtree
+
+    def killed_while_removing(path, *args, **kwargs):
+        if Path(path).name == "_work":
+            (Path(path) / "run.json").unlink()  # the removal got this far
+            raise KeyboardInterrupt  # SIGKILL's stand-in
+        return real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", killed_while_removing)
+    with pytest.raises(KeyboardInterrupt):
+        run_dedup(inp, out, None, cfg, rejected_dir=rej)
+    monkeypatch.undo()
+    assert work_folder(out).exists()
+    again = run_dedup(inp, out, None, cfg, rejected_dir=rej)
+    assert again["seconds"] == 0.0  # the stage was done: no task ran again
+    assert not work_folder(out).exists()
+    assert _tree(out) == _tree(tmp_path / "ref") and _tree(rej) == _tree(tmp_path / "ref-rej")
+    assert again["docs_out"] == ref["docs_out"]

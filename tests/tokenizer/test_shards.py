@@ -206,3 +206,24 @@ def test_shards_not_matching_their_marker_are_encoded_afresh(tmp_path, monkeypat
     assert encoded == [0, 1, 2]
     write_shards(docs, tok, tmp_path / "clean", val_fraction=0.2, seed=seed)
     assert _shard_bytes(out) == _shard_bytes(tmp_path / "clean")
+
+
+def test_a_kill_while_the_work_folder_is_removed_leaves_a_rerun_that_works(tmp_path, monkeypatch):
+    """Killed after the shards were written, half way through removing _work (a part gone, its done record
+    still there): the rerun encodes that file again instead of trusting the record, and gives the same bytes."""
+    tok, docs = _tokenizer_dir(tmp_path), _three_files(tmp_path)
+    write_shards(docs, tok, tmp_path / "reference", val_fraction=0.2)
+    out = tmp_path / "out"
+
+    def killed_while_removing(path, *args, **kwargs):
+        sorted(Path(path).rglob("*.train.bin"))[0].unlink()
+        raise KeyboardInterrupt  # SIGKILL's stand-in, between two unlinks of the removal
+
+    with LocalExecutor(1) as executor:
+        monkeypatch.setattr(shards.shutil, "rmtree", killed_while_removing)
+        with pytest.raises(KeyboardInterrupt):
+            write_shards(docs, tok, out, val_fraction=0.2, executor=executor)
+        monkeypatch.undo()
+        write_shards(docs, tok, out, val_fraction=0.2, executor=executor)
+    assert _shard_bytes(out) == _shard_bytes(tmp_path / "reference")
+    assert not (out / "_work").exists()
