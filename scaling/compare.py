@@ -198,14 +198,14 @@ def joint_models(fits: dict[str, FitResult], method: str) -> tuple[str | None, s
     return law, why, joint, models
 
 
-def _recipe_rows(name: str, model: RecipeModel, law: str, targets: np.ndarray, boot: np.ndarray, max_c: float,
+def _recipe_rows(name: str, model: RecipeModel, law: str, targets: np.ndarray, boot: np.ndarray | None, max_c: float,
                  unique: float) -> list[dict]:
     rows = []
     fitted = model.fitted
     with np.errstate(all="ignore"):
         loss, n_opt, d_opt = fitted.loss_opt(targets), fitted.n_opt(targets), fitted.d_opt(targets)
     for i, flops in enumerate(targets):
-        pi = model.interval(float(loss[i]), np.exp(boot[:, i]) if boot.size else None, flops / max_c)
+        pi = model.interval(float(loss[i]), None if boot is None else np.exp(boot[:, i]), flops / max_c)
         rows.append({"recipe": name, "target_flops": float(flops), "distance": float(flops / max_c),
                      "loss": pi["value"], "lo": pi["pi95"][0], "hi": pi["pi95"][1], "n_opt": float(n_opt[i]),
                      "d_opt": float(d_opt[i]), "unique_tokens": unique, "epochs": float(d_opt[i] / unique),
@@ -279,8 +279,7 @@ def compare_recipes(recipes: dict[str, pd.DataFrame], targets=(), method: str = 
 
     for name, model in models.items():
         unique = float(runs[name].unique.max()) if runs[name].unique is not None else float("nan")
-        report["rows"] += _recipe_rows(name, model, law, targets, boot[name][:, cols["targets"]] if boot[name].size
-                                       else boot[name], max_c, unique)
+        report["rows"] += _recipe_rows(name, model, law, targets, samples(name, cols["targets"]), max_c, unique)
         with np.errstate(all="ignore"):
             values = model.fitted.loss(*held.T)
         for j, (n, d, c) in enumerate(held):
