@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from workbench.params import setting
+from model.training.run_settings import RunSettings
+from workbench.params import override, setting
 
 
 @dataclass(frozen=True)
@@ -22,14 +23,15 @@ class TaskConfig:
                                   "gsm8k (../shared/data/alignment)")
     digits: int = setting(2, "operands of 1..digits digits (digits and arithmetic tasks)")
     held_out: str = setting("problems", "arithmetic test split: unseen problems, or unseen wording of the same facts")
-    max_new_tokens: int = setting(64, "token limit of every generated response (byte-level tokenizers need ~45 for "
-                                      "\" 23 + 48 = 71 </think> <answer> 71 </answer>\")")
+    max_new_tokens: int = setting(72, "token limit of every generated response (the default digits task's longest "
+                                      "solution is 64 tokens of the default 1,024-token BPE); prompt + this must fit "
+                                      "the model's context")
     template: str = setting("short", "prompt: 'short', 'r1_zero' (the R1-Zero / CS336 A5 prompt) or a string with "
                                      "{question}")
 
 
 @dataclass(frozen=True)
-class LoopConfig(TaskConfig):
+class LoopConfig(TaskConfig, RunSettings):
     """What a trainer starts from (model, task), how it evaluates and where it writes."""
 
     model: str = field(kw_only=True, metadata={"help": "our run folder / ckpt-*.pt, or a local Hugging Face model "
@@ -47,6 +49,10 @@ class LoopConfig(TaskConfig):
     report: str | None = setting(None, "also append the final eval row to this CSV")
     metrics: str | None = setting(None, "also write the final summary (JSON) here, for dvc metrics")
     engine: str = setting("ours", "ours | trl (TRL's trainer on a local HF model: accelerate / DeepSpeed / vLLM)")
+    ckpt_interval: int = override(RunSettings, "ckpt_interval", 50, "steps (RFT: rounds) between checkpoints, and "
+                                  "at the end; the same command run again in out_dir goes on from the newest")
+    keep_last: int = override(RunSettings, "keep_last", 2)
+    restart: bool = setting(False, "remove out_dir's checkpoints first and start the run over")
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,6 @@ class DPOConfig(StepsConfig):
 
     steps: int = override(StepsConfig, "steps", 100)
     out_dir: str = override(LoopConfig, "out_dir", "runs/dpo")
-    max_new_tokens: int = override(LoopConfig, "max_new_tokens", 24)
     task: str = override(LoopConfig, "task", "digits", "digits (the default: alignment.tasks.digits) or "
                                                         "arithmetic (generated pairs, greedy task accuracy), or none "
                                                         "(needs --pairs)")
@@ -125,11 +124,13 @@ def train_dpo(cfg: DPOConfig, model=None, tokenizer=None, *, reference=None,
     torch.manual_seed(cfg.seed)
     train, test_pairs, test_items = data if data is not None else load_pairs(cfg)
     model, tokenizer, reference, context, out_dir = _load_models(cfg, model, tokenizer, reference)
+    loop.check_context(cfg, model, tokenizer, test_items)
     optimizer = loop.make_optimizer(cfg, model)
     batches = loop.ShuffledBatches(len(train), cfg.batch_size, random.Random(cfg.seed))
     trainer = loop.Trainer(
         "dpo", METRIC_COLUMNS, lr=loop.cosine_lr(cfg),
         step=lambda step: _dpo_step(cfg, model, reference, tokenizer, optimizer, batches, train, context),
+        state=batches.state, restore=batches.restore,
         # greedy task accuracy (when there are task items), then preference accuracy / margin on the held-out pairs
         held_out=lambda: {
             **loop.held_out_accuracy(cfg, model, tokenizer, test_items),

@@ -38,8 +38,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from alignment.config import TaskConfig
 from alignment.core.policy import TokenizerAdapter, clean_text
-from alignment.core.rollout import rollout
+from alignment.core.rollout import check_fits, rollout
 from alignment.evaluation.refusal import is_refusal, judge, refusal_summary
 from alignment.tasks.arithmetic import task_splits
 from alignment.tasks.data import tasks_for
@@ -109,6 +110,8 @@ def evaluate(model, tokenizer, task: str, items: Sequence[dict], template: str =
     if generate_fn is None and callable(model) and not hasattr(model, "parameters"):
         generate_fn = model
     if generate_fn is None:
+        check_fits(model, tokenizer, [build_prompt(task, item, template) for item in items], max_new_tokens)
+
         def generate_fn(prompts: list[str]) -> list[str]:
             return rollout(model, tokenizer, prompts, max_new_tokens, temperature=0.0, batch_size=batch_size)
 
@@ -250,8 +253,8 @@ class EvalSettings:
     split: str = setting("test", "digits task: the validation or the test split", choices=SPLITS)
     template: str | None = setting(None, "prompt template: 'r1_zero', 'short' or a string with {question} (none: "
                                          "'short' for digits and arithmetic, 'r1_zero' otherwise)")
-    max_new_tokens: int | None = setting(None, "tokens generated per item (none: 64 for digits and arithmetic, 512 "
-                                               "otherwise)")
+    max_new_tokens: int | None = setting(None, f"tokens generated per item (none: {TaskConfig.max_new_tokens} for "
+                                               "digits and arithmetic, as the trainers, 512 otherwise)")
     batch_size: int = setting(32, "prompts per generation batch")
     device: str = setting("cpu", "cpu, cuda, cuda:N")
     out_dir: str = setting("reports/alignment", "folder for the per-example JSONL")
@@ -280,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.batch_size < 1:
             raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
         generated = args.task in ("digits", "arithmetic")
-        max_new = args.max_new_tokens if args.max_new_tokens is not None else (64 if generated else 512)
+        max_new = args.max_new_tokens if args.max_new_tokens is not None else \
+            (TaskConfig.max_new_tokens if generated else 512)
         if max_new < 1:
             raise ValueError(f"--max-new-tokens must be >= 1, got {max_new}")
         template = args.template or ("short" if args.task in ("digits", "arithmetic") else "r1_zero")
@@ -291,10 +295,10 @@ def main(argv: list[str] | None = None) -> int:
         if not items:
             raise ValueError(f"no items to evaluate for task {args.task}")
         model, tokenizer = load_model_and_tokenizer(args.model, args.tokenizer, args.device)
+        rows, summary = evaluate(model, tokenizer, args.task, items, template, max_new, args.batch_size,
+                                 model_name=str(args.model))
     except Exception as exc:  # bad input of any kind: one line, exit 2
         return input_error(exc)
-    rows, summary = evaluate(model, tokenizer, args.task, items, template, max_new, args.batch_size,
-                             model_name=str(args.model))
     out = Path(args.out_dir) / f"{args.stage}_{args.task}.jsonl"
     write_jsonl(out, rows)
     append_report_row(args.report, {**summary, "stage": args.stage, "outputs": str(out),

@@ -57,7 +57,8 @@ METRIC_COLUMNS = ("step", "lr", "loss", "reward", "format_reward", "answer_rewar
 @dataclass(frozen=True)
 class GRPOConfig(StepsConfig, RolloutConfig):
     """Group relative policy optimization (Shao et al. 2024) with CS336 A5's defaults (lr 1e-5 constant, 256
-    rollouts in groups of 8, 128 microbatches, 1024 new tokens); the shared settings in alignment.config (A5's
+    rollouts in groups of 8, 128 microbatches; A5's 1024 new tokens are params-gpu.yaml's: the shared default here fits
+    the default model's context); the shared settings in alignment.config (A5's
     prompt is `template: r1_zero`; the default here is the project's `short`, as for every trainer)."""
 
     lr: float = override(LoopConfig, "lr", 1e-5)
@@ -66,7 +67,7 @@ class GRPOConfig(StepsConfig, RolloutConfig):
     eval_interval: int = override(LoopConfig, "eval_interval", 10)
     eval_batch_size: int = override(LoopConfig, "eval_batch_size", 64)
     out_dir: str = override(LoopConfig, "out_dir", "runs/grpo")
-    max_new_tokens: int = override(LoopConfig, "max_new_tokens", 1024)
+    ckpt_interval: int = override(LoopConfig, "ckpt_interval", 10)
     train_batch_size: int = setting(256, "responses per optimizer step (== rollout_batch_size: on-policy)")
     epochs_per_rollout_batch: int = setting(1, "passes over each rollout batch (> 1: off-policy, needs grpo_clip)")
     loss_type: str = setting("reinforce_with_baseline", "no_baseline | reinforce_with_baseline | grpo_clip")
@@ -295,6 +296,7 @@ def _setup(cfg: GRPOConfig, model, tokenizer, reward_fn) -> tuple[_Run, list[dic
     train, test = load_task(cfg)
     if not train:
         raise ValueError("GRPO needs training questions (n_train >= 1)")
+    loop.check_context(cfg, model, tokenizer, train + test)
     reference = frozen(copy.deepcopy(model)) if cfg.kl_coef > 0 else None
     optimizer = loop.make_optimizer(cfg, model)
     if reward_fn is None:
@@ -316,6 +318,7 @@ def train_grpo(cfg: GRPOConfig, model=None, tokenizer=None, reward_fn=None) -> d
         "grpo", METRIC_COLUMNS, eval_at_start=True,
         lr=lambda step: cfg.lr * min(1.0, step / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr,
         step=lambda step: _grpo_step(state, step),
+        state=lambda: {"rng": state.rng.getstate()}, restore=lambda saved: state.rng.setstate(saved["rng"]),
         held_out=lambda: loop.held_out_accuracy(cfg, state.model, state.tokenizer, test),
         line=lambda step, row, summary: (f"step {step}: reward {row['reward']:.3f} answer "
                                          f"{row['answer_reward']:.3f} val_accuracy {summary['accuracy']}"),

@@ -189,7 +189,6 @@ class ReportConfig(TaskConfig):
 
     task: str = override(TaskConfig, "task", "digits", "the task every stage is scored on: digits, arithmetic, "
                                                        "gsm8k, math or mmlu (safety rows come with safety_n)")
-    max_new_tokens: int = override(TaskConfig, "max_new_tokens", 32)
     n: int = setting(200, "problems per split")
     batch_size: int = setting(64, "prompts per generation batch")
     seed: int = setting(0, "the models' training seed (a CSV column; also the arithmetic task's split seed)")

@@ -42,6 +42,7 @@ class RFTConfig(RolloutConfig):
     alignment.config (engine: ours only)."""
 
     eval_interval: int = override(LoopConfig, "eval_interval", 10)
+    ckpt_interval: int = override(LoopConfig, "ckpt_interval", 10)
     eval_batch_size: int = override(LoopConfig, "eval_batch_size", 64)
     out_dir: str = override(LoopConfig, "out_dir", "runs/rft")
     token_budget: int = setting(0, "sampled response tokens to spend; 0: GRPO's total from match_metrics")
@@ -65,7 +66,7 @@ class RFTConfig(RolloutConfig):
         loop.check_numbers(self, ("lr", "temperature"), at_least_zero=("grad_clip",))
 
     @property
-    def steps(self) -> int:  # what save_trained and the CLI line call the run's length
+    def steps(self) -> int:  # the loop's limit; the budget ends the run first, and the summary's steps say when
         return self.max_rounds
 
 
@@ -131,6 +132,7 @@ def train_rft(cfg: RFTConfig, model=None, tokenizer=None, sample_fn=None) -> dic
     model, tokenizer, _, context, out_dir = loop.load_model_and_prepare(cfg, "rft", model, tokenizer)
     device = model_device(model)
     train, held_out = load_task(cfg)
+    loop.check_context(cfg, model, tokenizer, train + held_out)
     optimizer = loop.make_optimizer(cfg, model, weight_decay=0.0)
     rng = random.Random(cfg.seed)
     if sample_fn is None:
@@ -152,8 +154,13 @@ def train_rft(cfg: RFTConfig, model=None, tokenizer=None, sample_fn=None) -> dic
         return {"sampled_tokens": sampled, "total_sampled_tokens": spent[0], "reward": sum(rewards) / len(rewards),
                 "kept": len(keep), "loss": loss}
 
+    def restore(saved: dict) -> None:
+        rng.setstate(saved["rng"])
+        spent[0] = saved["spent"]
+
     trainer = loop.Trainer(
         "rft", METRIC_COLUMNS, step=one_round, step_column="round", finished=lambda: spent[0] >= budget,
+        state=lambda: {"rng": rng.getstate(), "spent": spent[0]}, restore=restore,
         held_out=lambda: loop.held_out_accuracy(cfg, model, tokenizer, held_out),
         line=lambda rnd, row, summary: (f"round {rnd}: {spent[0]}/{budget} sampled tokens, reward {row['reward']:.3f}, "
                                         f"val_accuracy {summary.get('accuracy')}"),

@@ -84,6 +84,7 @@ def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
     model, tokenizer, _, context, out_dir = loop.load_model_and_prepare(cfg, "sft", model, tokenizer)
     device = model_device(model)
     train, test = load_task(cfg)
+    loop.check_context(cfg, model, tokenizer, test)
     examples = demonstrations(cfg, train)
     optimizer = loop.make_optimizer(cfg, model)
     batches = loop.ShuffledBatches(len(examples), cfg.batch_size, random.Random(cfg.seed))
@@ -91,6 +92,7 @@ def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
         "sft", METRIC_COLUMNS, lr=loop.cosine_lr(cfg),
         step=lambda step: _sft_step(cfg, model, tokenizer, optimizer, batches, examples, context, device),
         held_out=lambda: loop.held_out_accuracy(cfg, model, tokenizer, test),
+        state=batches.state, restore=batches.restore,
         line=lambda step, row, summary: (f"step {step}: loss {row['loss']:.4f} nll/token {row['nll_per_token']:.4f} "
                                          f"val_accuracy {summary['accuracy']}"),
         panels={"loss": ("loss", "nll_per_token"), "held-out": ("val_accuracy", "val_format_rate")})

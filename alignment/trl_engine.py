@@ -3,7 +3,7 @@
 The same frozen config as our loop (``alignment.sft.SFTConfig``, ``alignment.dpo.DPOConfig``,
 ``alignment.grpo.GRPOConfig``) is mapped onto TRL's config dataclass, the trainer runs, and the result is written like
 our loops write it: held-out greedy accuracy (``alignment.evaluate.evaluate`` on the task's test items),
-``alignment.loop.save_trained`` (``out_dir/hf`` via ``save_pretrained``, the report row, the metrics JSON) and
+``out_dir/hf`` via ``save_pretrained``, then ``alignment.loop.publish`` (the report row, the metrics JSON) and
 ``out_dir/metrics.csv`` from ``trainer.state.log_history`` (TRL's metric names, one row per logged step).
 TRL brings accelerate / DeepSpeed / FSDP / vLLM; our loops stay the readable reference.
 
@@ -42,6 +42,7 @@ GRPO grad_accum            gradient_accumulation_steps
 GRPO steps                 max_steps = steps * rollout_batch_size //   TRL counts optimizer steps, ours rollouts
                            train_batch_size * epochs_per_rollout_batch
 GRPO epochs_per_rollout..  num_iterations (μ)
+ckpt_interval / keep_last  save_steps / save_total_limit               a rerun resumes (resume_from_checkpoint)
 GRPO cliprange(_low)       epsilon                                     cliprange_low wins when set
 GRPO cliprange(_high)      epsilon_high                                DAPO; cliprange_high wins when set
 GRPO kl_coef               beta                                        both k3 to a frozen reference
@@ -80,7 +81,7 @@ from pathlib import Path
 from alignment.core.policy import frozen, is_ours
 from alignment.core.preference import preference_eval
 from alignment.evaluate import build_prompt, is_hf_model_dir, load_model_and_tokenizer, score
-from alignment.loop import held_out_accuracy, load_model_and_prepare, save_trained
+from alignment.loop import held_out_accuracy, load_model_and_prepare, publish
 from alignment.tasks.data import demonstrations, load_pairs, load_task
 
 OUR_CHECKPOINT_MESSAGE = ("{what}={path}: engine='trl' needs a local Hugging Face model folder (config.json with "
@@ -114,7 +115,8 @@ def _common_args(cfg, out_dir: Path) -> dict:
     """TrainingArguments shared by the three stages (see the module docstring)."""
     return dict(output_dir=str(out_dir / "trl"), learning_rate=cfg.lr, max_steps=cfg.steps,
                 weight_decay=cfg.weight_decay, max_grad_norm=cfg.grad_clip, warmup_steps=cfg.warmup_steps,
-                adam_beta1=0.9, adam_beta2=0.95, seed=cfg.seed, data_seed=cfg.seed, save_strategy="no",
+                adam_beta1=0.9, adam_beta2=0.95, seed=cfg.seed, data_seed=cfg.seed, save_strategy="steps",
+                save_steps=cfg.ckpt_interval, save_total_limit=cfg.keep_last,
                 logging_steps=1, report_to=[], bf16=False, fp16=False, use_cpu=cfg.device == "cpu",
                 activation_checkpointing=False, disable_tqdm=False, dataloader_num_workers=0)
 
@@ -145,7 +147,19 @@ def _finish(cfg, stage: str, trainer, tokenizer, out_dir: Path, test_items: list
     # greedy accuracy on the held-out items, as our loop measures it
     summary = {**held_out_accuracy(cfg, model, tokenizer, test_items), **(extra or {})}
     _write_log_history(out_dir, trainer.state.log_history, summary)
-    return save_trained(cfg, stage, model, tokenizer, trainer.optimizer, summary, started)
+    path = out_dir / "hf"
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    summary = {**summary, "checkpoint": str(path), "steps": int(trainer.state.global_step),
+               "seconds": round(time.perf_counter() - started, 3)}
+    publish(cfg, stage, summary, path)
+    return summary
+
+
+def _train(trainer, out_dir: Path) -> None:
+    """TRL's own loop, continued from its newest checkpoint under ``out_dir/trl`` when a killed run left one
+    (TRL saves every ``ckpt_interval`` steps: ``resume_from_checkpoint``)."""
+    trainer.train(resume_from_checkpoint=any((out_dir / "trl").glob("checkpoint-*")) or None)
 
 
 # --------------------------------------------------------------------------- SFT
@@ -173,7 +187,7 @@ def train_sft_trl(cfg, model=None, tokenizer=None) -> dict:
     started = time.perf_counter()
     trainer = SFTTrainer(model=model, args=sft_trl_config(cfg, out_dir, _max_length(model)), train_dataset=dataset,
                          processing_class=tokenizer)
-    trainer.train()
+    _train(trainer, out_dir)
     return _finish(cfg, "sft", trainer, tokenizer, out_dir, test, started)
 
 
@@ -207,7 +221,7 @@ def train_dpo_trl(cfg, model=None, tokenizer=None) -> dict:
     started = time.perf_counter()
     trainer = DPOTrainer(model=model, ref_model=reference, args=dpo_trl_config(cfg, out_dir, _max_length(model)),
                          train_dataset=dataset, processing_class=tokenizer)
-    trainer.train()
+    _train(trainer, out_dir)
     pref = preference_eval(trainer.model, reference, tokenizer, test_pairs, cfg.beta, cfg.eval_batch_size)
     return _finish(cfg, "dpo", trainer, tokenizer, out_dir, test_items if cfg.task != "none" else [], started, pref)
 
@@ -224,7 +238,8 @@ def grpo_trl_config(cfg, out_dir: str | Path | None = None):
     epsilon_high = cfg.cliprange_high if cfg.cliprange_high is not None else cfg.cliprange
     updates_per_rollout = cfg.rollout_batch_size // cfg.train_batch_size * cfg.epochs_per_rollout_batch
     common = {**_common_args(cfg, Path(out_dir or cfg.out_dir)), "max_steps": cfg.steps * updates_per_rollout,
-              "warmup_steps": cfg.warmup_steps * updates_per_rollout}  # TRL counts optimizer steps, ours rollouts
+              "warmup_steps": cfg.warmup_steps * updates_per_rollout,  # TRL counts optimizer steps, ours rollouts
+              "save_steps": cfg.ckpt_interval * updates_per_rollout}
     return GRPOConfig(**common,
                       per_device_train_batch_size=cfg.train_batch_size // cfg.grad_accum,
                       gradient_accumulation_steps=cfg.grad_accum, generation_batch_size=cfg.rollout_batch_size,
@@ -278,7 +293,7 @@ def train_grpo_trl(cfg, model=None, tokenizer=None, reward_fn=None) -> dict:
     started = time.perf_counter()
     trainer = GRPOTrainer(model=model, reward_funcs=make_trl_reward(cfg.task, reward_fn), args=args,
                           train_dataset=dataset, processing_class=tokenizer)
-    trainer.train()
+    _train(trainer, out_dir)
     return _finish(cfg, "grpo", trainer, tokenizer, out_dir, test, started)
 
 

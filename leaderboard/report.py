@@ -47,7 +47,7 @@ from workbench.params import ParamsError, params_path, parse_config, read_params
 
 COLUMNS = ["run_id", "kind", "data_recipe", "tokenizer", "preset", "d_model", "n_layers", "n_heads", "params",
            "tokens", "flops", "wall_clock_s", "hardware", "val_loss", "val_perplexity", "task", "accuracy",
-           "target_flops", "n_opt", "d_opt", "predicted_loss", "rel_error"]
+           "refusal_rate", "target_flops", "n_opt", "d_opt", "predicted_loss", "rel_error"]
 INTEGER_COLUMNS = ("d_model", "n_layers", "n_heads", "params", "tokens", "flops")
 FIT_PNGS = ("isoflop_curves.png", "optimal_allocation.png", "parametric_contours.png")
 STAGE_ORDER = ("extract", "filter", "dedup", "tokenizer", "shards", "train", "sweep", "fit", "sft", "dpo", "grpo",
@@ -213,7 +213,8 @@ def aligned_rows(alignment: Path, metrics: dict, tokenizer: str | None) -> list[
         return []
     frame = frame.drop_duplicates(subset=[c for c in ("stage", "task") if c in frame], keep="last")
     return [{"run_id": str(rec["stage"]), "kind": "aligned", "tokenizer": tokenizer, "task": rec.get("task"),
-             "accuracy": _num(rec["accuracy"]), "wall_clock_s": (metrics.get(str(rec["stage"])) or {}).get("seconds")}
+             "accuracy": _num(rec["accuracy"]), "refusal_rate": _num(rec.get("refusal_rate")),
+             "wall_clock_s": (metrics.get(str(rec["stage"])) or {}).get("seconds")}
             for rec in frame.to_dict("records")]
 
 
@@ -431,7 +432,8 @@ def summary_markdown(board: pd.DataFrame, seconds: pd.DataFrame, funnel: pd.Data
     section("Held-out run: predicted vs actual loss", held_out,
             "no held-out run (python -m scaling.fit --holdout / --holdout-summary)")
     aligned = board[board["kind"] == "aligned"].rename(columns={"run_id": "stage"})
-    section("Alignment accuracy", md_table(aligned[["stage", "task", "accuracy", "wall_clock_s"]])
+    rates = ["refusal_rate"] if aligned["refusal_rate"].notna().any() else []  # safety rows: refusal, no accuracy
+    section("Alignment accuracy", md_table(aligned[["stage", "task", "accuracy", *rates, "wall_clock_s"]])
             if len(aligned) else None, "no alignment results")
     ranked = board[board["kind"].isin(["pretrain", "sweep"])].sort_values("val_loss", kind="stable").head(top)
     section(f"Leaderboard (pretrain + sweep, top {top} by val_loss)",
@@ -461,11 +463,24 @@ def report_stats(board: pd.DataFrame, seconds: pd.DataFrame) -> dict:
         out["holdout"] = {r["run_id"]: {"flops": _num(r["flops"]), "actual_loss": _num(r["val_loss"]),
                                         "predicted_loss": _num(r["predicted_loss"]), "rel_error": _num(r["rel_error"])}
                           for r in checks.to_dict("records")}
-    aligned = board[board["kind"] == "aligned"]
-    if len(aligned):
-        out["accuracy"] = {r: _num(v) for r, v in zip(aligned["run_id"], aligned["accuracy"], strict=False)}
+    out |= aligned_stats(board[board["kind"] == "aligned"])
     if len(seconds):
         out["pipeline_seconds"] = round(float(seconds["seconds"].sum()), 3)
+    return out
+
+
+def aligned_stats(aligned: pd.DataFrame) -> dict:
+    """Each aligned model's accuracy (keyed by stage, or stage/task when a stage is scored on several tasks) and
+    refusal rate: a task's own column only, so a safety row (no accuracy) never blanks a scored task's."""
+    out = {}
+    scored = aligned[aligned["accuracy"].notna()]
+    if len(scored):
+        several = scored.groupby("run_id")["task"].nunique().max() > 1
+        out["accuracy"] = {f"{r}/{t}" if several else r: _num(v)
+                           for r, t, v in zip(scored["run_id"], scored["task"], scored["accuracy"], strict=True)}
+    safety = aligned[aligned["refusal_rate"].notna()]
+    if len(safety):
+        out["refusal_rate"] = {r: _num(v) for r, v in zip(safety["run_id"], safety["refusal_rate"], strict=True)}
     return out
 
 

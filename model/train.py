@@ -24,7 +24,6 @@ import logging
 import math
 import os
 import platform
-import random
 import sys
 import time
 from collections.abc import Callable
@@ -39,7 +38,15 @@ from model.core.kernel_choice import resolve_kernels
 from model.core.transformer import TransformerLM
 from model.parallelism.distributed import launched_by_torchrun
 from model.parallelism.parallel import Parallel
-from model.training.checkpoint import load_latest, remove_stale_temps, save_checkpoint
+from model.training.checkpoint import (
+    CheckpointError,
+    clear_run,
+    load_latest,
+    remove_stale_temps,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from model.training.data import batch_rng, get_batch, load_tokens, read_meta, unigram_entropy
 from model.training.optim import AdamW, cosine_schedule, wsd_schedule
 from model.training.progress import Monitor
@@ -122,20 +129,6 @@ def moe_metrics(model: TransformerLM, aux_sum: torch.Tensor, cfg: TrainConfig) -
     return {"aux_loss": round(float(aux_sum) / cfg.grad_accum, 5),
             "moe_dropped": round(sum(layer["dropped_fraction"] for layer in stats.values()) / len(stats), 4),
             "moe_load": "/".join(f"{v:.3f}" for v in mean_load)}
-
-
-def rng_state() -> dict:
-    state = {"torch": torch.get_rng_state(), "python": random.getstate()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def validation_batches(val: np.ndarray, cfg: TrainConfig, device: str):
@@ -590,6 +583,8 @@ def _fail_rank(exc: BaseException, code: int) -> None:
 class ResumeFlag:
     resume: bool = setting(False, "continue from the run folder's newest good checkpoint (its config.json gives the "
                                   "settings)")
+    restart: bool = setting(False, "remove the run folder's checkpoints first and start over (a run none of whose "
+                                   "checkpoints loads)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -618,7 +613,7 @@ def given_flags(argv: list[str] | None) -> dict:
     for action in parser._actions:
         action.default = argparse.SUPPRESS
     given = vars(parser.parse_args(argv))
-    return {key: value for key, value in given.items() if key not in ("params", "resume")}
+    return {key: value for key, value in given.items() if key not in ("params", "resume", "restart")}
 
 
 def resumed_config(cfg: TrainConfig, argv: list[str] | None) -> TrainConfig:
@@ -654,24 +649,31 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Nam
 def main(argv: list[str] | None = None) -> int:
     try:
         cfg, args = parse_args(argv)
+        if args.restart and args.resume:
+            raise ValueError("--restart starts the run over and --resume continues it: give one")
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.restart and (removed := clear_run(cfg.out_dir)):
+        log.info("--restart: removed %s from %s", ", ".join(removed), cfg.out_dir)
     try:
         if cfg.parallel != "none" and launched_by_torchrun():
             try:
                 train(cfg, resume=args.resume)
             except BaseException as exc:  # noqa: BLE001 — every failure must end this rank non-zero
-                _fail_rank(exc, 2 if isinstance(exc, (ValueError, FileNotFoundError)) else 1)
+                _fail_rank(exc, 2 if isinstance(exc, (ValueError, FileNotFoundError, CheckpointError)) else 1)
         else:
             train(cfg, resume=args.resume)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except TrainingDiverged as exc:
-        found = load_latest(cfg.out_dir)
-        kept = f"last good checkpoint: {found[0]}" if found else "no checkpoint was written"
+        try:
+            found = load_latest(cfg.out_dir)
+        except CheckpointError:
+            found = None
+        kept = f"last good checkpoint: {found[0]}" if found else "no good checkpoint was written"
         print(f"error: training diverged: {exc}; {kept}", file=sys.stderr)
         return 1
     return 0

@@ -228,7 +228,7 @@ def _flag_type(annotation) -> tuple[Any, str | None]:
     if origin in (tuple, list):
         return _flag_type(args[0])[0] if args else str, "*"
     if annotation is bool:
-        return parse_bool, None
+        return parse_bool, "?"  # "--flag" alone is "--flag true"
     if annotation in (int, float, str, Path):
         return annotation, None
     return str, None
@@ -286,6 +286,7 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, bool_swi
                                          help=help_text)
         else:  # choices are checked by config_from_args, for a flag's value and a params file's alike: one line
             action = parser.add_argument(flag, dest=dest, type=kind, nargs=nargs, default=default,
+                                         **({"const": True} if nargs == "?" else {}),
                                          metavar="{" + ",".join(map(str, choices)) + "}" if choices else
                                          f.metadata.get("metavar", f.name.upper()),
                                          help=help_text)

@@ -89,6 +89,26 @@ def _generate_hf(model, tok, prompts, max_new_tokens, temperature, top_p, seed) 
     return rows
 
 
+def context_length(model) -> int | None:
+    """The longest sequence ``model`` takes (prompt and response together); None when it does not say."""
+    if is_ours(model):
+        return model.cfg.context_length
+    return getattr(getattr(model, "config", None), "max_position_embeddings", None)
+
+
+def check_fits(model, tokenizer, prompts: Sequence[str], max_new_tokens: int) -> None:
+    """A ValueError (one line) when the longest of ``prompts`` plus ``max_new_tokens`` exceeds the model's context:
+    generation would cut the prompt from the left to make room, and score what the model wrote about nothing."""
+    context = context_length(model)
+    if context is None or not prompts:
+        return
+    longest = max(map(len, _prompt_ids(TokenizerAdapter(tokenizer), sorted(set(prompts)), None)))
+    if longest + max_new_tokens > context:
+        raise ValueError(f"max_new_tokens {max_new_tokens} + the longest prompt ({longest} tokens) exceeds the "
+                         f"model's context of {context} tokens: give --max-new-tokens {max(context - longest, 0)} "
+                         "or less")
+
+
 def rollout(policy_or_model, tokenizer, prompts: Sequence[str], max_new_tokens: int, temperature: float = 1.0,
             top_p: float | None = None, stop: Sequence[str] | None = DEFAULT_STOP, seed: int | None = None,
             batch_size: int = 64, return_eos: bool = False) -> list[str] | tuple[list[str], list[bool]]:

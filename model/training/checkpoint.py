@@ -4,17 +4,21 @@ Each checkpoint is written to a temp file, fsynced and renamed, then ``latest`` 
 file, its SHA-256 and those of the other kept checkpoints) is replaced the same way, so a crash
 at any moment leaves the previous good checkpoint reachable. Loading uses
 ``torch.load(weights_only=True)``: plain tensors and Python containers, never arbitrary pickles.
-A checkpoint whose checksum does not match (truncated, corrupt) is skipped with a warning and the
-previous good one is used.
+A checkpoint whose checksum does not match (truncated, corrupt) is skipped with a one-line warning naming it and
+the previous good one is used; a run none of whose checkpoints loads is an error (``CheckpointError``), never a
+silent start from scratch: ``clear_run`` starts over on purpose (the CLIs' ``--restart``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
 import re
+import shutil
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from model.core.config import ModelConfig
@@ -29,6 +33,28 @@ _CKPT_RE = re.compile(r"^ckpt-(\d+)\.pt$")
 
 class CheckpointError(RuntimeError):
     pass
+
+
+def rng_state() -> dict:
+    """Every random stream a training step may draw from: torch's (and CUDA's), Python's and NumPy's global ones.
+    NumPy's as plain ints, which ``torch.load(weights_only=True)`` reads back."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
+             "numpy": [kind, keys.tolist(), int(pos), int(has_gauss), float(cached)]}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    """Put back what ``rng_state`` recorded (a checkpoint without NumPy's state leaves it as it is)."""
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    if "numpy" in state:
+        kind, keys, pos, has_gauss, cached = state["numpy"]
+        np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def read_latest(run_dir: Path) -> dict:
@@ -48,6 +74,20 @@ def remove_stale_temps(run_dir: str | Path) -> list[Path]:
     for path in stale:
         path.unlink(missing_ok=True)
     return stale
+
+
+RUN_STATE = ("ckpt-*.pt", LATEST, "dcp", ".*.tmp")  # what clear_run removes: a run's training state, not its inputs
+
+
+def clear_run(run_dir: str | Path) -> list[str]:
+    """Remove a run's checkpoints, ``latest`` and sharded checkpoints (``--restart``: start over on purpose); the
+    names removed. The new run rewrites config.json and its metrics."""
+    removed = []
+    for pattern in RUN_STATE:
+        for path in sorted(Path(run_dir).glob(pattern)) if Path(run_dir).is_dir() else ():
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+            removed.append(path.name)
+    return removed
 
 
 def save_checkpoint(run_dir: str | Path, step: int, state: dict, keep_last: int = 3) -> Path:
@@ -81,7 +121,8 @@ def load_file(path: str | Path, map_location="cpu", sha256: str | None = None) -
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises several types for truncated zips / bad pickles
-        raise CheckpointError(f"{path}: unreadable checkpoint ({type(exc).__name__}: {exc})") from exc
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise CheckpointError(f"{path}: unreadable checkpoint ({type(exc).__name__}: {first})") from exc
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{path}: not a checkpoint (no 'model' entry)")
     return state
@@ -91,7 +132,8 @@ def load_latest(run_dir: str | Path, map_location="cpu") -> tuple[Path, dict] | 
     """Newest good checkpoint of a run as (path, state); None when the run has none.
 
     Tries ``latest`` first, then older kept checkpoints, then any other ckpt-*.pt on disk, newest
-    first; every bad one is reported and skipped."""
+    first; every bad one is reported in one line and skipped. A CheckpointError when there are checkpoints and
+    none of them loads: starting over silently would throw the run away."""
     run_dir = Path(run_dir)
     known = {c["file"]: c.get("sha256") for c in read_latest(run_dir).get("checkpoints", []) if "file" in c}
     on_disk = [p.name for p in run_dir.glob("ckpt-*.pt") if _CKPT_RE.match(p.name)]
@@ -105,6 +147,9 @@ def load_latest(run_dir: str | Path, map_location="cpu") -> tuple[Path, dict] | 
             return path, load_file(path, map_location, known.get(name))
         except CheckpointError as exc:
             log.warning("%s; trying an older checkpoint", exc)
+    if candidates:
+        raise CheckpointError(f"{run_dir}: none of its {len(candidates)} checkpoint(s) loads (newest: "
+                              f"{candidates[0]}): start the run over with --restart, or remove the folder")
     return None
 
 

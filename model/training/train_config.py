@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from model.core.config import ModelConfig, check_fields
+from model.training.run_settings import RunSettings
 from workbench.params import setting
 
 SCHEDULES = ("cosine", "wsd", "constant")
@@ -27,7 +28,7 @@ _f = setting  # short: every field below is one
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(RunSettings):
     data: str = _f("shards", "folder with train.bin, val.bin and meta.json (`python -m pipeline tokenize` writes them)")
     out_dir: str = _f("runs/train", "run folder: config.json (model, settings, tokenizer identity), checkpoints, "
                                     "latest, metrics.csv; --resume continues the run found here")
@@ -60,15 +61,11 @@ class TrainConfig:
     eval_batches: int = _f(10, "validation batches per pass (windows of val.bin drawn from the seed, the same at "
                                "every pass); 0 = every non-overlapping window of val.bin, the same for every seed")
     log_interval: int = _f(10, "steps between metrics.csv rows / log lines")
-    ckpt_interval: int = _f(200, "steps between checkpoints (and always at the end)")
-    keep_last: int = _f(3, "checkpoints kept in the run folder")
     seed: int = _f(0, "seed of the initial weights and of the batch order")
     # hardware
     device: str = _f("auto", "auto | cpu | cuda | cuda:N | mps")
     dtype: str = _f("bf16", "autocast dtype on CUDA: bf16 | fp16 | fp32 (CPU always runs fp32)")
     compile: bool = _f(False, "torch.compile the model")
-    deterministic: bool = _f(False, "torch.use_deterministic_algorithms (bit-exact resume on CPU)")
-    threads: int | None = _f(None, "torch CPU threads (default: torch's choice)")
     peak_flops: float | None = _f(None, "peak FLOP/s for MFU (default: looked up from the GPU name)")
     tracker: str = _f("none", "also log to: none | tensorboard | wandb (if installed)")
     profile: bool = _f(False, "torch.profiler trace of a few steps (Chrome trace + top-kernels table)")

@@ -153,5 +153,5 @@ def test_a_folder_holding_another_run_is_refused_in_one_line(base_run, tmp_path,
     code = main(["--model", str(run), "--tokenizer", str(tok), "--task", "arithmetic", "--n-train", "24",
                  "--n-test", "4", "--steps", "2", "--out-dir", str(out), "--params", "none"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "already holds a run (ckpt-00000004.pt" in err[0]
+    assert code == 2 and len(err) == 1 and "holds another run" in err[0] and "steps 4 (given 2)" in err[0]
     assert json.loads((out / "latest").read_text())["step"] == 4  # the first run is left as it was

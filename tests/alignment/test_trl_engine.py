@@ -187,7 +187,8 @@ def test_grpo_trl_config_maps_every_knob():
     assert (args.adam_beta1, args.adam_beta2, args.weight_decay, args.warmup_steps) == (0.9, 0.95, 0.01, 2 * 4)
     assert args.seed == args.data_seed == 7
     assert args.lr_scheduler_type == "constant_with_warmup" and args.report_to == [] and not args.bf16
-    assert args.output_dir.replace("\\", "/").endswith("runs/x/trl") and args.save_strategy == "no"
+    assert args.output_dir.replace("\\", "/").endswith("runs/x/trl") and args.save_strategy == "steps"
+    assert args.save_steps == cfg.ckpt_interval * (16 // 8) * 2 and args.save_total_limit == cfg.keep_last
     default = trl_engine.grpo_trl_config(GRPOConfig(model="m", rollout_batch_size=8, group_size=4, train_batch_size=8,
                                                     grad_accum=1))
     assert (default.scale_rewards, default.loss_type, default.epsilon, default.epsilon_high) == ("group", "grpo", 0.2,
@@ -210,7 +211,7 @@ def test_sft_and_dpo_trl_configs_map_the_knobs():
     assert sft.completion_only_loss is True and sft.logging_steps == 1 and not sft.fp16 and not sft.bf16
     dpo = trl_engine.dpo_trl_config(DPOConfig(model="m", beta=0.3, lr=5e-5, steps=9, batch_size=2, grad_accum=4))
     assert (dpo.beta, dpo.learning_rate, dpo.max_steps, dpo.per_device_train_batch_size) == (0.3, 5e-5, 9, 2)
-    assert dpo.gradient_accumulation_steps == 4 and dpo.loss_type == ["sigmoid"] and dpo.save_strategy == "no"
+    assert dpo.gradient_accumulation_steps == 4 and dpo.loss_type == ["sigmoid"] and dpo.save_strategy == "steps"
 
 
 @pytest.fixture()

@@ -202,6 +202,21 @@ def test_headline_metrics(tree):
                     "pipeline_seconds": 21.0}
 
 
+def test_safety_rows_keep_their_refusal_rate_and_leave_the_task_accuracy(tree):
+    write(tree / "reports/alignment.csv",
+          "stage,task,model,n,accuracy,format_rate,refusal_rate\n"
+          "base,arithmetic,data/runs/default,20,0.0,0.0,\n"
+          "sft,arithmetic,data/alignment/sft,20,0.25,1.0,\n"
+          "base,safety,data/runs/default,10,,,0.1\n"
+          "sft,safety,data/alignment/sft,10,,,0.3\n")
+    assert main([]) == 0
+    stats = json.loads((tree / "metrics/details/report.json").read_text())
+    assert stats["accuracy"] == {"base": 0.0, "sft": 0.25}  # the safety rows (no accuracy) blanked these before
+    assert stats["refusal_rate"] == {"base": 0.1, "sft": 0.3}
+    summary = (tree / "reports/summary.md").read_text()
+    assert "refusal_rate" in summary and "| sft | safety |" in summary.replace("  ", " ")
+
+
 def test_dvc_metrics_are_the_flat_headline(tree):
     # the headline files stages write beside their details are not read as stage statistics
     write_json(tree / "metrics/fit.json", {"flops": 1e12, "params": 900.0, "tokens": 2.0e8, "loss": 3.5})

@@ -10,7 +10,14 @@ import torch
 
 from model.core.config import ModelConfig
 from model.core.transformer import TransformerLM
-from model.training.checkpoint import CheckpointError, load_file, load_latest, load_model, save_checkpoint
+from model.training.checkpoint import (
+    CheckpointError,
+    clear_run,
+    load_file,
+    load_latest,
+    load_model,
+    save_checkpoint,
+)
 
 LOGGER = "model.training.checkpoint"
 
@@ -113,30 +120,44 @@ def test_newest_listed_but_deleted_falls_back(tmp_path, caplog):
     assert any("missing" in r.getMessage() for r in caplog.records)
 
 
-def test_all_corrupt_returns_none(tmp_path, caplog):
+def test_all_corrupt_is_an_error_not_a_fresh_start(tmp_path, caplog):
     paths = _save_four(tmp_path)
     for p in paths[2:]:
         p.write_bytes(p.read_bytes()[:100])
-    with caplog.at_level(logging.WARNING, logger=LOGGER):
-        assert load_latest(tmp_path) is None
+    with caplog.at_level(logging.WARNING, logger=LOGGER), pytest.raises(CheckpointError, match="--restart"):
+        load_latest(tmp_path)
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) >= 2
 
 
-def test_all_corrupt_without_latest_returns_none(tmp_path):
+def test_all_corrupt_without_latest_is_an_error(tmp_path):
     paths = _save_four(tmp_path)
     (tmp_path / "latest").unlink()
     for p in paths[2:]:
         p.write_bytes(p.read_bytes()[:100])  # truncated zip: unreadable even without a checksum
+    with pytest.raises(CheckpointError, match="none of its 2 checkpoint"):
+        load_latest(tmp_path)
+
+
+def test_clear_run_removes_the_training_state_only(tmp_path):
+    _save_four(tmp_path)
+    (tmp_path / "dcp").mkdir()
+    (tmp_path / ".ckpt-00000050.pt.abc.tmp").write_bytes(b"half")
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "notes.txt").write_text("mine")
+    clear_run(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "notes.txt"]
     assert load_latest(tmp_path) is None
 
 
 def test_non_allowlisted_object_is_refused(tmp_path):
     path = tmp_path / "ckpt-00000001.pt"
     torch.save({"model": {"w": torch.zeros(2)}, "extra": NotAllowlisted(3)}, path)
-    with pytest.raises(CheckpointError, match="(?i)weights.only"):
+    with pytest.raises(CheckpointError, match="(?i)weights.only") as refused:
         load_file(path)
+    assert "\n" not in str(refused.value)  # one line naming the file, not torch's page of advice
     assert torch.load(path, weights_only=False)["extra"].value == 3  # the file itself is fine; only the policy refuses
-    assert load_latest(tmp_path) is None  # and load_latest skips it rather than unpickling
+    with pytest.raises(CheckpointError, match="none of its 1 checkpoint"):
+        load_latest(tmp_path)  # and load_latest skips it rather than unpickling
 
 
 def test_state_without_model_entry_is_refused(tmp_path):

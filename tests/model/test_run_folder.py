@@ -94,6 +94,36 @@ def test_resume_refuses_a_flag_that_contradicts_the_run(run, tmp_path, monkeypat
     assert load_latest(resumed)[1]["step"] == 4  # nothing trained
 
 
+def _same_head(run: Path, other: Path) -> bool:
+    return torch.equal(load_latest(run)[1]["model"]["lm_head.weight"], load_latest(other)[1]["model"]["lm_head.weight"])
+
+
+def test_resume_with_a_corrupt_newest_checkpoint_uses_the_one_before(run, tmp_path, monkeypatch, caplog):
+    resumed = _interrupted_copy(run, tmp_path / "resumed", at_step=8)
+    newest = resumed / "ckpt-00000008.pt"
+    newest.write_bytes(newest.read_bytes()[:1000])
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level(logging.INFO):
+        assert train_main(["--out-dir", str(resumed), "--resume"]) == 0
+    bad = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and newest.name in r.getMessage()]
+    assert len(bad) == 1 and "\n" not in bad[0] and "(step 4)" in caplog.text
+    assert _same_head(run, resumed)
+
+
+def test_resume_with_every_checkpoint_corrupt_is_one_line_and_restart_starts_over(run, corpus, tmp_path, monkeypatch,
+                                                                                 capsys):
+    resumed = _interrupted_copy(run, tmp_path / "resumed", at_step=8)
+    for ckpt in resumed.glob("ckpt-*.pt"):
+        ckpt.write_bytes(ckpt.read_bytes()[:1000])
+    monkeypatch.chdir(tmp_path)
+    assert train_main(["--out-dir", str(resumed), "--resume"]) == 2  # not a silent start from scratch
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error:") and "--restart" in err[-1]
+    assert train_main(["--params", "none", "--data", str(corpus["shards"]), "--out-dir", str(resumed), "--restart",
+                       *SHAPE, *RUN]) == 0
+    assert _same_head(run, resumed)
+
+
 def test_resume_refuses_another_number_of_micro_batches_per_step(run, tmp_path, monkeypatch, capsys):
     resumed = _interrupted_copy(run, tmp_path / "resumed", at_step=4)
     monkeypatch.chdir(tmp_path)

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import alignment.config
+from model.training.run_settings import RunSettings
 from workbench import import_names
 from workbench.params import override
 
@@ -64,18 +65,19 @@ def test_no_setting_is_declared_twice_outside_a_shared_base():
 
 
 def test_the_alignment_trainers_share_their_settings():
-    """The 19 settings every trainer has are declared once, in alignment.config.LoopConfig or, for those the report
-    shares too, its base TaskConfig, with help text."""
+    """The 24 settings every trainer has are declared once, in alignment.config.LoopConfig or, for those the report
+    shares too, its base TaskConfig, or, for those model.train shares, RunSettings, with help text."""
     from alignment.dpo import DPOConfig
     from alignment.grpo import GRPOConfig
     from alignment.rft import RFTConfig
     from alignment.sft import SFTConfig
 
     shared = [f.name for f in dataclasses.fields(alignment.config.LoopConfig)]
-    assert len(shared) == 19
+    assert len(shared) == 24
     for cls in (SFTConfig, DPOConfig, GRPOConfig, RFTConfig):
         for name in shared:
-            assert declaring_root(cls, name) in (alignment.config.LoopConfig, alignment.config.TaskConfig), \
+            assert declaring_root(cls, name) in (alignment.config.LoopConfig, alignment.config.TaskConfig,
+                                                 RunSettings), \
                 (cls.__name__, name)
         assert all(f.metadata.get("help") for f in dataclasses.fields(cls)), cls.__name__
         assert cls(model="m", **({"token_budget": 1} if cls is RFTConfig else {})).task == "digits"
