@@ -20,7 +20,6 @@ holding another run is refused in one line, ``--restart`` starts over. Hugging F
 from __future__ import annotations
 
 import csv
-import errno
 import json
 import math
 import random
@@ -59,7 +58,7 @@ from model.training.checkpoint import (
 )
 from model.training.optim import AdamW, clip_grad_norm, cosine_schedule
 from model.training.threads import CpuThreads
-from workbench.files import atomic_path, write_json, write_metrics
+from workbench.files import atomic_path, write_error, write_json, write_metrics
 from workbench.params import SECTION_BASES, load_section, params_path, parse_config
 
 ENGINES = ("ours", "trl")
@@ -457,10 +456,9 @@ def cli_main(config_cls, train_fn, stage: str, argv: list[str] | None = None, do
     except (ValueError, FileNotFoundError, CheckpointError) as exc:  # bad input, data or run folder
         return input_error(exc)
     except OSError as exc:
-        if exc.errno not in WRITE_ERRORS:
+        if (line := write_error(exc)) is None:
             raise
-        return input_error(ValueError(f"{exc.filename or 'the output folder'}: {exc.strerror}: free space or make "
-                                      "it writable, then run the same command again to continue"))
+        return input_error(ValueError(line))
     finally:  # this run's policy; a trainer called from Python later keeps its caller's
         _cpu_threads = None
         torch.set_num_threads(threads)
@@ -471,9 +469,6 @@ def cli_main(config_cls, train_fn, stage: str, argv: list[str] | None = None, do
           f"{summary.get('accuracy')}, format rate {summary.get('format_rate')}{pref}, checkpoint "
           f"{summary['checkpoint']} ({summary['seconds']:.1f} s)")
     return 0
-
-
-WRITE_ERRORS = (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT)  # the disk, not the program
 
 
 def set_threads(cfg) -> CpuThreads | None:

@@ -52,7 +52,7 @@ from model.training.optim import AdamW, cosine_schedule, wsd_schedule
 from model.training.progress import Monitor
 from model.training.threads import CpuThreads
 from model.training.train_config import TrainConfig
-from workbench.files import write_json, write_metrics
+from workbench.files import write_error, write_json, write_metrics
 from workbench.hardware import peak_flops_of
 from workbench.params import (
     add_config_flags,
@@ -662,11 +662,17 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 train(cfg, resume=args.resume)
             except BaseException as exc:  # noqa: BLE001 — every failure must end this rank non-zero
-                _fail_rank(exc, 2 if isinstance(exc, (ValueError, FileNotFoundError, CheckpointError)) else 1)
+                bad_input = isinstance(exc, (ValueError, FileNotFoundError, CheckpointError)) or write_error(exc)
+                _fail_rank(exc, 2 if bad_input else 1)
         else:
             train(cfg, resume=args.resume)
     except (ValueError, FileNotFoundError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if (line := write_error(exc)) is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
         return 2
     except TrainingDiverged as exc:
         try:

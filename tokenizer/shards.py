@@ -2,12 +2,14 @@
 
 Each document is encoded, followed by the end-of-text id, and appended to the split chosen by a
 seeded hash of its id, so the split does not depend on file order, worker count or chunking.
-Each input file is one task (``encode_file``: its documents' tokens into train/val parts under ``out_dir/_work/``,
-written atomically, then a ``done`` record) on an executor (workbench/executor.py: the local pool of ``workers``
-processes, Ray or Dask), and the parts are joined in file order, so the shards are byte-identical for any executor
-and worker count. A killed run redoes only the files without a ``done`` record. The stage's marker
-(``_stats/tokenize.json``) lists every input's identity (size, SHA-256) and token counts: a rerun encodes only the
-inputs that changed (saying so) and copies the others' tokens from the shards it replaces. Read the shards with
+Each input file is one task (``encode_file``: its documents' tokens into train/val parts in the stage ledger's work
+folder, ``out_dir/_work/<key>``, written atomically, then a ``done`` record) on an executor (workbench/executor.py:
+the local pool of ``workers`` processes, Ray or Dask), and the parts are joined in file order, so the shards are
+byte-identical for any executor and worker count. A killed run redoes only the files without a ``done`` record
+beside their parts (the folder's key hashes the files' identities and the settings, so no part of another input
+is joined). The stage's record (``_done/tokenize.json``, workbench/ledger.py) lists every input's identity (size,
+SHA-256), the settings and the token counts: a rerun encodes only the inputs that changed (saying so) and copies
+the others' tokens from the shards it replaces. Read the shards with
 ``np.memmap(path, dtype=meta["dtype"])``
 (the layout nanoGPT's ``prepare.py`` uses). ``python -m tokenizer.shards`` is the tokenize stage (defaults: the
 ``shards`` section of params.yaml). Bad lines and files are skipped and counted (``workbench.bad_input``).
@@ -30,16 +32,9 @@ from workbench.bad_input import InputIssues, merged_stats, plural, require_reada
 from workbench.documents import EOT, document_paths, iter_texts
 from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
 from workbench.files import atomic_path, tokenizer_identity, write_json
+from workbench.ledger import Ledger, finished_task, mark_task_done
 from workbench.params import override, setting
-from workbench.stage import (
-    StageMarker,
-    TaskWriter,
-    finished_stats,
-    map_tasks,
-    mark_done,
-    remove_leftovers,
-    write_stage_metrics,
-)
+from workbench.stage import TaskWriter, map_tasks, remove_leftovers, write_stage_metrics
 from workbench.stage_cli import StageInput, need, optional_path, run_step, stage_parser
 
 log = logging.getLogger(__name__)
@@ -68,7 +63,7 @@ def encode_file(task: tuple) -> dict:
     index, path, tokenizer_dir, work, val_fraction, seed = task
     part = Path(work) / f"{index:06d}"
     done = part.with_suffix(".done.json")
-    finished = finished_stats(done, part.with_suffix(".train.bin"), part.with_suffix(".val.bin"))
+    finished = finished_task(done, part.with_suffix(".train.bin"), part.with_suffix(".val.bin"))
     if finished is not None:  # a done record counts only beside its parts: a kill can cut the folder's removal short
         return finished
     tokenizer = load_tokenizer(tokenizer_dir)
@@ -85,38 +80,40 @@ def encode_file(task: tuple) -> dict:
     issues.warn(log)
     result = {"index": index, "input": str(path), "counts": counts, "skipped": len(issues.skipped),
               **issues.stats()}
-    return mark_done(done, result)
+    return mark_task_done(done, result)
 
 
-def _work_dir(out_dir: Path, paths: list[Path], tokenizer_dir, val_fraction: float, seed: int) -> Path:
-    """``out_dir/_work/<key>``: the key names the files to encode (path, size, mtime) and the settings, so parts of
-    another input or setting are never joined."""
-    h = hashlib.sha256(f"{tokenizer_identity(tokenizer_dir)['sha256']} {val_fraction!r} {seed}".encode())
-    for p in paths:
-        st = p.stat()
-        h.update(f"\n{p.resolve()} {st.st_size} {st.st_mtime_ns}".encode())
-    return out_dir / "_work" / h.hexdigest()[:16]
+def tokenize_ledger(out_dir: Path, tokenizer_dir, val_fraction: float, seed: int) -> Ledger:
+    """The stage's ledger in ``out_dir``: its settings are what decides the tokens besides the inputs."""
+    return Ledger("tokenize", out_dir, {"tokenizer_sha256": tokenizer_identity(tokenizer_dir)["sha256"],
+                                        "val_fraction": val_fraction, "seed": seed})
+
+
+def work_folder(ledger: Ledger, identities: list[dict], todo: list[int]) -> Path:
+    """The work folder of the files ``todo`` (indices into the inputs, whose ``identities`` they are): keyed on
+    each one's index and bytes and the settings, so a part is joined only into the shards of the input it was
+    encoded from."""
+    return ledger.work(inputs=[{"index": i, **identities[i]} for i in todo])
 
 
 def _encode_on(executor, input_path, tokenizer_dir, out_dir: Path, val_fraction: float, seed: int,
                itemsize: int) -> tuple:
-    """Every input file not in the shards already (the stage's marker, ``_stats/tokenize.json``, records it with
+    """Every input file not in the shards already (the stage's record, ``_done/tokenize.json``, holds it with
     these bytes and settings) as one ``encode_file`` task on ``executor``; then train.bin and val.bin joined in file
-    order from the new parts and the replaced shards' ranges, and the marker with each file's counts. Returns
+    order from the new parts and the replaced shards' ranges, and the record with each file's counts. Returns
     (counts, merged bad-input stats, files reused). The work folder goes once the shards are written."""
     paths = document_paths(input_path)
-    marker = StageMarker("tokenize", out_dir, paths, settings={
-        "tokenizer_sha256": tokenizer_identity(tokenizer_dir)["sha256"], "val_fraction": val_fraction, "seed": seed})
-    done, unchanged = marker.recorded(out_dir / "train.bin", out_dir / "val.bin")
+    ledger = tokenize_ledger(out_dir, tokenizer_dir, val_fraction, seed)
+    record = ledger.record("tokenize", paths)
+    done, unchanged = record.read(out_dir / "train.bin", out_dir / "val.bin")
     finished = _token_ranges(done, out_dir, itemsize)
-    finished = {i: finished[path] for i, (path, same) in enumerate(zip(marker.inputs, unchanged, strict=True))
+    finished = {i: finished[path] for i, (path, same) in enumerate(zip(record.inputs, unchanged, strict=True))
                 if same and path in finished}
     todo = [i for i in range(len(paths)) if i not in finished]
-    work = _work_dir(out_dir, [paths[i] for i in todo], tokenizer_dir, val_fraction, seed)
-    work.mkdir(parents=True, exist_ok=True)
+    work = work_folder(ledger, record.identities, todo)
     tasks = [(i, str(paths[i]), str(tokenizer_dir), str(work), val_fraction, seed) for i in todo]
     fresh = {r["index"]: r for r in map_tasks(executor, encode_file, tasks, desc="tokenize", disable=not tasks)}
-    marker.path.unlink(missing_ok=True)  # the shards change below: a kill from here on leaves no marker to trust
+    record.path.unlink(missing_ok=True)  # the shards change below: a kill from here on leaves no record to trust
     results = [fresh.get(i) or finished[i] for i in range(len(paths))]
     for split in ("train", "val"):
         with atomic_path(out_dir / f"{split}.bin") as tmp, open(tmp, "wb") as out:
@@ -127,23 +124,23 @@ def _encode_on(executor, input_path, tokenizer_dir, out_dir: Path, val_fraction:
                 else:  # this file's tokens in the shard being replaced
                     _copy_range(out_dir / f"{split}.bin", r["at"][split] * itemsize, r["counts"][split][1] * itemsize,
                                 out)
-    shutil.rmtree(out_dir / "_work", ignore_errors=True)
-    marker.write(files=[{k: v for k, v in r.items() if k not in ("index", "at", "input")} for r in results])
+    ledger.remove_work()
+    record.write(files=[{k: v for k, v in r.items() if k not in ("index", "at", "input")} for r in results])
     counts = {split: [sum(r["counts"][split][k] for r in results) for k in (0, 1)] for split in ("train", "val")}
     stats, skipped = merged_stats(results), sum(r["skipped"] for r in results)
     return counts, (stats | {"bad_json": skipped}) if skipped else stats, len(finished)
 
 
 def _token_ranges(done: dict | None, out_dir: Path, itemsize: int) -> dict[str, dict]:
-    """Per input the marker ``done`` records, its counts and where its tokens start in train.bin and val.bin
-    (``at``); none when the shards in ``out_dir`` are not the length the marker says."""
+    """Per input the record ``done`` holds, its counts and where its tokens start in train.bin and val.bin
+    (``at``); none when the shards in ``out_dir`` are not the length the record says."""
     if done is None or "files" not in done:
         return {}
     starts, out = {"train": 0, "val": 0}, {}
-    for path, record in zip(done["inputs"], done["files"], strict=True):
-        out[path] = {**record, "at": dict(starts)}
+    for recorded, stats in zip(done["inputs"], done["files"], strict=True):
+        out[recorded["path"]] = {**stats, "at": dict(starts)}
         for split in starts:
-            starts[split] += record["counts"][split][1]
+            starts[split] += stats["counts"][split][1]
     if any((out_dir / f"{split}.bin").stat().st_size != n * itemsize for split, n in starts.items()):
         return {}
     return out
@@ -156,7 +153,7 @@ def _copy_range(path: Path, start: int, size: int, out) -> None:
         while size > 0:
             chunk = fh.read(min(size, 1 << 24))
             if not chunk:
-                raise ValueError(f"{path}: shorter than its marker says")
+                raise ValueError(f"{path}: shorter than its record says")
             out.write(chunk)
             size -= len(chunk)
 

@@ -5,8 +5,9 @@ of (id, text) pairs), which applies the bad-input policy of ``workbench.bad_inpu
 A documents file is JSONL, gzipped when its name ends in ``.gz``: one JSON object per line with a string ``text``.
 The tokenizer steps also read plain ``.txt`` corpora whose documents are separated by ``<|endoftext|>``.
 
-Provenance: the extract stage writes ``_stats/<name>.json`` beside each documents file, with ``"generated": true``
-when its input was the generated crawl (``from_generated_crawl``); documents made any other way count as real.
+Provenance: the extract stage's record of each documents file (``_done/<name>.json`` beside it, workbench/ledger.py)
+says ``"generated": true`` when its input was the generated crawl (``from_generated_crawl``); documents made any
+other way count as real.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from workbench.bad_input import InputIssues
 from workbench.files import check_unique_outputs, expand_inputs, read_json
+from workbench.ledger import record_path
 
 EOT = "<|endoftext|>"
 
@@ -40,11 +42,10 @@ def input_files(inputs: list[Path]) -> list[Path]:
 
 
 def from_generated_crawl(path: Path) -> bool:
-    """True when the extract stage wrote documents file ``path`` from the generated crawl (its ``_stats`` marker
-    says ``"generated": true``); False for anything else, unreadable or missing markers included."""
-    marker = Path(path).parent / "_stats" / f"{Path(path).name}.json"
+    """True when the extract stage wrote documents file ``path`` from the generated crawl (its record says
+    ``"generated": true``); False for anything else, unreadable or missing records included."""
     try:
-        stats = read_json(marker)
+        stats = read_json(record_path(Path(path).parent, Path(path).name))
     except (OSError, ValueError):
         return False
     return isinstance(stats, dict) and stats.get("generated") is True

@@ -7,6 +7,7 @@ Gzip output uses ``mtime=0`` so the same records give the same bytes; JSON can b
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import hashlib
 import io
@@ -16,6 +17,8 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
+
+from workbench import failpoints
 
 
 @contextlib.contextmanager
@@ -32,6 +35,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         if tmp_path.is_file():
             with open(tmp_path, "rb") as fh:
                 os.fsync(fh.fileno())
+        failpoints.at_write(tmp_path)
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
@@ -58,6 +62,23 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
         else:
             with open(tmp, mode, encoding=None if binary else encoding) as fh:
                 yield fh
+
+
+WRITE_ERRORS = (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT)  # the disk, not the program
+
+
+def write_error(exc: BaseException) -> str | None:
+    """The one line a CLI prints for a disk that cannot take its output (full, read-only, not writable): the path and
+    what to do, for ``exc`` or an error it was raised from; None for any other error. Outputs are atomic and the
+    stages resumable, so the same command continues once the disk is fixed."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in WRITE_ERRORS:
+            return (f"{exc.filename or 'the output folder'}: {exc.strerror or os.strerror(exc.errno)}: free space or "
+                    "make it writable, then run the same command again to continue")
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
@@ -161,6 +182,10 @@ def details_path(metrics_path: str | os.PathLike) -> Path:
 
 def write_metrics(metrics_path: str | os.PathLike, stats: dict, headline: dict) -> Path:
     """Write the full ``stats`` to ``details_path(metrics_path)`` and the flat ``headline`` to ``metrics_path``
-    (the file DVC shows); returns the metrics path."""
+    (the file DVC shows); returns the metrics path. The temporary files a killed earlier write of these two left
+    go first: the metrics folder is shared, so no stage's cleanup of its own folders reaches them."""
+    for path in (details_path(metrics_path), Path(metrics_path)):
+        for stale in path.parent.glob(f".{path.name}.*.tmp") if path.parent.is_dir() else ():
+            stale.unlink(missing_ok=True)
     write_json(details_path(metrics_path), stats)
     return write_json(metrics_path, headline)

@@ -1,4 +1,4 @@
-"""The one base of the data stages (extract, filter, dedup, tokenize): read -> decide -> write -> mark -> count.
+"""The one base of the data stages (extract, filter, dedup, tokenize): read -> decide -> write -> record -> count.
 
 After datatrove's ``PipelineStep``: the base owns the iteration, the writers and the counting; a stage only decides
 (extraction, the filter steps, dedup's clustering, encoding). What the base owns:
@@ -6,11 +6,12 @@ After datatrove's ``PipelineStep``: the base owns the iteration, the writers and
 - the tasks: ``FileStage.run`` maps one task per unfinished input file over an executor (``workbench.executor``:
   the local pool, Ray or Dask) with a progress bar (``map_tasks``, which stages with tasks of their own use too);
 - the writers: ``TaskWriter`` opens one task's output files (kept and rejected documents, or token parts) together
-  and writes them atomically, so a task that raises leaves no file under a final name; the task's completion
-  marker (``_stats/<name>.json``: its stats, without timings, so a rerun writes the same bytes) is written last;
-- resume: a file whose marker and outputs exist, and whose marker records the input file as it is now (size and
-  SHA-256: ``input_identity``), is not run again (``finished_stats``); its marker's stats count as if it had been. A
-  changed input is redone, and the stage says so in one line;
+  and writes them atomically, so a task that raises leaves no file under a final name; the task's record in the
+  stage's ledger (``workbench.ledger``: ``_done/<output name>.json``, its stats without timings, the input's
+  identity and the stage's ``settings``) is written last;
+- resume: a file whose output exists and whose record holds the input as it is now (size and SHA-256) and the
+  stage's settings as they are now is not run again (``finished``); its record's stats count as if it had been.
+  A changed input is redone, and the stage says so in one line; changed settings redo every file;
 - the metrics: per-file stats summed (``sum_stats``) into the stage's metrics, written atomically with their
   headline (``write_stage_metrics``: ``metrics/<stage>.json`` and ``metrics/details/<stage>.json``); a stage none
   of whose inputs could be read then fails (``workbench.bad_input``);
@@ -20,13 +21,14 @@ After datatrove's ``PipelineStep``: the base owns the iteration, the writers and
 A stage that keeps, changes or drops documents one at a time is a ``DocumentStage``: it says only ``decide(doc)``
 (the document to keep, or the reason it is dropped); the base reads the files, writes kept and rejected documents
 and counts. Dedup is global (sketch everything, cluster, then write) and tokenize joins its files' parts into one
-pair of shards, so each keeps one ``StageMarker`` (the inputs' identities and the settings) instead of a marker per
-file, and the writers and the metrics, not the per-file map of ``FileStage``; both map their tasks with
-``map_tasks``.
+pair of shards, so each keeps one record for the whole stage in the same ledger (and a work folder keyed on the
+same identities for its tasks) instead of a record per file, and the writers and the metrics, not the per-file
+map of ``FileStage``; both map their tasks with ``map_tasks``.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -40,77 +42,20 @@ from tqdm import tqdm
 
 from workbench.bad_input import InputIssues, merged_stats, require_readable
 from workbench.documents import output_name, read_documents
-from workbench.files import atomic_open, file_sha256, read_json, write_json, write_metrics
+from workbench.files import atomic_open, write_metrics
+from workbench.ledger import DONE_FOLDER, Ledger, Record
 from workbench.stage_cli import funnel_headline
-
-STATS_FOLDER = "_stats"  # beside a stage's outputs: one completion marker per input file (or one for the stage)
-
-
-def marker_path(out_dir: Path | str, name: str) -> Path:
-    """The completion marker of output ``name`` (or of a whole stage) in ``out_dir``: ``_stats/<name>.json``."""
-    return Path(out_dir) / STATS_FOLDER / f"{name}.json"
-
-
-def finished_stats(marker: Path, *outputs: Path) -> dict | None:
-    """The stats a finished task wrote to ``marker``, when it and every one of ``outputs`` exist; else None."""
-    if Path(marker).exists() and all(Path(p).exists() for p in outputs):
-        return read_json(marker)
-    return None
-
-
-def mark_done(marker: Path, stats: dict, source: Path | None = None) -> dict:
-    """Write a task's completion marker (after its outputs): its ``stats``, key-sorted, atomically; with ``source``,
-    also that input file's identity (``input_identity``), so that a changed input is redone."""
-    write_json(marker, stats | ({"input_identity": input_identity(source)} if source is not None else {}))
-    return stats
-
-
-def input_identity(path: Path) -> dict:
-    """What a marker records of its input file: its size and the SHA-256 of its bytes (not its path or mtime: the
-    marker must be the same bytes on every machine)."""
-    return {"size": Path(path).stat().st_size, "sha256": file_sha256(path)}
 
 
 def remove_leftovers(*folders: Path | None) -> None:
-    """Remove the temporary files a killed writer left in ``folders`` and their ``_stats`` (``atomic_path``'s
+    """Remove the temporary files a killed writer left in ``folders`` and their records (``atomic_path``'s
     ``.<name>.<random>.tmp``). Only for folders one stage owns: another run's open temporary file would go too."""
     for folder in folders:
         if folder is None:
             continue
-        for place in (Path(folder), Path(folder) / STATS_FOLDER):
+        for place in (Path(folder), Path(folder) / DONE_FOLDER):
             for leftover in place.glob(".*.tmp") if place.is_dir() else ():
                 leftover.unlink(missing_ok=True)
-
-
-class StageMarker:
-    """The one completion marker of a stage whose outputs depend on all its inputs together (dedup, tokenize):
-    ``_stats/<name>.json`` in ``out_dir`` with the inputs (paths, and identities: ``input_identity``), the values
-    in ``wanted`` that decide the outputs (the settings), and what the stage adds when it ``write``s (its metrics,
-    per-input counts). No timings: it sits in a DVC output whose bytes must not change between runs."""
-
-    def __init__(self, name: str, out_dir: Path, files: list[Path], **wanted):
-        self.name, self.out_dir, self.path = name, Path(out_dir), marker_path(out_dir, name)
-        self.files, self.wanted = files, wanted
-        self.inputs, self.identities = [str(f) for f in files], [input_identity(f) for f in files]
-
-    def recorded(self, *outputs: Path) -> tuple[dict | None, list[bool]]:
-        """The marker as written, when it and every one of ``outputs`` exist and its ``wanted`` values are as now
-        (else None), and, per input, whether the marker records it as it is now; an input recorded with other
-        bytes is said in one line."""
-        done = finished_stats(self.path, *outputs)
-        if done is None or any(done.get(k) != v for k, v in self.wanted.items()):
-            return None, [False] * len(self.files)
-        old = dict(zip(done.get("inputs", []), done.get("input_identities", []), strict=False))
-        same = [old.get(i) == identity for i, identity in zip(self.inputs, self.identities, strict=True)]
-        changed = [i for i, unchanged in zip(self.inputs, same, strict=True) if not unchanged and i in old]
-        if changed:
-            more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
-            tqdm.write(f"{self.name}: {changed[0]}{more} changed since {self.out_dir} was made: doing it again")
-        return done, same
-
-    def write(self, **recorded) -> None:
-        """The marker, written last (after every output), with ``recorded`` beside the inputs and settings."""
-        mark_done(self.path, {"inputs": self.inputs, "input_identities": self.identities, **self.wanted, **recorded})
 
 
 class TaskWriter:
@@ -189,11 +134,13 @@ def write_stage_metrics(metrics_path: Path | None, metrics: dict, headline: dict
 
 
 class FileStage:
-    """A stage of one task per input file, each writing ``out_dir/<output name>`` and its marker.
+    """A stage of one task per input file, each writing ``out_dir/<output name>`` and then its record in the
+    stage's ``ledger`` (``self.record(path).write(**stats)``, last).
 
     A stage sets ``name`` and decides: ``task(path)`` (the picklable argument of its module-level ``task_fn``, which
-    returns the file's stats), ``summarize`` (the stage metrics from every file's stats, finished earlier or now) and
-    ``add_timings``; ``check`` may refuse the files to run. ``run`` does the rest: resume, the map, the metrics."""
+    returns the file's stats), ``summarize`` (the stage metrics from every file's stats, finished earlier or now),
+    ``add_timings`` and ``settings`` (what decides its outputs besides the input); ``check`` may refuse the files to
+    run. ``run`` does the rest: resume, the map, the metrics."""
 
     name = "stage"
     bar_for_one_file = True  # False: a progress bar only when two or more files run
@@ -205,6 +152,11 @@ class FileStage:
     # -- what a stage decides
     def output_name(self, path: Path) -> str:
         return output_name(path)
+
+    def settings(self) -> dict:
+        """What decides this stage's outputs besides each input (JSON values): a file recorded with other settings
+        is done again. None by default; a stage with options that change its outputs returns them."""
+        return {}
 
     def task(self, path: Path) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
@@ -226,25 +178,28 @@ class FileStage:
         """The folders this stage writes its outputs to (their leftovers are removed before a run)."""
         return [self.out_dir]
 
+    def outputs(self, path: Path) -> list[Path]:
+        """The files the task of ``path`` writes (all must exist for its record to count)."""
+        return [self.out_dir / self.output_name(path)]
+
     # -- what the base does
-    def marker(self, path: Path) -> Path:
-        return marker_path(self.out_dir, self.output_name(path))
+    @functools.cached_property
+    def ledger(self) -> Ledger:
+        """Where this stage records its finished files (``out_dir/_done/``), with its settings (computed once)."""
+        return Ledger(self.name, self.out_dir, self.settings())
+
+    def record(self, path: Path) -> Record:
+        """The record of input ``path``'s task: named for its output, made from that one input."""
+        return self.ledger.record(self.output_name(path), [path])
 
     def finished(self) -> dict[Path, dict]:
-        """The stats of every input whose output and marker exist and whose marker records the input as it is now
-        (none when ``force``); an input changed since says so in one line and is redone."""
-        done = {}
-        for path in self.files if not self.force else ():
-            stats = finished_stats(self.marker(path), self.out_dir / self.output_name(path))
-            if stats is None:
-                continue
-            recorded = stats.pop("input_identity", None)  # None: a marker written without it (mark_done's source)
-            if recorded is not None and recorded != input_identity(path):
-                tqdm.write(f"{self.name}: {path} is not the input {self.out_dir / self.output_name(path)} was made "
-                           "from (it changed since): doing it again")
-                continue
-            done[path] = stats
-        return done
+        """The stats of every input whose outputs and record exist, with the input as it is now and the settings
+        as they are now (none when ``force``); an input changed since says so in one line and is redone."""
+        records = {path: self.record(path) for path in self.files}  # the settings computed once, before any task
+        if self.force:
+            return {}
+        done = {path: record.done(*self.outputs(path)) for path, record in records.items()}
+        return {path: stats for path, stats in done.items() if stats is not None}
 
     def run_tasks(self, executor, todo: list[Path]) -> list[dict]:
         progress = {} if self.bar_for_one_file else {"disable": len(todo) < 2}
@@ -268,7 +223,7 @@ class FileStage:
 
 def document_task(task: tuple[DocumentStage, Path]) -> dict:
     """One ``DocumentStage`` task: every document of one file through ``stage.decide``, kept or rejected with its
-    reason; the file's stats, also written as its completion marker (with the input's identity)."""
+    reason; the file's stats, also written as its record (with the input's identity and the stage's settings)."""
     stage, path = task
     name, issues, drops = stage.output_name(path), InputIssues(), Counter()
     rejected = stage.rejected_dir / name if stage.rejected_dir is not None else None
@@ -285,7 +240,7 @@ def document_task(task: tuple[DocumentStage, Path]) -> dict:
     issues.warn(logging.getLogger(type(stage).__module__))
     stats = {"input": str(path), "docs_in": docs_in, "docs_out": out.counts["kept"],
              "drops": dict(sorted(drops.items())), **issues.stats(with_skipped=True)}
-    return mark_done(stage.marker(path), stats, path)
+    return stage.record(path).write(**stats)
 
 
 class DocumentStage(FileStage):
@@ -310,6 +265,9 @@ class DocumentStage(FileStage):
 
     def output_dirs(self) -> list[Path]:
         return [self.out_dir] + ([self.rejected_dir] if self.rejected_dir is not None else [])
+
+    def outputs(self, path: Path) -> list[Path]:
+        return [folder / self.output_name(path) for folder in self.output_dirs()]
 
     def summarize(self, per_file: list[dict]) -> dict:
         drops = sum_counts(per_file) + Counter(bad_json=sum(s.get("bad_json", 0) for s in per_file))

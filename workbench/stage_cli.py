@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.files import write_error
 from workbench.params import ParamsError, add_config_flags, add_params_flag, apply_section, params_path, setting
 
 # (parsed flags, the params section as read) -> the step's one-line summary
@@ -94,6 +95,11 @@ def run_step(parser: argparse.ArgumentParser, section: str, argv: Sequence[str] 
         summary = command(args, values)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        if (line := write_error(e)) is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
         return 2
     print(f"{summary} [{time.perf_counter() - start:.1f} s]")
     return 0

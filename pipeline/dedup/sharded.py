@@ -5,16 +5,16 @@ single-process stage (``pipeline/dedup/stage.py``, the reference), byte for byte
 executor: signatures (per input file) -> exact (per fingerprint shard) -> buckets (per band x key shard) ->
 shingles (per input file) -> pairs (per band x key shard) -> clusters (one) -> lines (per line-key shard, only for
 ``line_dedup: first``) -> filter (per input file). Only small things travel (paths, settings, counts); the data
-moves through files under ``out_dir/_work``. A killed run resumes per task: the next run skips every task with a
-``done.json``. ``_work/run.json`` records the inputs (path, size, mtime) and settings: when they change, the work
-folder is cleared first. It is removed once the stage is complete.
+moves through files in the stage's work folder (``out_dir/_work/<key>``, workbench/ledger.py: the key hashes the
+inputs' identities, size and SHA-256, the settings, the output names and the shard count, so another run's tasks
+are never mixed in). A killed run resumes per task: the next run skips every task with a ``done.json``. The stage
+(pipeline/dedup/stage.py) removes the work folder once its record is written.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -25,33 +25,13 @@ from pipeline.dedup import tasks
 from pipeline.dedup.records import DedupConfig, stage_metrics
 from workbench.bad_input import InputIssues
 from workbench.executor import LocalExecutor
-from workbench.files import read_json, write_json
+from workbench.files import read_json
 from workbench.stage import map_tasks, sum_stats
 
 log = logging.getLogger(__name__)
 
 
 SHARD_DOCS = 4096  # documents per hash-range shard, at most (about): more documents, more shards
-
-
-def work_folder(out_dir: Path) -> Path:
-    return Path(out_dir) / "_work"
-
-
-def _run_key(files: list[Path], out_files: list[Path], rejected_files: list[Path] | None, cfg: DedupConfig) -> dict:
-    stats = [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]  # lists: as JSON reads them back
-    return {"inputs": stats, "outputs": [str(p) for p in out_files],
-            "rejected": [str(p) for p in rejected_files] if rejected_files is not None else None,
-            "settings": cfg.settings(), "shards": cfg.shards}
-
-
-def _open_work(work: Path, key: dict, force: bool) -> None:
-    """Keep the finished tasks of an interrupted run with the same inputs and settings; else start afresh."""
-    marker = work / "run.json"
-    if work.exists() and (force or not marker.exists() or read_json(marker) != key):
-        shutil.rmtree(work)
-    if not marker.exists():
-        write_json(marker, key)
 
 
 def _stage(executor, name: str, fn: Callable, layout: tasks.Layout, parts: list, counts: Counter) -> list[dict]:
@@ -66,15 +46,14 @@ def _stage(executor, name: str, fn: Callable, layout: tasks.Layout, parts: list,
 
 
 def run_sharded(files: list[Path], out_dir: Path, rejected_dir: Path | None, names: list[str], cfg: DedupConfig,
-                executor=None, force: bool = False) -> dict:
-    """Dedup ``files`` into ``out_dir/<name>`` (and ``rejected_dir/<name>``) with the sharded tasks; return the
-    stage metrics (the single stage's, plus ``engine``, ``shards`` and ``tasks``). ``executor``: a
-    ``LocalExecutor``, ``RayExecutor`` or ``DaskExecutor`` (default: a local pool of ``cfg.workers`` processes)."""
+                work: Path, executor=None) -> dict:
+    """Dedup ``files`` into ``out_dir/<name>`` (and ``rejected_dir/<name>``) with the sharded tasks, their files in
+    ``work`` (the stage ledger's work folder for these inputs and settings: a task finished there is not run
+    again); return the stage metrics (the single stage's, plus ``engine``, ``shards`` and ``tasks``). ``executor``:
+    a ``LocalExecutor``, ``RayExecutor`` or ``DaskExecutor`` (default: a local pool of ``cfg.workers`` processes)."""
     start = time.perf_counter()
     out_files = [Path(out_dir) / n for n in names]
     rejected_files = [Path(rejected_dir) / n for n in names] if rejected_dir is not None else None
-    work = work_folder(out_dir)
-    _open_work(work, _run_key(files, out_files, rejected_files, cfg), force)
     executor = executor or LocalExecutor(cfg.workers)
     layout = tasks.Layout(work, tuple(files), tuple(out_files), tuple(rejected_files) if rejected_files else None, cfg)
     counts: Counter = Counter()
@@ -107,8 +86,8 @@ def run_sharded(files: list[Path], out_dir: Path, rejected_dir: Path | None, nam
                             verified_pairs=sum(r["joins"] for r in pairs), engine="sharded", shards=cfg.shards,
                             tasks=dict(sorted(counts.items())))
     metrics["task_peak_rss_mb"] = task_peak_rss(stages)
-    return metrics  # the work folder goes after the stage's marker is written (run_dedup): a kill in between keeps
-    # both the finished tasks and, once the marker is there, the finished stage
+    return metrics  # the work folder goes after the stage's record is written (run_dedup): a kill in between keeps
+    # both the finished tasks and, once the record is there, the finished stage
 
 
 def task_peak_rss(stages: dict[str, list[dict]]) -> dict[str, float]:

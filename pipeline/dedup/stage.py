@@ -18,8 +18,10 @@
 Because dedup is global, the stage reads its inputs three times (sketch everything, collect the shingles of
 candidate documents, write) and holds ~250 bytes per document (id, LSH keys) plus the shingle
 sets of the candidates (measured: +25 MB over the interpreter for 100k documents).
-Resumability is per stage, not per file: a rerun skips only when every output and the completion marker
-(``out_dir/_stats/dedup.json``, same inputs and settings) exist; anything else redoes the whole stage.
+Resumability is per stage, not per file: a rerun skips only when every output and the stage's record in its
+ledger (``out_dir/_done/dedup.json``, workbench/ledger.py: the inputs by size and SHA-256, the settings) exist and
+match; anything else redoes the whole stage (the sharded engine resumes its finished tasks from the ledger's work
+folder for the same inputs and settings).
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import argparse
 import gzip
 import hashlib
 import logging
-import shutil
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -50,13 +51,14 @@ from pipeline.dedup.records import DedupConfig, drop_seen_lines, sketch_all, sta
 from pipeline.dedup.records import (
     text_fingerprint as text_fingerprint,  # re-exported: its home before records.py
 )
-from pipeline.dedup.sharded import run_sharded, work_folder
+from pipeline.dedup.sharded import run_sharded
 from workbench.bad_input import InputIssues, require_readable, summary_note
 from workbench.documents import input_files, output_name, read_lines
 from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
 from workbench.files import atomic_open, atomic_path, check_unique_outputs
+from workbench.ledger import Ledger
 from workbench.params import config_from_args, override
-from workbench.stage import StageMarker, remove_leftovers, write_stage_metrics
+from workbench.stage import remove_leftovers, write_stage_metrics
 from workbench.stage_cli import RejectingStageFiles, funnel_headline, need, optional_path, paths, run_step, stage_parser
 
 log = logging.getLogger(__name__)
@@ -144,7 +146,7 @@ def near_duplicate_clusters(docs: Sequence[dict], cfg: DedupConfig = DEFAULT_CON
 
 # -- the stage ----------------------------------------------------------------------------------------------
 TIMINGS = ("seconds", "docs_per_s", "task_peak_rss_mb", "tasks")  # measured or how this run went (tasks run and
-# resumed), not decided: kept out of the marker, which must be the same bytes however the outputs were reached
+# resumed), not decided: kept out of the record, which must be the same bytes however the outputs were reached
 
 
 @dataclass
@@ -214,8 +216,8 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     Writes ``out_dir/<name>`` per input (kept documents: copied line for line, except that those in a
     near-duplicate cluster get ``minhash_cluster`` = the kept document's id), ``rejected_dir/<name>`` (dropped
     documents with ``reason``, ``duplicate_of`` and ``minhash_cluster``), the metrics (headline at
-    ``metrics_path``, all of them in ``details_path(metrics_path)``), then the completion marker. Skips the
-    work when the marker matches (same inputs and settings) and every output exists, unless ``force``.
+    ``metrics_path``, all of them in ``details_path(metrics_path)``), then the stage's record. Skips the
+    work when the record matches (same inputs and settings) and every output exists, unless ``force``.
     Bad input follows ``workbench.bad_input``: a malformed line is skipped, counted as ``bad_json`` and named file:line
     in a warning; unreadable or empty files are named in the metrics; no readable input at all is a ValueError.
     ``cfg.engine`` picks how: ``single`` (here, in one process) or ``sharded`` (``pipeline/dedup/sharded.py``: tasks
@@ -225,27 +227,28 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     out_dir = Path(out_dir)
     rejected_dir = Path(rejected_dir) if rejected_dir is not None else None
     names = [output_name(f) for f in files]
-    marker = StageMarker("dedup", out_dir, files, settings=cfg.settings(),
-                         rejected_dir=str(rejected_dir) if rejected_dir else None)
+    ledger = Ledger("dedup", out_dir, {**cfg.settings(), "rejected_dir": str(rejected_dir) if rejected_dir else None})
+    record = ledger.record("dedup", files)
     outputs = [out_dir / n for n in names] + ([rejected_dir / n for n in names] if rejected_dir else [])
-    done, unchanged = marker.recorded(*outputs) if not force else (None, [])
-    if done is not None and done.get("inputs") == marker.inputs and all(unchanged):
-        shutil.rmtree(work_folder(out_dir), ignore_errors=True)  # left by a kill after the marker was written
+    done = record.done(*outputs) if not force else None
+    if done is not None:
+        ledger.remove_work()  # left by a kill after the record was written
         metrics = {**done["metrics"], "seconds": 0.0, "docs_per_s": None}  # nothing ran
         write_stage_metrics(metrics_path, metrics, funnel_headline(metrics))
         require_readable(metrics, len(files))
         return metrics
-    marker.path.unlink(missing_ok=True)
+    record.path.unlink(missing_ok=True)
     remove_leftovers(out_dir, rejected_dir)
     if cfg.engine == "sharded":
-        metrics = run_sharded(files, out_dir, rejected_dir, names, cfg, executor, force)
+        work = ledger.work(fresh=force, inputs=record.identities, outputs=names, shards=cfg.shards)
+        metrics = run_sharded(files, out_dir, rejected_dir, names, cfg, work, executor)
     else:
         if executor is not None and not isinstance(executor, LocalExecutor):
             raise ValueError("dedup.engine single runs in this process; a ray/dask executor needs dedup.engine sharded")
         metrics = _run_single(files, out_dir, rejected_dir, names, cfg)
     write_stage_metrics(metrics_path, metrics, funnel_headline(metrics))
-    marker.write(metrics={k: v for k, v in metrics.items() if k not in TIMINGS})
-    shutil.rmtree(work_folder(out_dir), ignore_errors=True)  # the sharded engine's tasks, once the marker holds
+    record.write(metrics={k: v for k, v in metrics.items() if k not in TIMINGS})
+    ledger.remove_work()  # the sharded engine's tasks, once the record holds
     require_readable(metrics, len(files))
     return metrics
 

@@ -8,10 +8,14 @@ the joins) -> lines (one task per line-key shard, for ``line_dedup: first``) -> 
 the kept and rejected documents).
 
 A task is a module-level function of one picklable tuple ``(name, layout, part)``, so the local pool, Ray and Dask
-run it unchanged. It writes every file atomically, then its ``done.json``; a task with a ``done.json`` is finished
-and is not run again, one without it (killed, failed) is run again from scratch. Documents are numbered in input
-order (the file's offset + the position among its readable documents), the single-process stage's numbering, so
-both engines pick the same original, cluster root, ``duplicate_of`` and ``minhash_cluster``.
+run it unchanged. It writes every file atomically, then its ``done.json`` (``workbench.ledger.mark_task_done``); a
+task with a ``done.json`` is finished and is not run again, one without it (killed, failed) is run again from
+scratch. A ``done.json`` holds no identity of the inputs: the work folder it sits in is the stage ledger's for
+these inputs and settings (its name is their key), so a task of other inputs is never found.
+
+Documents are numbered in input order (the file's offset + the position among its readable documents), the
+single-process stage's numbering, so both engines pick the same original, cluster root, ``duplicate_of`` and
+``minhash_cluster``.
 
 Intermediate files under ``layout.work`` (``.npy``: int64/uint64 arrays; F a file, B a band, S a shard):
   sig/F/        fps.npy (n,) exact fingerprints (0: no words); keys.npy (n, bands) LSH keys (0: no shingles);
@@ -45,8 +49,8 @@ from pipeline.dedup.records import DedupConfig, line_keys, sketch_all, without_l
 from workbench.bad_input import InputIssues
 from workbench.documents import read_lines
 from workbench.files import atomic_open, atomic_path, read_json
+from workbench.ledger import finished_task, mark_task_done
 from workbench.memory import peak_rss_mb, reset_peak_rss
-from workbench.stage import finished_stats, mark_done
 
 
 @dataclass(frozen=True)
@@ -71,19 +75,19 @@ class Layout:
 def _resumable(kind: str) -> Callable:
     """Run the task body unless its ``done.json`` exists; write ``done.json`` (its result) after its outputs. The
     result also holds the task's own peak RSS (``peak_rss_mb``: the worker's interpreter included, earlier tasks of
-    the same worker not), for the scale benchmark; it never reaches an output or the stage's marker."""
+    the same worker not), for the scale benchmark; it never reaches an output or the stage's record."""
 
     def wrap(body: Callable[[Layout, object, Path], dict]) -> Callable[[tuple], dict]:
         def task(t: tuple) -> dict:
             _, layout, part = t
             folder = layout.folder(kind, part)
-            finished = finished_stats(folder / "done.json")
+            finished = finished_task(folder / "done.json")
             if finished is not None:
                 return finished
             folder.mkdir(parents=True, exist_ok=True)
             own = reset_peak_rss()
             out = body(layout, part, folder)
-            return mark_done(folder / "done.json", {**out, "peak_rss_mb": peak_rss_mb() if own else None})
+            return mark_task_done(folder / "done.json", {**out, "peak_rss_mb": peak_rss_mb() if own else None})
 
         # pickled by name (Ray, Dask); not functools.wraps: Ray would check calls against the body's signature
         task.__module__, task.__name__, task.__qualname__, task.__doc__ = (

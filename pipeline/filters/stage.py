@@ -7,13 +7,15 @@ are never masked and classifiers see the original text). A step's setting is ``f
 defaults) or a mapping of constructor arguments.
 
 Each input file is one task for the executor (workbench/executor.py), run by the data-stage base
-(workbench/stage.py: resume, writers, markers, metrics). A task reads its file (bad input by the
+(workbench/stage.py: resume, writers, records, metrics). A task reads its file (bad input by the
 policy of workbench/bad_input.py: a malformed JSONL line is counted as ``bad_json`` and named file:line in a warning; a
 file that is unreadable or holds no document is named in the summary; only when no input is readable does the
 stage fail), runs the chain, writes the kept
 documents to ``out_dir/<name>`` and the dropped ones, each with its ``reason``, to ``rejected_dir/<name>``, both
-atomically, then writes ``out_dir/_stats/<name>.json`` last as its completion marker, so a rerun skips finished
-files and a killed run never leaves half-written outputs. Stats carry no timings, so a rerun is byte-identical;
+atomically, then writes its record last (``out_dir/_done/<name>.json``, workbench/ledger.py: its stats, the input's
+identity and the chain's settings and classifier models), so a rerun skips finished files, redoes every file when
+a step's settings or a model changed, and a killed run never leaves half-written outputs. Stats carry no timings,
+so a rerun is byte-identical;
 seconds and docs/s go to the stage metrics: the headline in ``metrics/filter.json``, every count (per step, per
 reason) in ``metrics/details/filter.json``.
 
@@ -36,8 +38,9 @@ from pipeline.runtime.steps import Step, StepStats, run_steps
 from workbench.bad_input import InputIssues, merged_stats, summary_note
 from workbench.documents import from_generated_crawl, input_files, output_name, read_documents
 from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
+from workbench.ledger import Ledger, identity
 from workbench.params import config_from_args, override, setting
-from workbench.stage import DocumentStage, TaskWriter, mark_done, marker_path, sum_stats
+from workbench.stage import DocumentStage, TaskWriter, sum_stats
 from workbench.stage_cli import RejectingStageFiles, need, optional_path, paths, run_step, stage_parser
 
 log = logging.getLogger(__name__)
@@ -91,6 +94,11 @@ class FilterConfig:
             out.append((name, kwargs))
         return out
 
+    def settings(self) -> dict:
+        """What decides the outputs: the chain (each step on, with its arguments; a step set false and one left
+        out are the same chain). Not ``workers``, nor ``allow_generated_classifiers``, which only refuses."""
+        return {"steps": dict(self.enabled())}
+
 
 def build_steps(cfg: FilterConfig) -> list[Step]:
     steps = []
@@ -116,9 +124,11 @@ def check_provenance(files: list[Path], steps: list[Step], allow: bool = False) 
                          f"step off, or set filter.allow_generated_classifiers: true")
 
 
-def filter_file(task: tuple[Path, Path, Path, FilterConfig]) -> dict:
-    """One task: filter one documents file; returns its stats (also written as the completion marker)."""
-    path, out_dir, rejected_dir, cfg = task
+def filter_file(task: tuple[Path, Ledger, Path, FilterConfig]) -> dict:
+    """One task: filter one documents file into the ledger's ``out_dir``; returns its stats (also written as its
+    record)."""
+    path, ledger, rejected_dir, cfg = task
+    out_dir = ledger.out_dir
     name = output_name(path)
     steps, stats, issues = build_steps(cfg), {}, InputIssues()
     t0 = time.perf_counter()
@@ -138,7 +148,7 @@ def filter_file(task: tuple[Path, Path, Path, FilterConfig]) -> dict:
     result = {"input": str(path), "docs_in": counts["docs_in"], "docs_out": out.counts["kept"],
               "bad_json": len(issues.skipped), "chars_in": counts["chars_in"], "chars_out": counts["chars_out"],
               "steps": {k: {**v.to_dict(), "seconds": 0.0} for k, v in stats.items()}, **issues.stats()}
-    mark_done(marker_path(out_dir, name), result, path)  # written last: marks the file as done; no timings in it
+    ledger.record(name, [path]).write(**result)  # written last: marks the file as done; no timings in it
     return {**result, "seconds": time.perf_counter() - t0, "step_seconds": {k: v.seconds for k, v in stats.items()}}
 
 
@@ -155,8 +165,15 @@ class FilterStage(DocumentStage):
         self.cfg = cfg
         self.steps = build_steps(cfg)  # fail fast on bad settings or missing models, before any task starts
 
+    def settings(self) -> dict:
+        """The chain's settings and the identity of each classifier's model (a retrained model at the same path
+        decides differently)."""
+        models = {s.name: identity(s.model_path) for s in self.steps
+                  if isinstance(s, ClassifierFilter) and s.model_path.is_file()}
+        return {**self.cfg.settings(), "models": models}
+
     def task(self, path: Path) -> tuple:
-        return path, self.out_dir, self.rejected_dir, self.cfg
+        return path, self.ledger, self.rejected_dir, self.cfg
 
     def check(self, todo: list[Path]) -> None:
         check_provenance(todo, self.steps, self.cfg.allow_generated_classifiers)

@@ -32,8 +32,9 @@ from pipeline.web.warc import Payload, is_generated_crawl, iter_payloads
 from workbench.bad_input import InputIssues, merged_stats, summary_note
 from workbench.executor import ExecutorSettings, LocalExecutor, alarm_time_limit, make_executor, thread_time_limit
 from workbench.files import check_unique_outputs, expand_inputs
+from workbench.ledger import Ledger
 from workbench.params import config_from_args, override, setting
-from workbench.stage import FileStage, TaskWriter, mark_done, marker_path, sum_counts, sum_stats
+from workbench.stage import FileStage, TaskWriter, sum_counts, sum_stats
 from workbench.stage_cli import StageFiles, funnel_headline, need, optional_path, paths, run_step, stage_parser
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,11 @@ class ExtractConfig:
             raise ValueError(f"extract.max_bytes must be >= 1, got {self.max_bytes}")
         if self.timeout_s <= 0:
             raise ValueError(f"extract.timeout_s must be > 0, got {self.timeout_s}")
+
+    def settings(self) -> dict:
+        """The fields that decide the documents (not ``workers``: any count writes the same bytes); the time limit
+        is one, as it decides which records are dropped as ``extract_timeout``."""
+        return {"extractor": self.extractor, "max_bytes": self.max_bytes, "timeout_s": self.timeout_s}
 
 
 def decode_html(html_bytes: bytes, declared_charset: str | None = None) -> str | None:
@@ -184,9 +190,9 @@ def kill_after_s(timeout_s: float) -> float:
     return max(2 * timeout_s, timeout_s + 1.0)
 
 
-def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool: SupervisedPool | None, bar=None) -> dict:
-    """Extract one input into ``out_dir``, its records spread over ``pool`` (or extracted in this process when
-    there is none); return its stats."""
+def _extract_file(path: Path, ledger: Ledger, cfg: ExtractConfig, pool: SupervisedPool | None, bar=None) -> dict:
+    """Extract one input into the ledger's ``out_dir``, its records spread over ``pool`` (or extracted in this
+    process when there is none); record it done and return its stats."""
     drops: Counter = Counter()
     counts = {"records": 0}
     problems: list[str] = []
@@ -199,7 +205,7 @@ def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool: Supervise
             sent.append(payload)
             yield payload
 
-    with TaskWriter(text=True, kept=out_dir / output_name(path)) as out:
+    with TaskWriter(text=True, kept=ledger.out_dir / output_name(path)) as out:
         for result in pool.imap(payloads()) if pool is not None else map(_extract_one, payloads()):
             payload = sent.popleft()
             if bar is not None:
@@ -221,15 +227,15 @@ def _extract_file(path: Path, out_dir: Path, cfg: ExtractConfig, pool: Supervise
     # "generated": the input is our generated crawl (its warcinfo says so); the filter's provenance check reads it.
     stats = {"input": str(path), "generated": is_generated_crawl(path), "records": counts["records"],
              "docs": out.counts["kept"], "drops": dict(sorted(drops.items())), **issues.stats()}
-    return mark_done(marker_path(out_dir, output_name(path)), stats, path)  # written last: marks the input as done
+    return ledger.record(output_name(path), [path]).write(**stats)  # written last: marks the input as done
 
 
-def extract_file_task(task: tuple[Path, Path, ExtractConfig]) -> dict:
+def extract_file_task(task: tuple[Path, Ledger, ExtractConfig]) -> dict:
     """A cluster task (workbench/executor.py): extract one whole input file in the worker that runs it, record by
     record in that process (cluster workers may not start processes of their own)."""
-    path, out_dir, cfg = task
+    path, ledger, cfg = task
     _init_worker(cfg)
-    return _extract_file(path, out_dir, cfg, None)
+    return _extract_file(path, ledger, cfg, None)
 
 
 class ExtractStage(FileStage):
@@ -245,8 +251,11 @@ class ExtractStage(FileStage):
     def output_name(self, path: Path) -> str:
         return output_name(path)
 
+    def settings(self) -> dict:
+        return self.cfg.settings()
+
     def task(self, path: Path) -> tuple:
-        return path, self.out_dir, self.cfg
+        return path, self.ledger, self.cfg
 
     def run_tasks(self, executor, todo: list[Path]) -> list[dict]:
         """On a cluster, one task per whole file; here, file after file, the records spread over a pool."""
@@ -255,7 +264,7 @@ class ExtractStage(FileStage):
         _import_extractor(self.cfg.extractor)
         with SupervisedPool(_extract_one, self.cfg.workers, kill_after_s(self.cfg.timeout_s), _init_worker,
                             (self.cfg,)) as pool, tqdm(desc="extract", unit="rec", dynamic_ncols=True) as bar:
-            return [_extract_file(p, self.out_dir, self.cfg, pool, bar) for p in todo]
+            return [_extract_file(p, self.ledger, self.cfg, pool, bar) for p in todo]
 
     def summarize(self, per_file: list[dict]) -> dict:
         """Stage metrics over every input: records read, documents out, drops per reason."""

@@ -36,8 +36,8 @@ from scaling.sweep import load_config, plan_runs
 from scaling.sweep import main as sweep_main
 from tokenizer.shards import main as shards_main
 from workbench.files import read_json, write_json, write_jsonl, write_text
+from workbench.ledger import Ledger, identity
 from workbench.params import add_config_flags, config_from_args, read_params, setting
-from workbench.stage import StageMarker, input_identity
 
 DEFAULT_FRACTION = 0.05
 
@@ -114,12 +114,12 @@ def data_settings(params: dict, dedup: bool, extract: bool) -> dict[str, object]
 def restart_if_tokens_changed(runs: Path, shards: Path, what: str) -> None:
     """Remove the run folder ``runs`` when the tokens it was trained on (``shards``' train.bin and val.bin, by
     content: ``<runs>.data.json`` beside it) are not the tokens there now; then record them."""
-    identity = {name: input_identity(shards / name) for name in ("train.bin", "val.bin")}
+    tokens = {name: identity(shards / name) for name in ("train.bin", "val.bin")}
     record = runs.parent / f"{runs.name}.data.json"
-    if record.exists() and read_json(record) != identity:
+    if record.exists() and read_json(record) != tokens:
         print(f"recipes: {what} was trained on other tokens: training it again")
         shutil.rmtree(runs, ignore_errors=True)
-    write_json(record, identity)
+    write_json(record, tokens)
 
 
 class Runner:
@@ -153,11 +153,11 @@ class Runner:
             write_jsonl(pages / "pages.jsonl.gz", docs)  # any documents file or folder, as one jsonl.gz
         else:
             pages, pool = folder / "pages", self.out / "_pool"
-            marker = StageMarker("split", pool, sorted(self.documents.glob("*.jsonl*")), fraction=self.fraction,
-                                 seed=self.seed)
-            if marker.recorded(pool / "pages.jsonl.gz", pages / "pages.jsonl.gz")[0] is None:
+            record = Ledger("split", pool, {"fraction": self.fraction, "seed": self.seed}).record(
+                "split", sorted(self.documents.glob("*.jsonl*")))
+            if record.done(pool / "pages.jsonl.gz", pages / "pages.jsonl.gz") is None:
                 counts = split_pages(self.documents, self.fraction, self.seed, pages, pool)
-                marker.write(**counts)
+                record.write(**counts)
                 print(f"recipes: validation share {counts['validation_pages']} of {counts['pages']} pages; "
                       f"{counts['decontaminated']} near-duplicate page(s) of it taken out of the training pool")
         self.pool = pool

@@ -20,7 +20,7 @@ from pipeline.dedup.stage import near_duplicate_clusters
 from scaling.recipes.spec import RecipeError
 from workbench.documents import document_paths, from_generated_crawl, iter_texts
 from workbench.files import read_json, write_json, write_jsonl
-from workbench.stage import STATS_FOLDER
+from workbench.ledger import record_path
 
 
 def held_out(doc_id: str, fraction: float, seed: int) -> bool:
@@ -58,8 +58,7 @@ def carry_provenance(documents: Path, out_file: Path) -> None:
     filter applies classifiers trained on generated text only there: workbench/documents.py)."""
     files = document_paths(documents)
     if files and all(from_generated_crawl(f) for f in files):
-        write_json(out_file.parent / STATS_FOLDER / f"{out_file.name}.json", {"generated": True,
-                                                                              "cut_from": str(documents)})
+        write_json(record_path(out_file.parent, out_file.name), {"generated": True, "cut_from": str(documents)})
 
 
 def split_pages(documents: Path, fraction: float, seed: int, validation_out: Path, pool_out: Path) -> dict:

@@ -84,9 +84,9 @@ def test_extraction_marks_documents_from_the_generated_crawl(tmp_path, sample_cr
     shutil.copy(sample_crawl.documents, copy)
     assert not from_generated_crawl(copy)
     run_extract([_nutch_warc(tmp_path / "nutch.warc.gz")], tmp_path / "docs", tmp_path / "m.json", ExtractConfig())
-    assert json.loads((tmp_path / "docs" / "_stats" / "nutch.jsonl.gz.json").read_text())["generated"] is False
+    assert json.loads((tmp_path / "docs" / "_done" / "nutch.jsonl.gz.json").read_text())["generated"] is False
     assert not from_generated_crawl(tmp_path / "docs" / "nutch.jsonl.gz")
-    (tmp_path / "docs" / "_stats" / "nutch.jsonl.gz.json").write_text("{not json")
+    (tmp_path / "docs" / "_done" / "nutch.jsonl.gz.json").write_text("{not json")
     assert not from_generated_crawl(tmp_path / "docs" / "nutch.jsonl.gz")
 
 

@@ -431,4 +431,4 @@ def test_two_runs_write_the_same_bytes_including_the_marker(tmp_path):
         assert metrics["seconds"] > 0
         trees.append({str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
                       if p.is_file() and p.name != "m.json" and p.parent.name != "details"})
-    assert trees[0] == trees[1] and any("_stats" in k for k in trees[0])
+    assert trees[0] == trees[1] and any("_done" in k for k in trees[0])

@@ -21,11 +21,11 @@ import pytest
 
 from pipeline.dedup import sharded, tasks
 from pipeline.dedup.minhash import UnionFind, candidate_buckets, jaccard, verified_clusters
-from pipeline.dedup.sharded import work_folder
 from pipeline.dedup.stage import DedupConfig, run_dedup
 from tests.pipeline.test_dedup import edit, prose
 from workbench.executor import LocalExecutor, make_executor
 from workbench.files import read_jsonl, write_jsonl
+from workbench.ledger import WORK_FOLDER
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL_PAGES = ROOT.parent / "shared" / "data" / "web"
@@ -33,7 +33,7 @@ ENGINES = {"dask": "dask.distributed", "ray": "ray"}
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
-    """Every documents file under ``folder`` (not _stats, not _work): name -> bytes."""
+    """Every documents file under ``folder`` (not _done, not _work): name -> bytes."""
     return {p.name: p.read_bytes() for p in sorted(folder.glob("*.jsonl*"))}
 
 
@@ -46,7 +46,7 @@ def _both(inputs, tmp_path: Path, cfg: DedupConfig, executor=None, tag: str = ""
     kept, rejected = _tree(tmp_path / f"single{tag}"), _tree(tmp_path / f"single-rej{tag}")
     assert kept and _tree(tmp_path / f"sharded{tag}") == kept
     assert _tree(tmp_path / f"sharded-rej{tag}") == rejected
-    assert not work_folder(tmp_path / f"sharded{tag}").exists()  # removed once complete
+    assert not (tmp_path / f"sharded{tag}" / WORK_FOLDER).exists()  # removed once complete
     same = ("docs_in", "docs_out", "chars_in", "chars_out", "drops", "clusters", "clustered_docs", "candidate_docs",
             "lines_removed", "bad_files", "invalid_utf8")
     assert {k: got.get(k) for k in same} == {k: ref.get(k) for k in same}
@@ -165,9 +165,9 @@ def test_a_run_killed_mid_stage_resumes_per_task_to_the_same_bytes(tmp_path, vic
     done = subprocess.run([sys.executable, "-c", _KILL, victim, kind, str(inp), str(out), str(rej)], cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
-    work = work_folder(out)
+    work = out / WORK_FOLDER
     finished = {p: p.stat().st_mtime_ns for p in work.rglob("done.json")}
-    half_done = [p.parent for p in (work / kind).rglob("partial.tmp") if not (p.parent / "done.json").exists()]
+    half_done = [p.parent for p in work.glob(f"*/{kind}/*/partial.tmp") if not (p.parent / "done.json").exists()]
     assert finished and len(half_done) == 1  # the killed task left its outputs but no done.json
     m = run_dedup(inp, out, None, DedupConfig(engine="sharded", line_dedup="first", shards=2), rejected_dir=rej)
     assert m["tasks"]["skipped"] == len(finished)  # resumed per task: nothing finished ran again
@@ -193,9 +193,9 @@ def test_bad_settings_and_a_single_engine_on_a_cluster_are_one_line_errors(tmp_p
 def test_a_changed_input_clears_the_work_of_an_interrupted_run(tmp_path):
     inp = _corpus(tmp_path / "in")
     cfg = DedupConfig(engine="sharded")
-    layout_work = work_folder(tmp_path / "out")
-    (layout_work / "sig" / "00000").mkdir(parents=True)
-    (layout_work / "sig" / "00000" / "done.json").write_text('{"docs": 999}')  # a stale task of another run
+    stale = tmp_path / "out" / WORK_FOLDER / ("0" * 16) / "sig" / "00000"  # the work folder of other inputs
+    stale.mkdir(parents=True)
+    (stale / "done.json").write_text('{"docs": 999}')  # a stale task of another run
     m = run_dedup(inp, tmp_path / "out", None, cfg, rejected_dir=tmp_path / "rej")
     assert m["docs_in"] == 64 and m["tasks"]["skipped"] == 0
 
@@ -256,7 +256,7 @@ def test_each_task_stage_reports_its_peak_rss_outside_the_marker(tmp_path):
     assert {"sig", "exact", "buckets", "shingles", "pairs", "clusters", "filter"} <= set(peaks)
     assert all(10 < mb < 4096 for mb in peaks.values())
     assert got["verified_pairs"] >= got["drops"]["minhash_duplicate"]  # a cluster of k documents needs k - 1 joins
-    marker = json.loads((tmp_path / "out" / "_stats" / "dedup.json").read_text(encoding="utf-8"))
+    marker = json.loads((tmp_path / "out" / "_done" / "dedup.json").read_text(encoding="utf-8"))
     assert "task_peak_rss_mb" not in marker["metrics"] and "seconds" not in marker["metrics"]
 
 
@@ -270,8 +270,8 @@ def test_a_run_killed_while_removing_its_work_folder_redoes_no_task(tmp_path, mo
     real_rmtree = shutil.rmtree
 
     def killed_while_removing(path, *args, **kwargs):
-        if Path(path).name == "_work":
-            (Path(path) / "run.json").unlink()  # the removal got this far
+        if Path(path).name == WORK_FOLDER:
+            next(Path(path).rglob("done.json")).unlink()  # the removal got this far
             raise KeyboardInterrupt  # SIGKILL's stand-in
         return real_rmtree(path, *args, **kwargs)
 
@@ -279,9 +279,9 @@ def test_a_run_killed_while_removing_its_work_folder_redoes_no_task(tmp_path, mo
     with pytest.raises(KeyboardInterrupt):
         run_dedup(inp, out, None, cfg, rejected_dir=rej)
     monkeypatch.undo()
-    assert work_folder(out).exists()
+    assert (out / WORK_FOLDER).exists()
     again = run_dedup(inp, out, None, cfg, rejected_dir=rej)
     assert again["seconds"] == 0.0  # the stage was done: no task ran again
-    assert not work_folder(out).exists()
+    assert not (out / WORK_FOLDER).exists()
     assert _tree(out) == _tree(tmp_path / "ref") and _tree(rej) == _tree(tmp_path / "ref-rej")
     assert again["docs_out"] == ref["docs_out"]

@@ -61,7 +61,7 @@ def _tiny_repo(tmp_path: Path) -> dict:
     params["tokenizer"]["vocab_size"] = 400
     params["train"].update(preset="nano", batch_size=4, max_steps=10, warmup_steps=2, eval_interval=5,
                            eval_batches=2, ckpt_interval=5, device="cpu")
-    params["train"]["model"]["context_length"] = 32
+    params["train"]["model"]["context_length"] = 64  # a digits prompt + 8 new tokens fit
     params["sweep"].update(budgets=[2e8, 4e8], shapes=[[16, 1, 2], [32, 1, 2], [48, 1, 2]], total_flops=1e10,
                            min_run_steps=1, max_run_steps=0)
     params["sweep"]["train"].update(model={"context_length": 16}, batch_size=4, eval_batches=2, threads=1)

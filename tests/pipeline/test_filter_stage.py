@@ -85,10 +85,29 @@ def test_filter_writes_kept_rejected_metrics_and_resumes(tmp_path, toy_steps):
     before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     m2 = run_filter([folder], out, rej, metrics, FilterConfig(steps=CFG))
     assert m2["files_skipped"] == 3 and m2["docs_out"] == 18
-    (out / "_stats" / "part2.jsonl.gz.json").unlink()  # as if killed before part2 finished
+    (out / "_done" / "part2.jsonl.gz.json").unlink()  # as if killed before part2 finished
     m3 = run_filter([folder], out, rej, metrics, FilterConfig(steps=CFG))
     assert m3["files_skipped"] == 2 and m3["docs_out"] == 18
     assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def _documents(folder) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.glob("*.jsonl.gz"))}
+
+
+def test_a_changed_step_setting_filters_every_file_again(tmp_path, toy_steps):
+    """The filter's records hold its chain's settings: a stricter step redoes the finished files (before, a rerun
+    kept the outputs of the old threshold), a chain that only spells the same settings otherwise does not."""
+    folder = _inputs(tmp_path)
+    out, rej = tmp_path / "out", tmp_path / "rejected"
+    assert run_filter([folder], out, rej, None, FilterConfig(steps=CFG))["docs_out"] == 18
+    same = run_filter([folder], out, rej, None, FilterConfig(steps={**CFG, "shout": {}}))  # true: the defaults
+    assert same["files_skipped"] == 3
+    stricter = {**CFG, "short": {"min_words": 5}}
+    again = run_filter([folder], out, rej, None, FilterConfig(steps=stricter))
+    assert again["files_skipped"] == 0 and again["docs_out"] == 0
+    run_filter([folder], tmp_path / "clean", tmp_path / "clean-rej", None, FilterConfig(steps=stricter))
+    assert _documents(out) == _documents(tmp_path / "clean") and _documents(rej) == _documents(tmp_path / "clean-rej")
 
 
 def test_workers_give_the_same_outputs(tmp_path, toy_steps):

@@ -137,11 +137,11 @@ def test_no_recipe_trains_on_the_validation_text_and_only_a_changed_recipe_rerun
                                                                       "train.bin").read_bytes()
     raw_tokens = json.loads((out / "raw" / "shards" / "meta.json").read_text())["train_tokens"]
     assert raw_tokens > json.loads((out / "rules" / "shards" / "meta.json").read_text())["train_tokens"]
-    kept = (out / "rules" / "deduped" / "_stats" / "dedup.json").stat().st_mtime_ns
+    kept = (out / "rules" / "deduped" / "_done" / "dedup.json").stat().st_mtime_ns
     capsys.readouterr()
     path = crawl_recipes(tmp_path, crawl_base, {"rules": {}, "raw": {"dedup": False, "filter.steps.gopher": False}})
     assert main([str(path), "--only-data"]) == 0
-    assert (out / "rules" / "deduped" / "_stats" / "dedup.json").stat().st_mtime_ns == kept  # untouched
+    assert (out / "rules" / "deduped" / "_done" / "dedup.json").stat().st_mtime_ns == kept  # untouched
     assert json.loads((out / "raw" / "shards" / "meta.json").read_text())["train_tokens"] > raw_tokens  # refiltered
     assert "raw: settings changed since its data were made" in capsys.readouterr().out
 

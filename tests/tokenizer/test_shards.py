@@ -9,10 +9,11 @@ import pytest
 
 from tokenizer import shards
 from tokenizer.encoder import Tokenizer
-from tokenizer.shards import EOT, _work_dir, encode_file, is_val, iter_texts, write_shards
+from tokenizer.shards import EOT, encode_file, is_val, iter_texts, tokenize_ledger, work_folder, write_shards
 from workbench.documents import document_paths
 from workbench.executor import LocalExecutor
 from workbench.files import write_jsonl
+from workbench.ledger import identity
 
 TEXTS = [f"Document {i}: the quick brown fox jumps over {i} lazy dogs. Ünïcödé ✓ 漢字" for i in range(200)]
 
@@ -138,8 +139,7 @@ def test_a_killed_tokenize_run_redoes_only_unfinished_files(tmp_path, monkeypatc
     write_shards(docs, tok, tmp_path / "reference", val_fraction=0.2)
     out = tmp_path / "out"
     paths = document_paths(docs)
-    work = _work_dir(out, paths, tok, 0.2, 0)
-    work.mkdir(parents=True)
+    work = work_folder(tokenize_ledger(out, tok, 0.2, 0), [identity(p) for p in paths], [0, 1, 2])
     first = encode_file((0, str(paths[0]), str(tok), str(work), 0.2, 0))  # finished before the kill
     (work / "000001.train.bin").write_bytes(b"partial")  # killed mid-file: a part without its done record
     encoded = []
@@ -183,7 +183,7 @@ def test_a_changed_input_is_the_only_file_encoded_again(tmp_path, monkeypatch, c
     assert "part-1.jsonl.gz changed since" in capsys.readouterr().out
     clean = write_shards(docs, tok, tmp_path / "clean", val_fraction=0.2)
     assert _shard_bytes(out) == _shard_bytes(tmp_path / "clean")
-    marker = Path("_stats", "tokenize.json")
+    marker = Path("_done", "tokenize.json")
     assert (out / marker).read_bytes() == (tmp_path / "clean" / marker).read_bytes()
     assert all(changed[k] == clean[k] for k in ("train_tokens", "val_tokens", "train_docs", "val_docs"))
     assert again["bad_json"] == 1 and "bad_json" not in changed and "bad_json" not in clean  # a reused file's bad
@@ -199,7 +199,7 @@ def test_shards_not_matching_their_marker_are_encoded_afresh(tmp_path, monkeypat
     if change == "shard":  # a train.bin another run left, of another length
         (out / "train.bin").write_bytes((out / "train.bin").read_bytes()[:-4])
     if change == "marker":  # killed between replacing the shards and writing their marker
-        (out / "_stats" / "tokenize.json").unlink()
+        (out / "_done" / "tokenize.json").unlink()
     encoded = _encoding_counter(monkeypatch)
     with LocalExecutor(1) as executor:
         write_shards(docs, tok, out, val_fraction=0.2, seed=seed, executor=executor)

@@ -1,5 +1,6 @@
 """workbench.files: atomic writes leave either the old file or the new one, never a partial one."""
 
+import errno
 import gzip
 import json
 
@@ -46,3 +47,26 @@ def test_write_metrics_puts_details_beside_the_headline(tmp_path):
     assert details_path(metrics) == tmp_path / "metrics" / "details" / "filter.json"
     assert json.loads(metrics.read_text()) == {"docs_in": 3}
     assert json.loads(details_path(metrics).read_text())["drops"] == {"x": 1}
+
+
+def test_write_metrics_removes_what_a_killed_write_of_it_left(tmp_path):
+    metrics = tmp_path / "metrics" / "train.json"
+    stale = [details_path(metrics).parent / ".train.json.k1ll3d.tmp", metrics.parent / ".train.json.x.tmp"]
+    other = metrics.parent / ".dedup.json.y.tmp"  # another stage's write: not this one's to remove
+    for path in (*stale, other):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{half")
+    write_metrics(metrics, {"val_loss": 3.0}, {"val_loss": 3.0})
+    assert not any(p.exists() for p in stale) and other.exists()
+
+
+def test_write_error_is_one_line_for_a_full_or_read_only_disk_only():
+    from workbench.files import write_error
+
+    full = OSError(errno.ENOSPC, "No space left on device", "/data/out/.x.tmp")
+    assert write_error(full).startswith("/data/out/.x.tmp: No space left on device:")
+    wrapped = RuntimeError("task failed")
+    wrapped.__cause__ = OSError(errno.EROFS, "Read-only file system", "/ro/a.json")
+    assert "/ro/a.json: Read-only file system" in write_error(wrapped)
+    assert write_error(OSError(errno.ENOENT, "No such file or directory", "x")) is None
+    assert write_error(ValueError("bad")) is None

@@ -9,15 +9,8 @@ from workbench.bad_input import InputIssues
 from workbench.documents import output_name, read_documents
 from workbench.executor import LocalExecutor
 from workbench.files import details_path, read_json
-from workbench.stage import (
-    FileStage,
-    TaskWriter,
-    finished_stats,
-    mark_done,
-    marker_path,
-    sum_counts,
-    sum_stats,
-)
+from workbench.ledger import identity, record_path
+from workbench.stage import FileStage, TaskWriter, sum_counts, sum_stats
 
 FILES = {
     "a.jsonl": ["one two", "one two three four", "x"],
@@ -29,7 +22,8 @@ RAN: list[str] = []  # the files whose task ran (in this process: one local work
 
 def keep_short(task: tuple) -> dict:
     """A stage task that decides only: keep documents of at most three words, reject the rest as ``long``."""
-    path, out_dir, rejected_dir = task
+    path, ledger, rejected_dir = task
+    out_dir = ledger.out_dir
     RAN.append(path.name)
     name, drops = output_name(path), {}
     with TaskWriter(text=True, kept=out_dir / name, rejected=rejected_dir / name) as out:
@@ -44,7 +38,7 @@ def keep_short(task: tuple) -> dict:
                 drops["long"] = drops.get("long", 0) + 1
                 out.reject({**doc, "reason": "long"})
     stats = {"input": str(path), "docs_in": docs_in, "docs_out": out.counts["kept"], "drops": drops}
-    return mark_done(marker_path(out_dir, name), stats)
+    return ledger.record(name, [path]).write(**stats)
 
 
 class ShortDocs(FileStage):
@@ -56,7 +50,7 @@ class ShortDocs(FileStage):
         self.rejected_dir = rejected_dir
 
     def task(self, path):
-        return path, self.out_dir, self.rejected_dir
+        return path, self.ledger, self.rejected_dir
 
     def summarize(self, per_file):
         return {"stage": "short", "files": len(per_file), **sum_stats(per_file, ("docs_in", "docs_out")),
@@ -93,8 +87,9 @@ def test_stats_sum_across_files_into_the_metrics_and_headline(tmp_path):
     assert read_json(tmp_path / "metrics" / "short.json") == {
         "docs_in": 8, "docs_out": 5, "drop_rate": round(1 - 5 / 8, 4), "seconds": metrics["seconds"],
         "docs_per_s": None}
-    for path in files:  # each file's marker holds that file's own counts
-        marker = read_json(marker_path(tmp_path / "out", path.name))
+    for path in files:  # each file's record holds that file's own counts, beside the input's identity
+        marker = read_json(record_path(tmp_path / "out", path.name))
+        assert marker.pop("inputs") == [{"path": str(path), **identity(path)}] and marker.pop("settings") == {}
         kept = [json.loads(line)["text"] for line in (tmp_path / "out" / path.name).read_text().splitlines()]
         assert kept == [t for t in FILES[path.name] if len(t.split()) <= 3]
         assert marker == {"input": str(path), "docs_in": len(FILES[path.name]), "docs_out": len(kept),
@@ -106,7 +101,7 @@ def test_a_rerun_resumes_after_the_files_whose_marker_exists(tmp_path):
     files = _inputs(tmp_path)
     first = _run(tmp_path, files)
     assert RAN == ["a.jsonl", "b.jsonl", "c.jsonl"]
-    marker_path(tmp_path / "out", "b.jsonl").unlink()  # killed after a's and c's markers, before b's
+    record_path(tmp_path / "out", "b.jsonl").unlink()  # killed after a's and c's records, before b's
     again = _run(tmp_path, files)
     assert RAN == ["b.jsonl"] and again["files_skipped"] == 2
     assert {k: v for k, v in again.items() if k not in ("seconds", "files_skipped")} == \
@@ -123,9 +118,9 @@ def test_a_task_that_raises_leaves_no_partial_file_and_no_marker(tmp_path):
     with pytest.raises(RuntimeError, match="mid-file"):
         _run(tmp_path, files)
     out, rejected = tmp_path / "out", tmp_path / "rejected"
-    assert sorted(p.name for p in out.iterdir()) == ["_stats", "a.jsonl"]  # b's kept file never appeared
+    assert sorted(p.name for p in out.iterdir()) == ["_done", "a.jsonl"]  # b's kept file never appeared
     assert sorted(p.name for p in rejected.iterdir()) == ["a.jsonl"]  # nor its rejected one, nor a .tmp
-    assert [p.name for p in (out / "_stats").iterdir()] == ["a.jsonl.json"]
+    assert [p.name for p in (out / "_done").iterdir()] == ["a.jsonl.json"]
     assert not (tmp_path / "metrics").exists()
 
 
@@ -142,15 +137,6 @@ def test_task_writer_writes_gzip_and_binary_roles_atomically(tmp_path):
         raise ValueError
     assert gzip.open(tmp_path / "k.jsonl.gz").read().startswith(b'{"text": "\xc3\xa9"}')  # the old file stays
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.jsonl.gz", "t.bin"]
-
-
-def test_finished_stats_needs_the_marker_and_every_output(tmp_path):
-    marker, output = marker_path(tmp_path, "x.jsonl"), tmp_path / "x.jsonl"
-    assert marker == tmp_path / "_stats" / "x.jsonl.json" and finished_stats(marker, output) is None
-    mark_done(marker, {"docs": 3})
-    assert finished_stats(marker, output) is None
-    output.write_text("")
-    assert finished_stats(marker, output) == {"docs": 3} == finished_stats(marker)
 
 
 def test_sum_stats_and_counts():

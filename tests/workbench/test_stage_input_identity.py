@@ -34,13 +34,19 @@ def _extract(inputs: Path, out: Path) -> int:
 
 
 def _outputs(out: Path) -> dict:
-    """Every output file's bytes; a marker's JSON less the paths in it (the clean run has other folders)."""
+    """Every output file's bytes; a record's JSON less the paths in it (the clean run has other folders)."""
     files = {}
     for p in sorted(out.rglob("*")):
         if p.is_file():
-            files[str(p.relative_to(out))] = p.read_bytes() if p.parent.name != "_stats" else \
-                {k: v for k, v in json.loads(p.read_text()).items() if k not in ("input", "rejected_dir")}
+            files[str(p.relative_to(out))] = p.read_bytes() if p.parent.name != "_done" else _without_paths(p)
     return files
+
+
+def _without_paths(record: Path) -> dict:
+    found = json.loads(record.read_text())
+    found["inputs"] = [{k: v for k, v in i.items() if k != "path"} for i in found["inputs"]]
+    found["settings"].pop("rejected_dir", None)
+    return {k: v for k, v in found.items() if k != "input"}
 
 
 def test_a_replaced_input_is_redone_and_said_so(crawls, tmp_path, capsys):
@@ -49,13 +55,13 @@ def test_a_replaced_input_is_redone_and_said_so(crawls, tmp_path, capsys):
     shutil.copy(crawls["a_cut"], inputs / "a.warc.gz")
     shutil.copy(crawls["b"], inputs / "b.warc.gz")
     assert _extract(inputs, tmp_path / "out") == 0
-    b_marker = tmp_path / "out" / "_stats" / "b.jsonl.gz.json"
+    b_marker = tmp_path / "out" / "_done" / "b.jsonl.gz.json"
     b_written = b_marker.stat().st_mtime_ns
     capsys.readouterr()
 
     shutil.copy(crawls["a"], inputs / "a.warc.gz")  # the full file arrives
     assert _extract(inputs, tmp_path / "out") == 0
-    said = [line for line in capsys.readouterr().out.splitlines() if "is not the input" in line]
+    said = [line for line in capsys.readouterr().out.splitlines() if "changed since" in line]
     assert len(said) == 1 and "a.warc.gz" in said[0]
     assert b_marker.stat().st_mtime_ns == b_written  # the unchanged input was not run again
 
@@ -69,12 +75,12 @@ def test_a_replaced_input_is_redone_and_said_so(crawls, tmp_path, capsys):
 
 def test_an_unchanged_input_is_not_redone(crawls, tmp_path, capsys):
     assert _extract(crawls["b"], tmp_path / "out") == 0
-    marker = tmp_path / "out" / "_stats" / "b.jsonl.gz.json"
+    marker = tmp_path / "out" / "_done" / "b.jsonl.gz.json"
     written = marker.stat().st_mtime_ns
     capsys.readouterr()
     assert _extract(crawls["b"], tmp_path / "out") == 0
     assert marker.stat().st_mtime_ns == written
-    assert "is not the input" not in capsys.readouterr().out
+    assert "changed since" not in capsys.readouterr().out
 
 
 def _docs(path: Path, texts: list[str]) -> None:
@@ -122,12 +128,12 @@ def test_filter_redoes_only_the_changed_input(tmp_path, capsys):
                      str(out / "rejected"), "--workers", "1"])
 
     assert run(tmp_path / "out") == 0
-    a_marker = tmp_path / "out" / "kept" / "_stats" / "a.jsonl.json"
+    a_marker = tmp_path / "out" / "kept" / "_done" / "a.jsonl.json"
     a_written = a_marker.stat().st_mtime_ns
     capsys.readouterr()
     _docs(inputs / "b.jsonl", texts[3:5])  # b loses a document
     assert run(tmp_path / "out") == 0
-    said = [line for line in capsys.readouterr().out.splitlines() if "is not the input" in line]
+    said = [line for line in capsys.readouterr().out.splitlines() if "changed since" in line]
     assert len(said) == 1 and "b.jsonl" in said[0]
     assert a_marker.stat().st_mtime_ns == a_written  # a was not filtered again
     assert run(tmp_path / "clean") == 0

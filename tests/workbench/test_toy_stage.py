@@ -14,7 +14,8 @@ import pytest
 
 from workbench.executor import LocalExecutor, make_executor
 from workbench.files import read_json
-from workbench.stage import DocumentStage, marker_path
+from workbench.ledger import record_path
+from workbench.stage import DocumentStage
 
 
 class Upper(DocumentStage):
@@ -85,20 +86,20 @@ def test_the_toy_stage_writes_kept_rejected_markers_and_metrics(tmp_path):
     assert metrics["drops"] == {"bad_json": 3, "empty": 2}  # bad_json: the "not json" line of each file
     assert "bad_files" not in metrics
     assert read_json(tmp_path / "metrics" / "upper.json")["docs_out"] == 7
-    marker = read_json(marker_path(tmp_path / "out", "c.jsonl"))
-    assert marker["docs_in"] == 2 and marker["input_identity"]["size"] == files[2].stat().st_size
+    marker = read_json(record_path(tmp_path / "out", "c.jsonl"))
+    assert marker["docs_in"] == 2 and marker["inputs"][0]["size"] == files[2].stat().st_size
 
 
 def test_a_rerun_skips_everything_and_a_changed_input_alone_is_redone(tmp_path, capsys):
     files = _inputs(tmp_path / "in")
     _run(files, tmp_path)
-    markers = {p.name: marker_path(tmp_path / "out", p.name).stat().st_mtime_ns for p in files}
+    markers = {p.name: record_path(tmp_path / "out", p.name).stat().st_mtime_ns for p in files}
     assert _run(files, tmp_path)["files_skipped"] == 3
     _inputs(tmp_path / "in", {"b.jsonl": ["a new b"]})
     again = _run(files, tmp_path)
     assert again["files_skipped"] == 2
     assert "upper: " in capsys.readouterr().err  # the one line naming the changed input
-    after = {p.name: marker_path(tmp_path / "out", p.name).stat().st_mtime_ns for p in files}
+    after = {p.name: record_path(tmp_path / "out", p.name).stat().st_mtime_ns for p in files}
     assert after["a.jsonl"] == markers["a.jsonl"] and after["c.jsonl"] == markers["c.jsonl"]
     assert after["b.jsonl"] != markers["b.jsonl"]
     clean = tmp_path / "clean"
