@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -50,7 +51,7 @@ from alignment.tasks.prompts import check_template, format_prompt
 from alignment.tasks.rewards import extract_answer, gsm8k_reward, parse_mmlu_letter, r1_zero_reward_fn
 from model.training.checkpoint import check_tokenizer, load_model
 from tokenizer.encoder import Tokenizer
-from workbench.files import tokenizer_identity, write_jsonl
+from workbench.files import atomic_path, remove_stale_temps_of, tokenizer_identity, write_error, write_jsonl
 from workbench.params import add_config_flags, config_from_args, setting
 
 TASKS = tasks_for("evaluate")
@@ -161,7 +162,10 @@ def append_report_row(path: str | Path, row: dict) -> None:
             lost = [key for key in CSV_COLUMNS if key not in header and row.get(key) not in (None, "")]
             if lost:
                 print(f"note: {path} has no column(s) {', '.join(lost)}: left out of this row", file=sys.stderr)
-    write_metrics_row(path, columns, row, new=not existing)
+    with atomic_path(path) as tmp:  # a kill mid-append must not leave half a row
+        if existing:
+            shutil.copyfile(path, tmp)
+        write_metrics_row(tmp, columns, row, new=not existing)
 
 
 def write_metrics_row(path: Path, columns: Sequence[str], row: dict, new: bool) -> None:
@@ -300,9 +304,15 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # bad input of any kind: one line, exit 2
         return input_error(exc)
     out = Path(args.out_dir) / f"{args.stage}_{args.task}.jsonl"
-    write_jsonl(out, rows)
-    append_report_row(args.report, {**summary, "stage": args.stage, "outputs": str(out),
-                                    "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    remove_stale_temps_of(out)  # a killed earlier evaluation's half-written outputs
+    try:
+        write_jsonl(out, rows)
+        append_report_row(args.report, {**summary, "stage": args.stage, "outputs": str(out),
+                                        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    except OSError as exc:
+        if (line := write_error(exc)) is None:
+            raise
+        return input_error(ValueError(line))
     if args.task == "safety":
         rate = "n/a" if summary["refusal_rate"] is None else (
             f"{summary['refusal_rate']:.3f} (95% CI {summary['refusal_ci_low']:.3f}-{summary['refusal_ci_high']:.3f}, "

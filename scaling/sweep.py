@@ -57,7 +57,7 @@ from model.training.checkpoint import branch_from, read_latest
 from model.training.data import read_meta
 from model.training.optim import wsd_decay_start
 from model.training.train_config import TrainConfig
-from workbench.files import read_json, write_bytes, write_json
+from workbench.files import read_json, remove_stale_temps_of, write_bytes, write_error, write_json
 from workbench.params import (
     REQUIRED,
     add_config_flags,
@@ -545,6 +545,9 @@ def run_all(todo: list[Run], done: dict[str, dict], spent: float, cfg: SweepConf
         if isinstance(outcome, (ValueError, FileNotFoundError)):
             print(f"error: {run.run_id}: {outcome}", file=sys.stderr)
             return 2, spent
+        if isinstance(outcome, OSError) and (line := write_error(outcome)):
+            print(f"error: {run.run_id}: {line}", file=sys.stderr)
+            return 2, spent
         if isinstance(outcome, TrainingDiverged):
             print(f"error: {run.run_id}: training diverged: {outcome}", file=sys.stderr)
             return 1, spent
@@ -580,6 +583,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    remove_stale_temps_of(cfg.results)
     todo = [r for r in runs if r.run_id not in done]
     planned, spent = print_plan(runs, skipped, done, cfg)
     if planned + spent > cfg.total_flops:
@@ -588,7 +592,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.dry_run:
         return 0
-    code, spent = run_all(todo, done, spent, cfg)
+    try:
+        code, spent = run_all(todo, done, spent, cfg)
+    except OSError as exc:
+        if (line := write_error(exc)) is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        return 2
     if code:
         return code
     print_results(runs, done)

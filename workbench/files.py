@@ -174,6 +174,15 @@ def check_unique_outputs(files: list[Path], output_name: Callable[[Path], str]) 
         raise ValueError(f"two inputs would write the same output name {dupes[0]!r}")
 
 
+def remove_stale_temps_of(*paths: str | os.PathLike) -> None:
+    """Remove the temporary files (``atomic_path``'s ``.<name>.<random>.tmp``) that killed writes of ``paths`` left,
+    for a file in a folder no stage cleans as its own (metrics/, a results CSV, a report). Only the job that owns a
+    file writes it, so none of these is another writer's open file."""
+    for path in map(Path, paths):
+        for stale in path.parent.glob(f".{path.name}.*.tmp") if path.parent.is_dir() else ():
+            stale.unlink(missing_ok=True)
+
+
 def details_path(metrics_path: str | os.PathLike) -> Path:
     """Where a stage's detailed statistics go beside its DVC metrics: metrics/x.json -> metrics/details/x.json."""
     path = Path(metrics_path)
@@ -184,8 +193,6 @@ def write_metrics(metrics_path: str | os.PathLike, stats: dict, headline: dict) 
     """Write the full ``stats`` to ``details_path(metrics_path)`` and the flat ``headline`` to ``metrics_path``
     (the file DVC shows); returns the metrics path. The temporary files a killed earlier write of these two left
     go first: the metrics folder is shared, so no stage's cleanup of its own folders reaches them."""
-    for path in (details_path(metrics_path), Path(metrics_path)):
-        for stale in path.parent.glob(f".{path.name}.*.tmp") if path.parent.is_dir() else ():
-            stale.unlink(missing_ok=True)
+    remove_stale_temps_of(details_path(metrics_path), metrics_path)
     write_json(details_path(metrics_path), stats)
     return write_json(metrics_path, headline)

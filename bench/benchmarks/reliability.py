@@ -10,8 +10,9 @@ are ``--deterministic`` on one thread, so a resumed run must end with the uninte
 Then each job is broken with each fault of ``--faults`` (seeded by ``--seed`` and the job's name), run again with
 the same command and compared. A trial passes when the rerun exits 0 with the reference's outputs (bytes, or
 weights), no temporary file or work folder is left, and a disk fault ended the broken run in one ``error:`` line
-and exit 2. Rows: benchmarks/results/reliability.jsonl; table: docs/benchmarks/reliability.md (generated, with the
-command). ``--jobs`` runs a subset.
+and exit 2. Rows (passed, and the work the rerun redid): benchmarks/results/reliability.jsonl; the page:
+docs/benchmarks/reliability.md (the matrix, then the rows' table by ``bench.tools.report``). ``--jobs`` and
+``--faults`` run a subset (then the page is left as it is).
 """
 
 from __future__ import annotations
@@ -20,22 +21,22 @@ import random
 import shutil
 import sys
 import tempfile
-import time
 import zlib
 from pathlib import Path
 
 import pandas as pd
 
 from bench.tools.faults import Job, Reference, counted, temps, trial, write_params
-from bench.tools.results import ROOT, Result, bench_parser, finish
+from bench.tools.report import generate
+from bench.tools.results import ROOT, Result, bench_parser, finish, read_rows
 from workbench.files import write_text
 
 AREA = "reliability"
 DOC = ROOT / "docs" / "benchmarks" / "reliability.md"
 KILLS = ("kill early", "kill mid-task", "kill while writing")
 DISK = ("disk full", "read-only")
-FAULTS = (*KILLS, *DISK, "corrupt checkpoint")
-TRAINING = ("train", "sweep", "sft", "dpo", "grpo", "rft")
+ONE_LINE = (*DISK, "truncated shard")  # the broken run must end in one error line, exit 2
+FAULTS = (*KILLS, *DISK, "corrupt checkpoint", "truncated shard")
 
 RUN = {"threads": 1, "deterministic": True}
 PARAMS = {
@@ -78,20 +79,21 @@ JOBS = (
         ("deduped_sharded", "rejected/dedup_sharded")),
     Job("tokenizer", ("tokenizer.train",), ("tokenizer",)),
     Job("shards", ("tokenizer.shards",), ("shards",)),
-    Job("train", ("model.train", "--resume"), ("runs/base",), weights="runs/base"),
-    Job("sweep", ("scaling.sweep",), ("sweep",), weights="sweep/runs/C4e8_d16_L2_H1"),
-    Job("sft", ("alignment.sft",), ("alignment/sft",), weights="alignment/sft"),
-    Job("dpo", ("alignment.dpo",), ("alignment/dpo",), weights="alignment/dpo"),
-    Job("grpo", ("alignment.grpo",), ("alignment/grpo",), weights="alignment/grpo"),
-    Job("rft", ("alignment.rft",), ("alignment/rft",), weights="alignment/rft"),
+    Job("train", ("model.train", "--resume"), ("runs/base",), weights="runs/base", interval=20),
+    Job("sweep", ("scaling.sweep",), ("sweep",), weights="sweep/runs/C4e8_d16_L2_H1", interval=20),
+    Job("sft", ("alignment.sft",), ("alignment/sft",), weights="alignment/sft", interval=4),
+    Job("dpo", ("alignment.dpo",), ("alignment/dpo",), weights="alignment/dpo", interval=4),
+    Job("grpo", ("alignment.grpo",), ("alignment/grpo",), weights="alignment/grpo", interval=4),
+    Job("rft", ("alignment.rft",), ("alignment/rft",), weights="alignment/rft", interval=4),
     Job("evaluate", ("alignment.evaluate", "--task", "digits", "--model", "alignment/sft", "--tokenizer", "tokenizer",
                      "--n", "16", "--max-new-tokens", "40", "--out-dir", "eval", "--report", "eval/report.csv"),
         ("eval/eval_digits.jsonl",)),
 )
 
 
-def build_workspace(folder: Path) -> dict[str, Reference]:
-    """The workspace with every job's uninterrupted outputs, and each job's reference (wall time, writes)."""
+def build_workspace(folder: Path, jobs: tuple[Job, ...] = JOBS) -> dict[str, Reference]:
+    """The workspace with the uninterrupted outputs of ``jobs`` (in order: each job's inputs come first), and each
+    job's reference (wall time, atomic writes, metrics rows)."""
     write_params(folder, PARAMS)
     for seed in range(3):  # three crawl files: a killed extract has finished files to keep
         sample = Job("sample", ("pipeline.sample", "--seed", str(seed), "--out", f"raw/crawl-{seed}.warc.gz",
@@ -100,7 +102,7 @@ def build_workspace(folder: Path) -> dict[str, Reference]:
     for path in (folder / "raw").glob("manifest-*.jsonl"):
         path.rename(folder / path.name)  # extract reads every file of raw/
     references = {}
-    for job in JOBS:
+    for job in jobs:
         references[job.name], _ = counted(job, folder)
         print(f"{job.name}: {references[job.name].seconds:.1f} s, {references[job.name].writes} atomic writes",
               file=sys.stderr, flush=True)
@@ -111,7 +113,8 @@ def build_workspace(folder: Path) -> dict[str, Reference]:
 
 
 def faults_for(job: Job, faults: tuple[str, ...]) -> list[str]:
-    return [f for f in faults if f != "corrupt checkpoint" or job.name in TRAINING]
+    only = {"corrupt checkpoint": ("train", "sft", "dpo", "grpo", "rft"), "truncated shard": ("train", "sweep")}
+    return [f for f in faults if job.name in only.get(f, (job.name,))]
 
 
 def run_matrix(jobs: list[Job], faults: tuple[str, ...], seed: int, keep: Path | None = None) -> pd.DataFrame:
@@ -127,8 +130,9 @@ def run_matrix(jobs: list[Job], faults: tuple[str, ...], seed: int, keep: Path |
                 result = trial(job, workspace, scratch, fault, references[job.name], rng)
                 rows.append({**result.row(), "reference_s": round(references[job.name].seconds, 2),
                              "passed": passed(result)})
-                print(f"{job.name:>14} {fault:<20} identical={result.identical} redone={result.redone} "
-                      f"temps={result.temps_left} {result.note}", file=sys.stderr, flush=True)
+                print(f"{job.name:>14} {fault:<20} identical={result.identical} redone={result.redone:g} of "
+                      f"{result.redone_of} {result.redone_unit} temps={result.temps_left} {result.note}",
+                      file=sys.stderr, flush=True)
         return pd.DataFrame(rows)
     finally:
         if keep is None:
@@ -136,39 +140,59 @@ def run_matrix(jobs: list[Job], faults: tuple[str, ...], seed: int, keep: Path |
 
 
 def passed(result) -> bool:
-    disk_ok = result.fault not in DISK or (result.fault_rc == 2 and result.error_lines == 1)
+    disk_ok = result.fault not in ONE_LINE or (result.fault_rc == 2 and result.error_lines == 1)
     return result.identical and result.rerun_rc == 0 and result.temps_left == 0 and disk_ok
 
 
 def markdown(frame: pd.DataFrame, command: str) -> str:
-    """docs/benchmarks/reliability.md: the job x fault table and what each cell means."""
-    cell = frame.assign(cell=[("ok" if r.passed else "**FAIL**") + f" ({r.redone})" for r in frame.itertuples()])
+    """docs/benchmarks/reliability.md: the job x fault matrix (ok or FAIL), the failures, and the marker of the
+    section ``bench.tools.report`` fills from the rows (the work each rerun redid, every figure with its row)."""
+    cell = frame.assign(cell=["ok" if r.passed else "**FAIL**" for r in frame.itertuples()])
     table = cell.pivot(index="job", columns="fault", values="cell").reindex(
         index=list(dict.fromkeys(frame["job"])), columns=[f for f in FAULTS if f in set(frame["fault"])]).fillna("-")
     failures = frame[~frame["passed"]]
     lines = [
         "# Reliability: every long job against kills, full and read-only disks, corrupt checkpoints",
         "",
-        f"Generated by `{command}` ({time.strftime('%Y-%m-%d')}); bench/benchmarks/reliability.py says how the "
-        "workspace is built and bench/tools/faults.py what each fault does.",
+        f"Generated by `{command}`; bench/benchmarks/reliability.py says how the workspace is built and "
+        "bench/tools/faults.py what each fault does and when it strikes.",
         "",
-        "Each cell: **ok** when the same command, run again after the fault, exited 0 with the uninterrupted run's "
-        "outputs (data: every file's SHA-256; training: final weights `torch.equal`, `--deterministic` on one "
-        "thread), no temporary file or work folder was left anywhere, and a disk fault ended the broken run in one "
-        "`error:` line, exit 2. In brackets, the work redone: training, the steps between the checkpoint the rerun "
-        "went on from and the step the killed run had reached (at most one `ckpt_interval`: train 20, sweep its "
-        "runs' own, alignment 4); data stages, the rerun's wall time over the uninterrupted run's (a finished file "
-        "or task is not redone; the rest of the time is starting Python).",
+        "A cell is **ok** when the same command, run again after the fault, succeeded with the uninterrupted run's "
+        "outputs (data: every file's SHA-256; training: the final weights `torch.equal`, `--deterministic` on one "
+        "thread), no temporary file or work folder was left anywhere in the workspace, and a disk fault or a token "
+        "shard cut short ended the broken run in one `error:` line and the bad-input exit status (`exit 2`).",
         "",
         table.to_markdown(),
         "",
-        f"{int(frame['passed'].sum())} of {len(frame)} trials pass; {int(frame['temps_left'].sum())} temporary "
-        "files left in all.",
     ]
     if len(failures):
-        lines += ["", "## Failures", "", failures[["job", "fault", "fault_rc", "rerun_rc", "note"]].to_markdown(
-            index=False)]
+        lines += ["## Failures", "", failures[["job", "fault", "note"]].to_markdown(index=False), ""]
+    lines += [
+        "## Work redone by the rerun",
+        "",
+        "Per trial: whether it passed (`passed`: `1` or `0`) and the work the rerun did again (`redone`). Training: the "
+        "steps between the checkpoint the rerun went on from (none: from the start) and the step the killed run had "
+        "reached, against the checkpoint interval as the baseline (a ratio of at most one: at most one interval "
+        "redone). Data stages: the rerun's atomic writes (each an output file or the record of a finished file or "
+        "task) against the uninterrupted run's; the two metrics files are always written again, a global step "
+        "(dedup's single engine, the tokenizer's training) is done again whole, and per-file or per-task work "
+        "that finished is kept.",
+        "",
+        f"<!-- results area={AREA} -->",
+        "<!-- /results -->",
+    ]
     return "\n".join(lines) + "\n"
+
+
+def rows_of(frame: pd.DataFrame, command: str) -> list[Result]:
+    out = []
+    for r in frame.to_dict("records"):
+        name = f"{r['job']} / {r['fault']}"
+        out.append(Result(name, "passed", float(r["passed"]), "bool", extra=r))
+        baseline = "checkpoint interval" if r["redone_unit"] == "steps" else "uninterrupted run's writes"
+        out.append(Result(name, "redone", float(r["redone"]), r["redone_unit"], baseline=baseline,
+                          baseline_value=float(r["redone_of"]) or None))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,12 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [j for j in JOBS if args.jobs is None or j.name in args.jobs]
     frame = run_matrix(jobs, tuple(args.faults), args.seed)
     command = "python -m bench.benchmarks.reliability" + (f" --jobs {' '.join(args.jobs)}" if args.jobs else "")
-    if args.jobs is None and tuple(args.faults) == FAULTS:
-        write_text(DOC, markdown(frame, command))
-    print(markdown(frame, command))
-    results = [Result(f"{r['job']} / {r['fault']}", "passed", float(r["passed"]), "bool", extra=r)
-               for r in frame.to_dict("records")]
-    finish(AREA, results, args, command, show=False)
+    page = markdown(frame, command)
+    print(page)
+    finish(AREA, rows_of(frame, command), args, command, show=False)
+    if args.jobs is None and tuple(args.faults) == FAULTS and not args.no_record:
+        write_text(DOC, generate(page, read_rows(args.results_dir)))  # the rows' section filled in
     return 0 if frame["passed"].all() else 1
 
 

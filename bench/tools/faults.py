@@ -11,11 +11,13 @@ compares: data outputs by SHA-256 of every file, a training run by its final wei
   (``workbench.failpoints``);
 - ``disk full`` / ``read-only``: from a seeded atomic write on, every write raises ENOSPC / EROFS; the run must end
   in one ``error:`` line naming the path, exit 2;
+- ``truncated shard`` (jobs reading token shards): train.bin cut short by a whole number of tokens; the run must
+  refuse it in one ``error:`` line, exit 2, and, the shard put back, the rerun give the reference;
 - ``corrupt checkpoint`` (training jobs): a kill mid-task once two checkpoints exist, then the newest one truncated:
   the rerun must name it and go on from the one before.
 
 Each trial records whether the rerun's outputs are identical, the work redone (training: steps between the
-checkpoint it went on from and the step the killed run had reached; data: the rerun's seconds over the
+checkpoint it went on from and the step the killed run had reached; data: the rerun's atomic writes over the
 uninterrupted run's) and the temporary files left anywhere in the workspace.
 """
 
@@ -50,6 +52,7 @@ class Job:
     argv: tuple[str, ...]
     outputs: tuple[str, ...]  # folders or files it writes (removed before a trial), compared byte for byte
     weights: str | None = None  # a run folder: compared by its final weights instead of bytes
+    interval: int | None = None  # the run folder's checkpoint interval: the most a resumed run may redo
     ignore: tuple[str, ...] = ()  # glob patterns (relative) of outputs that legitimately differ (timings)
 
 
@@ -60,7 +63,9 @@ class Trial:
     fault_rc: int | None
     rerun_rc: int | None
     identical: bool
-    redone: str
+    redone: float  # steps (training) or atomic writes (data) the rerun did again
+    redone_of: int  # the checkpoint interval (training) or the uninterrupted run's atomic writes (data)
+    redone_unit: str  # "steps" or "writes"
     temps_left: int
     error_lines: int  # ``error:`` lines of the faulted run (the disk faults must give exactly one)
     note: str = ""
@@ -201,14 +206,16 @@ def last_step(metrics_csv: Path) -> int | None:
         return None
 
 
-def redone(job: Job, trial: Path, reached: int | None, rerun_err: str, ref: Reference, rerun_s: float) -> str:
-    """Training: "<n> steps" between the checkpoint the rerun went on from and the step the killed run reached.
-    Data: the rerun's seconds over the uninterrupted run's."""
+def redone(job: Job, reached: int | None, rerun_err: str, ref: Reference, rewrites: int) -> tuple[int, int, str]:
+    """(redone, out of, unit). Training: the steps between the checkpoint the rerun went on from (0: none) and the
+    step the killed run reached, out of the checkpoint interval.
+    Data: the rerun's atomic writes (each an output file or a record of finished work) over the uninterrupted
+    run's: the share of the outputs made again (its metrics, two writes, always are)."""
     if job.weights:
         found = RESUMED.search(rerun_err)
         start = int(next(g for g in found.groups() if g)) if found else 0
-        return f"{max(0, (reached or 0) - start)} steps" + ("" if found else " (from scratch)")
-    return f"{rerun_s / ref.seconds:.2f}x time"
+        return max(0, (reached or 0) - start), job.interval or 0, "steps"
+    return rewrites, ref.writes, "writes"
 
 
 def breaking(job: Job, folder: Path, fault: str, ref: Reference, rng: random.Random
@@ -230,6 +237,8 @@ def breaking(job: Job, folder: Path, fault: str, ref: Reference, rng: random.Ran
             return counting, lambda: rows_written(metrics_csv) >= target and enough()
         target = rng.randint(max(1, ref.writes // 3), max(1, 2 * ref.writes // 3))
         return counting, lambda: writes_done(counter) >= target
+    if fault == "truncated shard":
+        return {}, None
     kind = {"kill while writing": "kill", "disk full": "enospc", "read-only": "erofs"}[fault]
     return {**counting, "LMW_FAULT": f"{kind}@{rng.randint(1, max(1, ref.writes))}"}, None
 
@@ -239,19 +248,29 @@ def trial(job: Job, workspace: Path, scratch: Path, fault: str, ref: Reference, 
     folder = fresh_copy(workspace, job, scratch / f"{job.name}-{fault.replace(' ', '-')}")
     extra, kill_when = breaking(job, folder, fault, ref, rng)
     started = time.perf_counter()
+    shard = folder / "shards" / "train.bin"
+    whole = shard.read_bytes() if fault == "truncated shard" else b""
+    if whole:  # a copy cut short by a whole number of tokens: only meta.json's count can tell
+        shard.write_bytes(whole[: len(whole) // 2 * 2 - 200])
     fault_rc, fault_err, _ = run(job, folder, extra, kill_when)
+    if whole:
+        shard.write_bytes(whole)
     (folder / ".writes").unlink(missing_ok=True)
     reached = last_step(folder / job.weights / "metrics.csv") if job.weights else None
     note = _truncate_newest(folder / job.weights) if fault == "corrupt checkpoint" else ""
-    rerun_rc, rerun_err, rerun_s = run(job, folder)
+    counter = folder / ".writes"
+    counter.unlink(missing_ok=True)
+    rerun_rc, rerun_err, _ = run(job, folder, {"LMW_FAILPOINT_COUNTER": str(counter)})
+    rewrites = writes_done(counter)
+    counter.unlink(missing_ok=True)
     identical, why = same_result(job, workspace, folder) if rerun_rc == 0 else (False, rerun_err.strip()[-200:])
     if fault == "corrupt checkpoint" and note and note not in rerun_err:
         identical, why = False, f"the rerun did not name {note}"
     left = temps(folder)
-    work = redone(job, folder, reached, rerun_err, ref, rerun_s)
+    work, of, unit = redone(job, reached, rerun_err, ref, rewrites)
     errors = sum(line.startswith("error") for line in fault_err.splitlines())
     note = "; ".join(x for x in (why, f"left {left[0]}" if left else "", note and f"truncated {note}") if x)
-    result = Trial(job.name, fault, fault_rc, rerun_rc, identical, work, len(left), errors, note,
+    result = Trial(job.name, fault, fault_rc, rerun_rc, identical, work, of, unit, len(left), errors, note,
                    round(time.perf_counter() - started, 2))
     shutil.rmtree(folder, ignore_errors=True)
     return result

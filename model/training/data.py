@@ -40,6 +40,10 @@ def load_tokens(shard_dir: str | Path, split: str) -> np.ndarray:
         raise ValueError(f"{path}: size {path.stat().st_size} is not a multiple of {itemsize} ({meta['dtype']})")
     if path.stat().st_size == 0:
         raise ValueError(f"{path}: empty token shard")
+    expected = meta.get(f"{split}_tokens")  # shards written before meta.json counted them: not checked
+    if expected is not None and path.stat().st_size // itemsize != int(expected):
+        raise ValueError(f"{path}: {path.stat().st_size // itemsize:,} tokens, but meta.json says {int(expected):,} "
+                         "(truncated or replaced): encode the shards again")
     return np.memmap(path, dtype=DTYPES[meta["dtype"]], mode="r")
 
 

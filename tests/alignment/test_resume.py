@@ -6,6 +6,7 @@ disk are one line, exit 2. The subprocess SIGKILL matrix is tests/reliability.""
 
 from __future__ import annotations
 
+import copy
 import errno
 import json
 
@@ -20,7 +21,7 @@ from alignment.rft import RFTConfig, train_rft
 from alignment.sft import SFTConfig, main, train_sft
 from alignment.tasks.digits import digit_splits, solution
 from model.training.checkpoint import load_latest, read_latest
-from tests.alignment.helpers import save_nano_run
+from tests.alignment.helpers import ByteHFTokenizer, save_nano_run
 
 TIME_COLUMNS = ("seconds", "rollout_seconds", "train_seconds")
 
@@ -193,3 +194,28 @@ def test_rft_reports_the_rounds_it_ran(base_run, tmp_path, capsys):
     rounds = len(pd.read_csv(tmp_path / "rft" / "metrics.csv"))
     assert summary["steps"] == summary["rounds"] == rounds < 1000
     assert json.loads((tmp_path / "rft" / "latest").read_text())["step"] == rounds
+
+
+def test_a_hugging_face_model_continues_to_the_uninterrupted_weights(tmp_path, monkeypatch):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=257, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
+                                      eos_token_id=256, pad_token_id=256, bos_token_id=None)
+    start = transformers.LlamaForCausalLM(config)
+
+    def run(out):
+        cfg = SFTConfig(model="hf", task="arithmetic", n_train=16, n_test=2, steps=6, ckpt_interval=2, batch_size=4,
+                        lr=1e-2, warmup_steps=0, eval_interval=0, max_new_tokens=4, out_dir=str(out))
+        return train_sft(cfg, copy.deepcopy(start), ByteHFTokenizer())
+
+    run(tmp_path / "whole")
+    kill_after(monkeypatch, 5)
+    with pytest.raises(Killed):
+        run(tmp_path / "killed")
+    assert read_latest(tmp_path / "killed")["step"] == 4 and not (tmp_path / "killed" / "hf").exists()
+    summary = run(tmp_path / "killed")
+    assert summary["checkpoint"] == str(tmp_path / "killed" / "hf")
+    want, got = (transformers.LlamaForCausalLM.from_pretrained(tmp_path / name / "hf").state_dict()
+                 for name in ("whole", "killed"))
+    assert all(torch.equal(want[k], got[k]) for k in want)

@@ -35,6 +35,17 @@ def test_load_tokens_round_trips(tmp_path, dtype, vocab_size):
         assert np.asarray(load_tokens(tmp_path, "train")).max() > 65535
 
 
+def test_a_shard_shorter_than_its_meta_says_is_refused_in_one_line(tmp_path):
+    arrays = _write_shards(tmp_path, "uint16", 1000)
+    meta = {"dtype": "uint16", "vocab_size": 1000, "train_tokens": 500, "val_tokens": 100}
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    assert len(load_tokens(tmp_path, "train")) == 500
+    arrays["train"][:400].tofile(tmp_path / "train.bin")  # a whole number of tokens, 100 too few: a cut copy
+    with pytest.raises(ValueError, match="400 tokens, but meta.json says 500") as refused:
+        load_tokens(tmp_path, "train")
+    assert "\n" not in str(refused.value)
+
+
 @pytest.mark.parametrize("dtype", ["uint16", "uint32"])
 def test_get_batch_windows_are_contiguous_slices(tmp_path, dtype):
     arrays = _write_shards(tmp_path, dtype, 1000)

@@ -109,3 +109,23 @@ def test_every_train_key_of_the_params_files_is_one_train_setting():
         section = read_params(ROOT / name)["train"]
         assert set(flatten(section, settings)) <= set(settings), name
         assert "model.d_model" in settings and "context_length" in section["model"]
+
+
+def test_the_alignment_clis_share_one_token_limit_that_fits_the_default_model():
+    """sft, dpo, grpo, rft, the report and evaluate (generated tasks) once defaulted to 64, 24, 1024, 64, 32 and 64
+    new tokens; GRPO's 1024 on the default 128-token model scored 0.000 without a word. One default now, and it
+    leaves room for the default digits prompt in the default context."""
+    from alignment.dpo import DPOConfig
+    from alignment.evaluate import build_parser
+    from alignment.grpo import GRPOConfig
+    from alignment.report import ReportConfig
+    from alignment.rft import RFTConfig
+    from alignment.sft import SFTConfig
+    from model.core.config import ModelConfig
+
+    defaults = {cls.__name__: {f.name: f.default for f in dataclasses.fields(cls)}["max_new_tokens"]
+                for cls in (SFTConfig, DPOConfig, GRPOConfig, RFTConfig, ReportConfig)}
+    assert set(defaults.values()) == {alignment.config.TaskConfig.max_new_tokens}, defaults
+    assert str(alignment.config.TaskConfig.max_new_tokens) in build_parser().format_help().replace("\n", " ")
+    prompt = "User: 4 7 + 3 8\nAssistant: <think>"  # the short template's digits prompt
+    assert len(prompt.encode()) + 1 + alignment.config.TaskConfig.max_new_tokens <= ModelConfig().context_length
