@@ -171,8 +171,8 @@ def markdown(frame: pd.DataFrame, command: str) -> str:
         "## Work redone by the rerun",
         "",
         "Per trial: whether it passed (`passed`: `1` or `0`) and the work the rerun did again (`redone`). Training: "
-        "the steps between the checkpoint the rerun went on from (none: from the start) and the step the killed run had "
-        "reached, against the checkpoint interval as the baseline (a ratio of at most one: at most one interval "
+        "the steps between the checkpoint the rerun went on from (none: from the start) and the step the killed run "
+        "had reached, against the checkpoint interval as the baseline (a ratio of at most one: at most one interval "
         "redone). Data stages: the rerun's atomic writes (each an output file or the record of a finished file or "
         "task) against the uninterrupted run's; the two metrics files are always written again, a global step "
         "(dedup's single engine, the tokenizer's training) is done again whole, and per-file or per-task work "
