@@ -201,6 +201,9 @@ class ReportConfig(TaskConfig):
                                  "safety out)")
     safety_data: str = setting("", "SimpleSafetyTests CSV ('' = ../shared/data/alignment/simple_safety_tests.csv, "
                                    "left out with a note when absent)")
+    safety_max_new_tokens: int = setting(48, "tokens generated per safety prompt: a refusal is a few words, and the "
+                                             "prompts are long (the longest is 60 tokens of the default BPE), so "
+                                             "prompt + this fits the default 128-token context")
     pass_k: int = setting(8, "samples per test problem (T 1) for pass@1 / pass@k of pass_k_stages (0: none)")
     pass_k_stages: str = setting("sft", "comma-separated stages that get pass@k (what sampling already contains)")
     model: tuple[str, ...] = setting((), "a stage's model as STAGE=PATH, repeatable (replaces the section's models "
@@ -232,8 +235,9 @@ def _settings(argv: list[str] | None) -> dict:
         settings["models"] = dict(pairs)
     if not settings["models"]:
         raise ValueError("no models to evaluate: set alignment_report.models or pass --model STAGE=PATH")
-    if settings["safety_n"] < 0:
-        raise ValueError(f"alignment_report.safety_n must be >= 0, got {settings['safety_n']}")
+    for key in ("safety_n", "safety_max_new_tokens"):
+        if settings[key] < 0:
+            raise ValueError(f"alignment_report.{key} must be >= 0, got {settings[key]}")
     if settings["safety_data"] and not Path(settings["safety_data"]).is_file():
         raise ValueError(f"alignment_report.safety_data: {settings['safety_data']}: no such file")
     for stage, path in settings["models"].items():
@@ -257,7 +261,7 @@ def safety_rows(s: dict) -> list[dict]:
     if not data.is_file():
         print(f"note: {data} is absent: the safety rows (refusal rate) are left out", file=sys.stderr)
         return []
-    return evaluate_safety(s["models"], s["tokenizer"], s["safety_n"], s["template"], s["max_new_tokens"],
+    return evaluate_safety(s["models"], s["tokenizer"], s["safety_n"], s["template"], s["safety_max_new_tokens"],
                            s["batch_size"], s["device"], s["out_dir"], data)
 
 
