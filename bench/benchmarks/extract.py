@@ -14,7 +14,6 @@ them alike, ``--repeats`` times; the ratio is against ours with trafilatura in t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import statistics
@@ -23,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.tools.results import Result, bench_parser, finish
+from pipeline.web.distill import HALVES, eval_half
 from pipeline.web.extract import decode_html, extract_text
 from pipeline.web.extract_cascade import DROP_TAGS, prune_html
 from pipeline.web.warc import iter_payloads
@@ -30,12 +30,6 @@ from workbench.files import atomic_path
 
 DEFAULT_WEB = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "web"
 BASELINE = "ours (trafilatura)"
-HALVES = ("validation", "test")
-
-
-def eval_half(url: str) -> str:
-    """The fixed half of the evaluation set a page belongs to: by the first byte of its URL's SHA-256."""
-    return HALVES[hashlib.sha256(url.encode("utf-8")).digest()[0] % 2]
 
 
 def load_eval_pages(web_dir: Path) -> tuple[list[tuple[bytes, str | None, dict]], int]:
@@ -91,6 +85,7 @@ EXTRACTORS = {
     BASELINE: lambda html, cs: extract_text(html, "trafilatura", cs),
     "ours (cascade)": lambda html, cs: extract_text(html, "cascade", cs),
     "ours (resiliparse)": lambda html, cs: extract_text(html, "resiliparse", cs),
+    "ours (distilled)": lambda html, cs: extract_text(html, "distilled", cs),
     "plain trafilatura": _plain_trafilatura,
     "plain resiliparse": _plain_resiliparse,
 }
@@ -157,7 +152,8 @@ def bench_extract(web_dir: Path = DEFAULT_WEB, only: list[str] | None = None, re
     return rows
 
 
-def bench_stage(warcs: list[Path], repeats: int = 2, extractors=("cascade", "trafilatura")) -> list[Result]:
+def bench_stage(warcs: list[Path], repeats: int = 2, extractors=("distilled", "cascade", "trafilatura")
+                ) -> list[Result]:
     """``python -m pipeline extract`` on ``warcs`` with one worker for each extractor in turn, ``repeats`` times:
     records/s (against trafilatura, same run), and the records lost to exceptions or the time limit."""
     import tempfile
@@ -190,6 +186,41 @@ def bench_stage(warcs: list[Path], repeats: int = 2, extractors=("cascade", "tra
     for r in rows:
         if r.metric == "records_per_s" and r.baseline_value:
             r.ratio = round(r.value / r.baseline_value, 3)
+    return rows
+
+
+def distilled_profile(pages, repeats: int) -> list[Result]:
+    """Where the distilled extractor's time goes, page by page (decode, parse and walk, features, the trees, the
+    trafilatura fallback), the median of ``repeats`` passes; and the share of pages that fall back."""
+    from pipeline.web.blocks import features, page_blocks
+    from pipeline.web.distilled import keep_probabilities, kept_text, load_model
+
+    model = load_model()
+    parts = ("decode", "parse and walk", "features", "trees", "fallback")
+    passes, fallback = [], 0
+    for _ in range(repeats):
+        seconds, fallback = dict.fromkeys(parts, 0.0), 0
+        for html, charset, _ in pages:
+            t0 = time.perf_counter()
+            text = decode_html(html, charset)
+            t1 = time.perf_counter()
+            page = page_blocks(text) if text else None
+            t2 = time.perf_counter()
+            x = features(page) if page and page.texts else None
+            t3 = time.perf_counter()
+            p = keep_probabilities(model, x) if x is not None else None
+            t4 = time.perf_counter()
+            if p is None or kept_text(model, page, p)[1]:
+                fallback += 1
+                extract_text(html, "trafilatura", charset)
+            t5 = time.perf_counter()
+            for part, (a, b) in zip(parts, ((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5)), strict=True):
+                seconds[part] += b - a
+        passes.append(seconds)
+    total = statistics.median(sum(s.values()) for s in passes)
+    rows = [Result("ours (distilled)", f"time share: {part}", round(statistics.median(s[part] for s in passes) /
+                                                                    total, 3), "of its time") for part in parts]
+    rows.append(Result("ours (distilled)", "fallback_share", round(fallback / len(pages), 4), "of pages"))
     return rows
 
 
@@ -268,7 +299,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"plot written to {args.plot}")
     if args.limit is not None:  # a smoke run: not recorded
         return 0
-    return finish("extract", results_rows(rows), args, f"python -m bench.benchmarks.extract --repeats {args.repeats}")
+    results = results_rows(rows)
+    if "ours (distilled)" in {r["impl"] for r in rows}:
+        results += distilled_profile(load_eval_pages(args.web_dir)[0], args.repeats)
+    return finish("extract", results, args, f"python -m bench.benchmarks.extract --repeats {args.repeats}")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from pipeline.runtime.supervised import Lost, SupervisedPool
+from pipeline.web.distilled import distilled_text, load_model
 from pipeline.web.extract_cascade import fast_text, needs_fallback
 from pipeline.web.warc import Payload, is_generated_crawl, iter_payloads
 from workbench.bad_input import InputIssues, merged_stats, summary_note
@@ -39,7 +40,7 @@ from workbench.stage_cli import StageFiles, funnel_headline, need, optional_path
 
 log = logging.getLogger(__name__)
 
-EXTRACTORS = ("trafilatura", "resiliparse", "cascade")
+EXTRACTORS = ("trafilatura", "resiliparse", "cascade", "distilled")
 WARC_SUFFIXES = (".warc.gz", ".warc", ".wet.gz", ".wet")  # what a folder given as input is searched for
 # drop reasons that are the record's fault or the extractor's, named one by one (the rest are only counted)
 _NAMED_DROPS = {"extract_crash": "its worker died", "extract_timeout": "over the time limit",
@@ -108,6 +109,10 @@ def main_text(html: str, extractor: str = "trafilatura") -> str | None:
         text, page_chars = fast_text(html)
         if needs_fallback(text, page_chars):
             return main_text(html, "trafilatura")
+    elif extractor == "distilled":
+        text, unsure = distilled_text(html)
+        if unsure:
+            return main_text(html, "trafilatura")
     elif extractor == "resiliparse":
         from resiliparse.extract.html2text import extract_plain_text
         from resiliparse.parse.html import HTMLTree
@@ -130,9 +135,12 @@ def _import_extractor(extractor: str) -> None:
     """Import the extractor before the workers fork, so a worker's first record (or a replaced worker's) does
     not spend its time limit importing it."""
     modules = {"trafilatura": ("trafilatura",), "cascade": ("trafilatura", "selectolax.lexbor"),
-               "resiliparse": ("resiliparse.extract.html2text", "resiliparse.parse.html")}[extractor]
+               "resiliparse": ("resiliparse.extract.html2text", "resiliparse.parse.html"),
+               "distilled": ("trafilatura", "selectolax.lexbor")}[extractor]
     for module in ("resiliparse.parse.encoding", *modules):  # decode_html's fallback, then the extractor's
         importlib.import_module(module)
+    if extractor == "distilled":
+        load_model()  # the trees, read once before the workers fork
 
 
 def _init_worker(cfg: ExtractConfig) -> None:

@@ -1,0 +1,258 @@
+"""A page cut into text blocks, and the features a block classifier reads: the ``distilled`` extractor's first half.
+
+One lexbor parse (selectolax), then one walk down the body in document order that does not enter the subtrees that
+never hold main text (``extract_cascade.DROP_TAGS``). A *block* is the text between two block-level boundaries (an
+element such as ``p``, ``li``, ``div``, ``td``, a heading, or a ``br``): what boilerplate removal keeps or drops
+whole (Kohlschütter et al. 2010, "Boilerplate detection using shallow text features"; Peters and Lecocq 2013,
+dragnet). Each block carries what the walk saw around it: its tag, the landmark elements above it (``nav``,
+``footer``, ``article`` ...), keywords of the class and id attributes on the way down (``comment``, ``share``,
+``content`` ...), its depth and the characters inside links.
+
+``features`` turns a page's blocks into one row per block: the block's own text statistics (``text_stats``, one
+NumPy pass over the page; ``text_stats_reference`` is the same char by char), its tag and context, its position on
+the page, and its neighbours' length and link density (boilerplate comes in runs; main text too).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pipeline.web.extract_cascade import DROP_TAGS
+
+SKIP_TAGS = frozenset(DROP_TAGS)  # never main text: the walk does not go in
+BLOCK_TAGS = frozenset({
+    "p", "div", "li", "td", "th", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "dd", "dt", "dl",
+    "section", "article", "header", "footer", "nav", "aside", "main", "ul", "ol", "table", "form", "figure",
+    "figcaption", "caption", "address", "center", "fieldset", "details", "summary", "body", "br", "hr",
+})
+TAG_GROUPS = (("p",), ("div", "section", "center"), ("li", "dd", "dt"), ("td", "th", "tr", "caption"),
+              ("h1", "h2", "h3"), ("h4", "h5", "h6"), ("pre",), ("blockquote",), ("figcaption", "address"))
+TAG_GROUP = {tag: i for i, group in enumerate(TAG_GROUPS) for tag in group}
+LANDMARKS = ("nav", "header", "footer", "aside", "article", "main", "form", "li", "table", "a", "figure", "h")
+LANDMARK_BIT = {tag: 1 << i for i, tag in enumerate(LANDMARKS)}
+LANDMARK_BIT.update({f"h{i}": LANDMARK_BIT["h"] for i in range(1, 7)}, ul=LANDMARK_BIT["li"], ol=LANDMARK_BIT["li"])
+# class / id keywords, in groups: what a site's own markup says a block is
+KEYWORDS = (
+    ("comment", "reply", "respond", "disqus"), ("footer", "copyright", "imprint", "impressum", "legal"),
+    ("nav", "menu", "breadcrumb", "pagination", "pager"), ("sidebar", "widget", "aside", "sidebox"),
+    ("share", "social", "facebook", "twitter", "sharing"), ("related", "recommend", "more-", "popular", "teaser"),
+    ("advert", "sponsor", "banner", "promo", "adsense", "-ad-", "ads"), ("cookie", "consent", "gdpr", "privacy"),
+    ("author", "byline", "bio", "profile", "avatar"), ("subscribe", "newsletter", "signup", "login", "paywall"),
+    ("tag", "categor", "label", "topic"), ("date", "time", "meta", "info", "published"),
+    ("content", "article", "post", "entry", "story", "body", "text", "main", "blog"), ("caption", "credit", "photo"),
+    ("header", "masthead", "logo", "title"),
+)
+KEYWORD_BIT = {word: 1 << i for i, words in enumerate(KEYWORDS) for word in words}
+KEYWORD_RE = re.compile("|".join(map(re.escape, sorted(KEYWORD_BIT, key=len, reverse=True))))
+# function words of the crawl's commonest languages: running text has many, menus and link lists few (jusText's
+# stopword density, Pomikálek 2011)
+STOPWORDS = frozenset("""
+the of and to in a is that for it as with was on be by this are or from at an not but have has which you we they
+der die das und in den von zu mit sich des auf für ist im dem nicht ein eine als auch es an werden aus er hat dass
+le la les de des et en un une du est pour que qui dans pas par sur au il ne se
+el la los las de y en un una que es por con para del se no lo al como
+il di e che la per un una non con sono del della
+de het een en van is dat op te voor met niet zijn
+o a os as de e do da em um uma que para com não
+i w z na do nie się jest to że o jak
+""".split())
+
+
+@dataclass
+class Page:
+    """A page's blocks in document order (parallel lists) and its visible characters."""
+
+    texts: list[str] = field(default_factory=list)
+    link_chars: list[int] = field(default_factory=list)
+    tags: list[int] = field(default_factory=list)  # TAG_GROUP index, len(TAG_GROUPS): any other
+    landmarks: list[int] = field(default_factory=list)  # LANDMARK_BIT bits of the elements above
+    keywords: list[int] = field(default_factory=list)  # KEYWORDS bits of the class/id attributes above
+    depths: list[int] = field(default_factory=list)
+    links: list[int] = field(default_factory=list)  # <a> elements in the block
+
+
+def _keyword_bits(attributes: dict) -> int:
+    name, ident = attributes.get("class"), attributes.get("id")
+    return (_bits_of(name) if name else 0) | (_bits_of(ident) if ident else 0)
+
+
+@functools.lru_cache(maxsize=8192)
+def _bits_of(names: str) -> int:
+    """KEYWORDS bits of a class or id value (a site repeats its class names: cached)."""
+    bits = 0
+    for word in KEYWORD_RE.findall(names.lower()):
+        bits |= KEYWORD_BIT[word]
+    return bits
+
+
+class _Walk:
+    """One walk down the body: text nodes gather into the current block; a block-level element ends it."""
+
+    def __init__(self):
+        self.page = Page()
+        self.parts: list[str] = []
+        self.link_chars = self.links = 0
+        self.context = (len(TAG_GROUPS), 0, 0, 0)  # the block's (tag, landmarks, keywords, depth) at its first text
+
+    def flush(self) -> None:
+        if not self.parts:
+            self.links = 0
+            return
+        text = " ".join(" ".join(self.parts).split())
+        if text:
+            tag, landmarks, keywords, depth = self.context
+            page = self.page
+            page.texts.append(text)
+            page.link_chars.append(min(self.link_chars, len(text)))
+            page.tags.append(tag)
+            page.landmarks.append(landmarks)
+            page.keywords.append(keywords)
+            page.depths.append(depth)
+            page.links.append(self.links)
+        self.parts, self.link_chars, self.links = [], 0, 0
+
+    def visit(self, node, block_tag: int, landmarks: int, keywords: int, depth: int, in_link: bool) -> None:
+        for child in node.iter(include_text=True):
+            tag = child.tag
+            if tag == "-text":
+                text = child.text_content
+                if text and not text.isspace():
+                    if not self.parts:
+                        self.context = (block_tag, landmarks, keywords, depth)
+                    self.parts.append(text)
+                    if in_link:
+                        self.link_chars += len(text.strip())
+                continue
+            if not tag or tag[0] == "-" or tag in SKIP_TAGS:  # comments, doctype; scripts, styles, forms' controls
+                continue
+            attributes = child.attributes
+            bits = _keyword_bits(attributes) if attributes else 0
+            block = tag in BLOCK_TAGS
+            if block:
+                self.flush()
+            if tag == "a":
+                self.links += 1
+            self.visit(child, TAG_GROUP.get(tag, len(TAG_GROUPS)) if block else block_tag,
+                       landmarks | LANDMARK_BIT.get(tag, 0), keywords | bits, depth + 1, in_link or tag == "a")
+            if block:
+                self.flush()
+
+
+def page_blocks(html: str) -> Page:
+    """The blocks of a decoded HTML page (none when it has no body)."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    tree = LexborHTMLParser(html)
+    walk = _Walk()
+    if tree.body is None:
+        return walk.page
+    walk.visit(tree.body, len(TAG_GROUPS), 0, _keyword_bits(tree.body.attributes or {}), 0, False)
+    walk.flush()
+    return walk.page
+
+
+FEATURE_NAMES = (
+    "log_chars", "log_words", "link_density", "links", "punct_per_word", "digit_share", "upper_share",
+    "ends_with_stop", "starts_upper", "mean_word_len", "pipe_or_bullet", "stopword_share", "depth",
+    *(f"tag_{g[0]}" for g in TAG_GROUPS), "tag_other",
+    *(f"in_{name}" for name in LANDMARKS), *(f"kw_{words[0]}" for words in KEYWORDS),
+    "position", "chars_before_share", "page_log_chars", "page_log_blocks",
+    "prev_log_chars", "prev_link_density", "next_log_chars", "next_link_density",
+    "window_log_chars", "window_link_density", "share_of_page",
+)
+N_FEATURES = len(FEATURE_NAMES)
+
+
+LETTERS = ((65, 90), (97, 122), (192, 214), (216, 246), (248, 591), (880, 1279), (0x3040, 0x30FF), (0x4E00, 0x9FFF))
+UPPER = ((65, 90), (192, 214), (216, 222), (913, 937), (1040, 1071))
+DIGITS = ((48, 57),)
+SENTENCE_ENDS = frozenset(".!?。！？")
+LAST_CHARS = frozenset(".!?:\"'”»)。")
+SEPARATORS = frozenset("|•»")
+STATS = 10  # the columns of text_stats
+
+
+def _in(code: int, ranges: tuple[tuple[int, int], ...]) -> bool:
+    return any(lo <= code <= hi for lo, hi in ranges)
+
+
+def text_stats_reference(text: str) -> tuple[float, ...]:
+    """One block's text statistics, char by char: log chars, log words, sentence ends per word, digit share,
+    upper-case share of letters, ends like a sentence, starts upper-case, mean word length, two or more separators
+    (a menu), stopword share. ``text_stats`` computes the same for a whole page at once."""
+    words = text.split(" ")
+    n, w = len(text), len(words)
+    letters = sum(_in(ord(c), LETTERS) for c in text)
+    return (math.log1p(n), math.log1p(w), sum(c in SENTENCE_ENDS for c in text) / w,
+            sum(_in(ord(c), DIGITS) for c in text) / n, sum(_in(ord(c), UPPER) for c in text) / max(letters, 1),
+            float(text[-1] in LAST_CHARS), float(_in(ord(text[0]), UPPER)), (n - w + 1) / w,
+            float(sum(c in SEPARATORS for c in text) >= 2), sum(word.lower() in STOPWORDS for word in words) / w)
+
+
+def _mask(codes: np.ndarray, ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
+    out = np.zeros(len(codes), dtype=bool)
+    for lo, hi in ranges:
+        out |= (codes >= lo) & (codes <= hi)
+    return out
+
+
+def _codes(chars: frozenset[str]) -> np.ndarray:
+    return np.array(sorted(map(ord, chars)), dtype=np.uint32)
+
+
+def text_stats(texts: list[str]) -> np.ndarray:
+    """``text_stats_reference`` of every block of a page, (n, STATS), with a handful of NumPy passes over the page's
+    code points instead of a Python loop per character. Blocks are whitespace-normalised (single spaces)."""
+    lengths = np.array([len(t) for t in texts], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    codes = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32)
+
+    def per_block(mask: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(mask.astype(np.int64), starts)
+
+    words = per_block(codes == 32) + 1
+    letters = per_block(_mask(codes, LETTERS))
+    stop = np.fromiter((w in STOPWORDS for w in " ".join(texts).lower().split(" ")), dtype=bool, count=words.sum())
+    word_starts = np.concatenate([[0], np.cumsum(words)[:-1]])
+    ends = starts + lengths - 1
+    return np.stack([
+        np.log1p(lengths), np.log1p(words), per_block(np.isin(codes, _codes(SENTENCE_ENDS))) / words,
+        per_block(_mask(codes, DIGITS)) / lengths, per_block(_mask(codes, UPPER)) / np.maximum(letters, 1),
+        np.isin(codes[ends], _codes(LAST_CHARS)), _mask(codes[starts], UPPER), (lengths - words + 1) / words,
+        per_block(np.isin(codes, _codes(SEPARATORS))) >= 2,
+        np.add.reduceat(stop.astype(np.int64), word_starts) / words,
+    ], axis=1).astype(np.float64)
+
+
+def features(page: Page) -> np.ndarray:
+    """One row per block (``FEATURE_NAMES``), float32."""
+    n = len(page.texts)
+    if not n:
+        return np.zeros((0, N_FEATURES), dtype=np.float32)
+    stats = text_stats(page.texts)
+    chars = np.array([len(t) for t in page.texts], dtype=np.float64)
+    link_density = np.array(page.link_chars, dtype=np.float64) / chars
+    log_chars = stats[:, 0]
+    tags = np.zeros((n, len(TAG_GROUPS) + 1))
+    tags[np.arange(n), page.tags] = 1.0
+    landmarks = (np.array(page.landmarks)[:, None] >> np.arange(len(LANDMARKS))) & 1
+    keywords = (np.array(page.keywords)[:, None] >> np.arange(len(KEYWORDS))) & 1
+    before = np.concatenate([[0.0], np.cumsum(chars)[:-1]]) / chars.sum()
+    prev_c, next_c = np.concatenate([[0.0], log_chars[:-1]]), np.concatenate([log_chars[1:], [0.0]])
+    prev_l, next_l = np.concatenate([[1.0], link_density[:-1]]), np.concatenate([link_density[1:], [1.0]])
+    kernel = np.ones(5) / 5
+    window_c = np.convolve(np.pad(log_chars, 2), kernel, mode="valid")
+    window_l = np.convolve(np.pad(link_density, 2, constant_values=1.0), kernel, mode="valid")
+    columns = [
+        stats[:, 0:2], link_density[:, None], np.log1p(page.links)[:, None], stats[:, 2:10],
+        np.array(page.depths, dtype=np.float64)[:, None] / 10.0, tags, landmarks, keywords,
+        (np.arange(n) / n)[:, None], before[:, None], np.full((n, 1), math.log1p(chars.sum())),
+        np.full((n, 1), math.log1p(n)), prev_c[:, None], prev_l[:, None], next_c[:, None], next_l[:, None],
+        window_c[:, None], window_l[:, None], (chars / chars.sum())[:, None],
+    ]
+    return np.hstack(columns).astype(np.float32)

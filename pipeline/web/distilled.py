@@ -1,0 +1,96 @@
+"""The ``distilled`` extractor: keep or drop each block of a page with trees distilled from trafilatura.
+
+``pipeline.web.blocks`` cuts the page into blocks and computes their features; two forests of gradient-boosted trees
+(``pipeline.web.trees``) give each block P(trafilatura keeps it): the first from the block's own features, the
+second from those plus the first's probabilities around it (the block before and after, a window of five, the
+page's mean), since main text and boilerplate come in runs. The blocks above ``threshold`` are the text, one line
+each. A page the model is unsure of goes to trafilatura: when the share of its characters in blocks whose
+probability is near one half exceeds ``fallback_above``, or when the kept text is short (fewer than
+``extract_cascade.MIN_CHARS`` characters), the page gets exactly ``--extractor trafilatura``'s text.
+
+The weights ship as data (``distilled_model.json``, written by ``python -m pipeline.web.distill``, which says what
+they were fitted on); evaluating them needs NumPy only.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.web.blocks import FEATURE_NAMES, Page, features, page_blocks
+from pipeline.web.extract_cascade import MIN_CHARS
+from pipeline.web.trees import Forest
+
+MODEL_PATH = Path(__file__).with_name("distilled_model.json")
+CONTEXT_NAMES = ("p_prev", "p_next", "p_window", "p_page", "p_self")
+UNSURE_BAND = 0.25  # a probability within this of one half counts the block's characters as unsure
+
+
+@dataclass
+class Model:
+    """The two forests, the keep threshold and the page-level fallback rule."""
+
+    blocks: Forest
+    context: Forest
+    threshold: float
+    fallback_above: float  # share of the page's characters in unsure blocks above which trafilatura decides
+    provenance: dict
+
+    @classmethod
+    def from_json(cls, data: dict) -> Model:
+        if tuple(data["features"]) != FEATURE_NAMES:
+            raise ValueError("distilled_model.json was fitted on other block features: run python -m "
+                             "pipeline.web.distill again")
+        return cls(Forest.from_json(data["blocks"]), Forest.from_json(data["context"]), float(data["threshold"]),
+                   float(data["fallback_above"]), data.get("provenance", {}))
+
+
+@functools.lru_cache(maxsize=4)
+def load_model(path: str | Path = MODEL_PATH) -> Model:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no distilled model (python -m pipeline.web.distill writes it)")
+    return Model.from_json(json.loads(path.read_text(encoding="utf-8")))
+
+
+def context_features(x: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """``x`` with the first forest's probabilities around each block (``CONTEXT_NAMES``) appended."""
+    n = len(p)
+    prev = np.concatenate([[0.0], p[:-1]])
+    after = np.concatenate([p[1:], [0.0]])
+    window = np.convolve(np.pad(p, 2), np.ones(5) / 5, mode="valid")
+    page = np.full(n, p.mean() if n else 0.0)
+    return np.hstack([x, np.stack([prev, after, window, page, p], axis=1)]).astype(np.float32)
+
+
+def keep_probabilities(model: Model, x: np.ndarray) -> np.ndarray:
+    """P(keep) of each block (rows of ``features``)."""
+    if not len(x):
+        return np.zeros(0)
+    return model.context.predict(context_features(x, model.blocks.predict(x)))
+
+
+def unsure_share(p: np.ndarray, chars: np.ndarray) -> float:
+    """The share of the page's characters in blocks whose P(keep) is within ``UNSURE_BAND`` of one half."""
+    return float(chars[np.abs(p - 0.5) < UNSURE_BAND].sum() / max(chars.sum(), 1))
+
+
+def kept_text(model: Model, page: Page, p: np.ndarray) -> tuple[str, bool]:
+    """(the text of the blocks whose P(keep) ``p`` is above the threshold, whether trafilatura should decide this page
+    instead: the text is short, or too much of the page is in unsure blocks)."""
+    chars = np.array([len(t) for t in page.texts], dtype=np.float64)
+    text = "\n".join(t for t, keep in zip(page.texts, p > model.threshold, strict=True) if keep)
+    return text, len(text) < MIN_CHARS or unsure_share(p, chars) > model.fallback_above
+
+
+def distilled_text(html: str, model: Model | None = None) -> tuple[str, bool]:
+    """(the kept blocks' text, whether trafilatura should decide this page instead)."""
+    model = model or load_model()
+    page = page_blocks(html)
+    if not page.texts:
+        return "", True
+    return kept_text(model, page, keep_probabilities(model, features(page)))
