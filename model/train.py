@@ -55,6 +55,7 @@ from model.training.train_config import TrainConfig
 from workbench.files import write_error, write_json, write_metrics
 from workbench.hardware import peak_flops_of
 from workbench.params import (
+    Parser,
     add_config_flags,
     add_params_flag,
     field_names,
@@ -590,7 +591,7 @@ class ResumeFlag:
 def build_parser() -> argparse.ArgumentParser:
     """--params, --resume, and one flag per TrainConfig field (bools as --x / --no-x); --help shows the
     value a run would use (the params file's where it sets one)."""
-    parser = argparse.ArgumentParser(prog="python -m model.train", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m model.train", description=__doc__.split("\n\n")[0])
     add_params_flag(parser, "train")
     add_config_flags(parser, ResumeFlag, bool_switches=True)
     add_config_flags(parser, TrainConfig, bool_switches=True)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import sys
 import types
 import typing
@@ -44,6 +45,27 @@ class _Required:
 
 
 REQUIRED = _Required()
+
+
+def nearest(name: str, valid: Iterable[str]) -> str:
+    """" (did you mean X?)" for the valid name closest to a mistyped ``name``, or "" when none is close."""
+    match = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
+    return f" (did you mean {match[0]}?)" if match else ""
+
+
+class Parser(argparse.ArgumentParser):
+    """The command line of a CLI that reads params: a flag is spelled out (``--max-step`` is not taken for
+    ``--max-steps``), and a mistake is one line naming the nearest flag, exit 2, instead of the whole usage."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        flags = [s for a in self._actions for s in a.option_strings]
+        wrong = next((w for w in message.replace(",", " ").split() if w.startswith("--")), None)
+        hint = nearest(wrong.split("=")[0], flags) if wrong else ""
+        self.exit(2, f"error: {message}{hint} ({self.prog} --help lists the flags)\n")
 
 
 class ParamsError(ValueError):
@@ -131,9 +153,17 @@ def read_layers(path: str | Path = DEFAULT_PARAMS) -> list[tuple[Path, dict[str,
 
 
 def read_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
-    """The whole params file as a mapping, a profile merged onto its base; {} when it is absent or ``none``."""
-    if str(path).lower() == NO_PARAMS or not Path(path).exists():
+    """The whole params file as a mapping, a profile merged onto its base; {} for ``none`` and for the default
+    params.yaml where there is none (the built-in defaults). A file given that does not exist is a ParamsError
+    naming the nearest one beside it."""
+    if str(path).lower() == NO_PARAMS:
         return {}
+    if not Path(path).exists():
+        if Path(path) == DEFAULT_PARAMS:
+            return {}
+        beside = [p.name for p in Path(path).parent.glob("*.y*ml")] if Path(path).parent.is_dir() else []
+        raise ParamsError(f"{path}: no such params file{nearest(Path(path).name, beside)}; --params none runs on the "
+                          "built-in defaults")
     (_, merged), *profiles = read_layers(path)  # the base file as written: its own nulls are values
     for _, data in profiles:
         merged = overlay(merged, data)
@@ -160,8 +190,8 @@ def load_section(section: str, path: str | Path = DEFAULT_PARAMS, known: Iterabl
     if names is not None:
         unknown = sorted(set(flatten(values, names)) - names)
         if unknown:
-            raise ParamsError(f"{path}: section {section!r} has unknown key(s) {', '.join(unknown)} "
-                              f"(known: {', '.join(sorted(names))})", unknown)
+            raise ParamsError(f"{path}: section {section!r} has unknown key(s) {', '.join(unknown)}"
+                              f"{nearest(unknown[0], names)}", unknown)
     return dict(values)
 
 
@@ -318,7 +348,7 @@ def apply_section(parser: argparse.ArgumentParser, section: str, path: str | Pat
 
 def build_config_parser(config_cls: type, section: str, prog: str | None = None, description: str = ""
                         ) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = Parser(prog=prog, description=description)
     add_params_flag(parser, section)
     add_config_flags(parser, config_cls)
     return parser

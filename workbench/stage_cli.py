@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.files import write_error
-from workbench.params import ParamsError, add_config_flags, add_params_flag, apply_section, params_path, setting
+from workbench.params import ParamsError, Parser, add_config_flags, add_params_flag, apply_section, params_path, setting
 
 # (parsed flags, the params section as read) -> the step's one-line summary
 Command = Callable[[argparse.Namespace, dict], str]
@@ -58,7 +58,7 @@ class RejectingStageFiles(StageFiles):
 def stage_parser(prog: str, section: str, description: str, *settings: type) -> argparse.ArgumentParser:
     """A stage's parser: ``--params`` (whose ``section`` gives the defaults), ``-v``, and one flag per field of each
     ``settings`` dataclass (a bool is a ``--x / --no-x`` switch)."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = Parser(prog=prog, description=description)
     add_params_flag(parser, section)
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     for config_cls in settings:

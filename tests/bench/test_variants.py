@@ -17,7 +17,7 @@ def test_variants_bench_runs_every_part(tmp_path, capsys):
         np.resize(pattern, n).astype(np.uint16).tofile(tmp_path / f"{split}.bin")
     (tmp_path / "meta.json").write_text(json.dumps({"dtype": "uint16", "vocab_size": 64, "eot_id": 0}))
     target = tmp_path / "target"
-    assert train_main(["--params", str(tmp_path / "absent.yaml"), "--data", str(tmp_path), "--out-dir", str(target),
+    assert train_main(["--params", "none", "--data", str(tmp_path), "--out-dir", str(target),
                        "--preset", "nano", "--model.context-length", "64", "--batch-size", "4", "--max-steps", "3",
                        "--warmup-steps", "1", "--device", "cpu"]) == 0
     code = bench_main(["--variants", "--device", "cpu", "--data", str(tmp_path), "--target", str(target),

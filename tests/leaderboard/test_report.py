@@ -260,7 +260,7 @@ def test_bad_params_and_empty_tree_exit_2(tree, capsys):
     assert "leaderboard.top" in capsys.readouterr().err
     assert main(["--top", "3"]) == 0  # every field is also a flag, and the flag wins
     assert "top 3 by val_loss" in (tree / "reports/summary.md").read_text()
-    assert main(["--params", "none.yaml", "--metrics-dir", "x", "--train-run", "x", "--sweep-results", "x",
+    assert main(["--params", "none", "--metrics-dir", "x", "--train-run", "x", "--sweep-results", "x",
                  "--alignment", "x", "--fit-dir", "x"]) == 2
     assert "nothing to report" in capsys.readouterr().err
 

@@ -128,7 +128,7 @@ def test_sharded_optimizer_state_round_trip_and_consolidation(optimizer, tmp_pat
 # ---- end to end: torchrun -m model.train ---------------------------------------------------------
 
 def _train_args(shards: Path, out: Path, *extra: str) -> list[str]:
-    return ["--params", str(out.parent / "absent.yaml"), "--data", str(shards), "--out-dir", str(out),
+    return ["--params", "none", "--data", str(shards), "--out-dir", str(out),
             "--preset", "nano", "--model.context-length", "16", "--batch-size", "4", "--warmup-steps", "3",
             "--eval-interval", "6", "--eval-batches", "2", "--log-interval", "3", "--device", "cpu",
             "--max-steps", "12", "--ckpt-interval", "6", "--threads", "1", "--deterministic", *extra]

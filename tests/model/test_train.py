@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _args(shards: Path, out: Path, *extra: str) -> list[str]:
-    return ["--params", str(out.parent / "absent.yaml"), "--data", str(shards), "--out-dir", str(out),
+    return ["--params", "none", "--data", str(shards), "--out-dir", str(out),
             "--preset", "nano", "--model.context-length", "16", "--batch-size", "4", "--warmup-steps", "3",
             "--eval-interval", "10", "--eval-batches", "2", "--log-interval", "5", "--device", "cpu", *extra]
 

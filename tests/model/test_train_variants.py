@@ -66,7 +66,7 @@ def shards(tmp_path):
 
 def test_profile_writes_a_chrome_trace_and_a_top_operators_table(shards, tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["--params", str(tmp_path / "absent.yaml"), "--data", str(shards), "--out-dir", str(out),
+    code = main(["--params", "none", "--data", str(shards), "--out-dir", str(out),
                  "--preset", "nano", "--model.context-length", "16", "--batch-size", "2", "--max-steps", "6",
                  "--warmup-steps", "1", "--device", "cpu", "--profile", "--profile-steps", "2"])
     assert code == 0
@@ -83,7 +83,7 @@ def test_moe_run_logs_router_metrics_and_uses_active_flops(shards, tmp_path):
     import csv
 
     out = tmp_path / "moe"
-    code = main(["--params", str(tmp_path / "absent.yaml"), "--data", str(shards), "--out-dir", str(out),
+    code = main(["--params", "none", "--data", str(shards), "--out-dir", str(out),
                  "--preset", "nano", "--model.context-length", "16", "--batch-size", "4", "--max-steps", "4",
                  "--warmup-steps", "1", "--log-interval", "2", "--device", "cpu", "--model.n-experts", "4",
                  "--model.moe-top-k", "2", "--model.moe-capacity-factor", "0", "--model.n-kv-heads", "1",

@@ -165,7 +165,7 @@ def test_cli_writes_fit_predictions_and_plots(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the default --out-dir is ./<stem>_fit
     results = tmp_path / "sweep.csv"
     isoflop_grid(CHINCHILLA, np.geomspace(1e18, 1e21, 4), points=7, noise=1e-3).to_csv(results, index=False)
-    argv = [str(results), "--target-flops", "1e23", "1e24", "--bootstrap", "20", "--params", str(tmp_path / "none")]
+    argv = [str(results), "--target-flops", "1e23", "1e24", "--bootstrap", "20", "--params", "none"]
     assert main(argv) == 0
     out_dir = tmp_path / "sweep_fit"
     report = json.loads((out_dir / "fit.json").read_text())

@@ -50,11 +50,29 @@ def test_help_shows_the_value_a_run_will_use(tmp_path, capsys):
     assert "(default: 99)" in out and "input folder (default: data/in)" in out
 
 
-def test_params_none_and_missing_file_use_built_in_defaults(tmp_path):
+def test_params_none_gives_the_built_in_defaults_and_a_missing_file_is_an_error(tmp_path, monkeypatch):
     p = _params(tmp_path, "toy:\n  steps: 5\n")
     assert parse_config(Toy, "toy", ["--params", "none"])[0] == Toy()
-    assert parse_config(Toy, "toy", ["--params", str(tmp_path / "absent.yaml")])[0] == Toy()
     assert parse_config(Toy, "toy", ["--params", p])[0].steps == 5
+    with pytest.raises(ParamsError, match=r"paramz.yaml: no such params file \(did you mean params.yaml\?\)"):
+        parse_config(Toy, "toy", ["--params", str(tmp_path / "paramz.yaml")])  # once silently the defaults
+    monkeypatch.chdir(tmp_path / "..")  # no params.yaml here: the built-in defaults, as in a fresh folder
+    assert parse_config(Toy, "toy", [])[0] == Toy()
+
+
+def test_a_mistyped_key_names_the_nearest_one_not_every_key(tmp_path):
+    with pytest.raises(ParamsError) as info:
+        parse_config(Toy, "toy", ["--params", _params(tmp_path, "toy:\n  stepz: 3\n")])
+    assert str(info.value).endswith("unknown key(s) stepz (did you mean steps?)") and "langs" not in str(info.value)
+
+
+def test_a_flag_is_never_abbreviated_and_a_mistyped_one_is_one_line(tmp_path, capsys):
+    p = _params(tmp_path, "toy:\n  steps: 5\n")
+    with pytest.raises(SystemExit) as exit_info:
+        parse_config(Toy, "toy", ["--params", p, "--step", "3"])  # once silently taken for --steps
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2 and len(err) == 1
+    assert err[0].startswith("error: unrecognized arguments: --step 3 (did you mean --steps?)")
 
 
 def test_required_field_is_a_clear_error(tmp_path):
