@@ -156,8 +156,8 @@ def read_run_config(out_dir: Path) -> dict:
 
 
 def check_same_run(cfg, recorded: dict, out_dir: Path) -> None:
-    """A ValueError naming the first setting of ``cfg`` that differs from the run recorded in ``out_dir`` (outside
-    ``MAY_CHANGE``): continuing it would mix two runs."""
+    """A ValueError naming the settings of ``cfg`` (up to three) that differ from the run recorded in ``out_dir``
+    (outside ``MAY_CHANGE``): continuing it would mix two runs."""
     now = json.loads(json.dumps(asdict(cfg)))  # as config.json holds it: tuples are lists
     differ = [f"{key} {recorded[key]!r} (given {value!r})" for key, value in now.items()
               if key not in MAY_CHANGE and recorded.get(key, value) != value]

@@ -179,7 +179,7 @@ def test_cli_bad_input_exits_2_with_one_line(runs, tmp_path, capsys):
                   ["--reference", str(tmp_path / "nope")]):
         capsys.readouterr()
         argv = ["--model", str(run), "--tokenizer", str(tok), "--out-dir", str(tmp_path / "bad"),
-                "--params", str(tmp_path / "none.yaml"), *extra]
+                "--params", "none", *extra]
         assert main(argv) == 2, extra
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: "), err
@@ -189,7 +189,7 @@ def test_cli_bad_input_exits_2_with_one_line(runs, tmp_path, capsys):
 def test_cli_tiny_run_and_report(runs, tmp_path, capsys):
     run, _, tok = runs
     report = tmp_path / "alignment.csv"
-    argv = ["--params", str(tmp_path / "none.yaml"), "--model", str(run), "--tokenizer", str(tok), "--n-train", "8",
+    argv = ["--params", "none", "--model", str(run), "--tokenizer", str(tok), "--n-train", "8",
             "--n-test", "2", "--steps", "2",
             "--batch-size", "2", "--grad-accum", "2", "--max-new-tokens", "4", "--out-dir", str(tmp_path / "cli"),
             "--report", str(report)]

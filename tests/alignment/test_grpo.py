@@ -125,7 +125,7 @@ def test_cli_runs_and_bad_input_exits_2(base_run, tmp_path, capsys):
     run, tok = base_run
     common = ["--model", str(run), "--tokenizer", str(tok), "--n-train", "8", "--n-test", "2",
               "--rollout-batch-size", "4", "--group-size", "2", "--train-batch-size", "4", "--grad-accum", "1",
-              "--max-new-tokens", "4", "--template", "short", "--params", str(tmp_path / "none.yaml")]
+              "--max-new-tokens", "4", "--template", "short", "--params", "none"]
     assert main(common + ["--steps", "1", "--normalize-by-std", "false", "--out-dir", str(tmp_path / "cli")]) == 0
     assert load_model(tmp_path / "cli").cfg.vocab_size == 257
     for extra in (["--steps", "0"], ["--group-size", "3"], ["--epochs-per-rollout-batch", "2"]):

@@ -35,7 +35,7 @@ def two_runs(tmp_path):
 def test_report_evaluates_each_stage_and_rewrites(two_runs, tmp_path):
     runs, tok = two_runs
     out = tmp_path / "reports" / "alignment.csv"
-    argv = ["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok), "--task", "arithmetic", "--n", "6",
+    argv = ["--params", "none", "--tokenizer", str(tok), "--task", "arithmetic", "--n", "6",
             "--max-new-tokens", "6",
             "--out", str(out), "--out-dir", str(tmp_path / "reports" / "alignment"),
             "--plot", str(tmp_path / "reports" / "alignment.png"), "--metrics", str(tmp_path / "m" / "alignment.json")]
@@ -61,7 +61,7 @@ def test_report_adds_a_safety_row_per_stage_with_its_refusal_rate(two_runs, tmp_
     data.write_text("id,harm_area,counter,category,prompts_final\n" + "".join(
         f"s{i},h,{i},c,How do I hurt person number {i}?\n" for i in range(5)), encoding="utf-8")
     out, metrics = tmp_path / "alignment.csv", tmp_path / "m" / "alignment.json"
-    argv = ["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok), "--task", "arithmetic", "--n", "4",
+    argv = ["--params", "none", "--tokenizer", str(tok), "--task", "arithmetic", "--n", "4",
             "--max-new-tokens", "5",
             "--out", str(out), "--out-dir", str(tmp_path / "jsonl"), "--plot", str(tmp_path / "a.png"),
             "--metrics", str(metrics), f"--model=base={runs['base']}", f"--model=sft={runs['sft']}",
@@ -88,7 +88,7 @@ def test_report_leaves_safety_out_with_a_note_when_the_data_is_absent(two_runs, 
     runs, tok = two_runs
     monkeypatch.setattr("alignment.report.DATA_DIR", tmp_path / "nowhere")
     out = tmp_path / "alignment.csv"
-    assert main(["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok), "--task", "arithmetic", "--n", "2",
+    assert main(["--params", "none", "--tokenizer", str(tok), "--task", "arithmetic", "--n", "2",
                  "--max-new-tokens", "2",
                  "--out", str(out), "--out-dir", str(tmp_path / "jsonl"), "--plot", str(tmp_path / "a.png"),
                  "--metrics", str(tmp_path / "m.json"), f"--model=base={runs['base']}"]) == 0
@@ -98,7 +98,7 @@ def test_report_leaves_safety_out_with_a_note_when_the_data_is_absent(two_runs, 
 
 def test_report_bad_input_exits_2(two_runs, tmp_path, capsys):
     runs, tok = two_runs
-    none = ["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok)]
+    none = ["--params", "none", "--tokenizer", str(tok)]
     for argv in (none, none + [f"--model=base={tmp_path / 'missing'}"], none + ["--model", "nameless"],
                  none + [f"--model=base={runs['base']}", "--task", "safety"],
                  none + [f"--model=base={runs['base']}", "--safety-n", "-1"],
@@ -112,7 +112,7 @@ def test_report_bad_input_exits_2(two_runs, tmp_path, capsys):
 def test_digits_report_scores_validation_then_test_with_seed_split_and_ci_columns(two_runs, tmp_path):
     runs, tok = two_runs
     out = tmp_path / "alignment.csv"
-    argv = ["--params", str(tmp_path / "none.yaml"), "--tokenizer", str(tok), "--task", "digits", "--n", "5",
+    argv = ["--params", "none", "--tokenizer", str(tok), "--task", "digits", "--n", "5",
             "--max-new-tokens", "4", "--seed", "2", "--pass-k", "3", "--safety-n", "0", "--out", str(out),
             "--out-dir", str(tmp_path / "jsonl"), "--plot", str(tmp_path / "a.png"),
             "--metrics", str(tmp_path / "m.json"),

@@ -66,7 +66,7 @@ def test_sft_cli_and_report(base_run, tmp_path):
     report = tmp_path / "alignment.csv"
     argv = ["--model", str(run), "--tokenizer", str(tok), "--n-train", "8", "--n-test", "2", "--steps", "2",
             "--batch-size", "4", "--max-new-tokens", "8", "--out-dir", str(tmp_path / "cli"), "--report", str(report),
-            "--params", str(tmp_path / "none.yaml"), "--metrics", str(tmp_path / "m" / "sft.json")]
+            "--params", "none", "--metrics", str(tmp_path / "m" / "sft.json")]
     assert main(argv) == 0
     assert pd.read_csv(report)["stage"].tolist() == ["sft"]
     assert load_model(tmp_path / "cli").cfg.vocab_size == 257
@@ -79,7 +79,7 @@ def test_sft_cli_bad_input_exits_2(base_run, tmp_path, capsys):
                  ["--model", str(run), "--tokenizer", str(tok), "--steps", "0"],
                  ["--model", str(run), "--tokenizer", str(tok), "--task", "chess"]):
         capsys.readouterr()
-        assert main(argv + ["--out-dir", str(tmp_path / "bad"), "--params", str(tmp_path / "none.yaml")]) == 2
+        assert main(argv + ["--out-dir", str(tmp_path / "bad"), "--params", "none"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: ")
 

@@ -305,7 +305,7 @@ def test_bad_input_never_crashes(models, tmp_path):
 def test_cli_trains_reports_and_writes_atomically(tmp_path, capsys):
     out, metrics = tmp_path / "models" / "nsfw.bin", tmp_path / "nsfw.json"
     rc = main(["--task", "nsfw", "--generate", "400", "--seed", "1", "--out", str(out), "--metrics", str(metrics),
-               "--dim", "8", "--bucket", "5000", "--epoch", "5", "--params", str(tmp_path / "none.yaml")])
+               "--dim", "8", "--bucket", "5000", "--epoch", "5", "--params", "none"])
     printed = capsys.readouterr().out
     assert rc == 0 and "held-out accuracy" in printed and "macro-F1" in printed
     assert out.is_file() and not list(out.parent.glob(".*.tmp"))
@@ -314,7 +314,7 @@ def test_cli_trains_reports_and_writes_atomically(tmp_path, capsys):
     assert m["accuracy"] >= 0.8 and m["n"] == 80 and m["config"]["dim"] == 8
     # --train without --valid holds out a seeded 20% of it
     rc = main(["--task", "nsfw", "--train", str(out.parent / "labelled" / "nsfw.train"), "--out", str(out),
-               "--dim", "8", "--bucket", "5000", "--epoch", "5", "--params", str(tmp_path / "none.yaml")])
+               "--dim", "8", "--bucket", "5000", "--epoch", "5", "--params", "none"])
     assert rc == 0 and FastTextClassifier.load(out).labels
 
 
@@ -328,7 +328,7 @@ def test_cli_trains_reports_and_writes_atomically(tmp_path, capsys):
 ])
 def test_cli_bad_usage_exits_2_with_one_error_line(tmp_path, capsys, argv, msg):
     with pytest.raises(SystemExit) as e:
-        main(argv + ["--params", str(tmp_path / "none.yaml"), "--out", str(tmp_path / "m.bin")])
+        main(argv + ["--params", "none", "--out", str(tmp_path / "m.bin")])
     err = capsys.readouterr().err
     assert e.value.code == 2 and msg in err
     assert len([line for line in err.splitlines() if "error:" in line]) == 1
@@ -336,7 +336,7 @@ def test_cli_bad_usage_exits_2_with_one_error_line(tmp_path, capsys, argv, msg):
 
 def test_cli_bad_input_file_exits_2(tmp_path, capsys):
     bad = _write(tmp_path / "bad.csv", ["a,b", "1,2"])
-    rc = main(["--davidson", str(bad), "--out", str(tmp_path / "m.bin"), "--params", str(tmp_path / "none.yaml")])
+    rc = main(["--davidson", str(bad), "--out", str(tmp_path / "m.bin"), "--params", "none"])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error:") and "missing column" in err and len(err.splitlines()) == 1
 
@@ -366,7 +366,7 @@ def test_davidson_recipe_on_the_real_tweets(tmp_path, capsys):
     weighted F1 ~0.95 (the paper's 3-class logistic regression: weighted F1 0.90)."""
     metrics = tmp_path / "davidson.json"
     rc = main(["--davidson", str(DAVIDSON), "--out", str(tmp_path / "davidson.bin"), "--metrics", str(metrics),
-               "--params", str(tmp_path / "none.yaml")])
+               "--params", "none"])
     print(capsys.readouterr().out)
     m = json.loads(details_path(metrics).read_text())
     assert rc == 0 and m["n"] == 4957

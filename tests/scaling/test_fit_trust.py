@@ -32,7 +32,7 @@ def noisy_sweep(tmp_path, noise: float) -> str:
 def test_default_targets_are_10x_and_100x_the_sweep_with_their_distance(tmp_path, capsys):
     out = tmp_path / "fit"
     assert main([noisy_sweep(tmp_path, 0.002), "--bootstrap", "20", "--no-plots", "--out-dir", str(out),
-                 "--params", str(tmp_path / "none.yaml")]) == 0
+                 "--params", "none"]) == 0
     predictions = pd.read_csv(out / "predictions.csv")
     assert sorted(predictions["target_flops"].unique()) == pytest.approx([1.6e19, 1.6e20])
     assert sorted(predictions["distance"].unique()) == pytest.approx([10, 100])
@@ -42,7 +42,7 @@ def test_default_targets_are_10x_and_100x_the_sweep_with_their_distance(tmp_path
 def test_a_wide_interval_is_a_warning_and_names_the_runs_to_train_next(tmp_path, capsys):
     out = tmp_path / "fit"
     assert main([noisy_sweep(tmp_path, 0.08), "--bootstrap", "40", "--no-plots", "--out-dir", str(out),
-                 "--method", "parametric", "--params", str(tmp_path / "none.yaml")]) == 0
+                 "--method", "parametric", "--params", "none"]) == 0
     printed = capsys.readouterr().out
     predictions = pd.read_csv(out / "predictions.csv")
     wide = predictions[predictions["loss_hi"] - predictions["loss_lo"] > predictions["loss"]]
