@@ -411,11 +411,10 @@ def _finish(cfg, trainer: Trainer, model, tokenizer, optimizer, out_dir: Path, p
             plot_metrics(out_dir / "metrics.csv", out_dir / "metrics.png", trainer.panels)
         path = save_state(cfg, trainer, model, optimizer, out_dir, progress, finished=True)
         if not is_ours(model):
-            path = out_dir / "hf"
-            model.save_pretrained(path)
+            model.save_pretrained(out_dir / "hf")
             if hasattr(tokenizer, "save_pretrained"):
-                tokenizer.save_pretrained(path)
-    if not is_ours(model):
+                tokenizer.save_pretrained(out_dir / "hf")
+    if not is_ours(model):  # what evaluate and the report load
         path = out_dir / "hf"
     summary = {**progress.summary, "checkpoint": str(path), "steps": progress.step,
                "seconds": round(progress.seconds, 3)}

@@ -64,7 +64,7 @@ def _generate_ours(model, tok, prompts, max_new_tokens, temperature, top_p, seed
 
 @torch.inference_mode()
 def _generate_hf(model, tok, prompts, max_new_tokens, temperature, top_p, seed) -> list[list[int]]:
-    ctx = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    ctx = context_length(model)
     room = None if ctx is None else max(1, ctx - max_new_tokens)
     ids = _prompt_ids(tok, prompts, room)
     width = max(map(len, ids))

@@ -84,7 +84,7 @@ class Reference:
     rows: int = 0
 
 
-def env(workspace: Path, **extra: str) -> dict:
+def env(**extra: str) -> dict:
     base = {k: v for k, v in os.environ.items() if not k.startswith("LMW_FAULT")}
     base.pop("LMW_FAILPOINT_COUNTER", None)
     path = os.pathsep.join(p for p in (str(ROOT), base.get("PYTHONPATH", "")) if p)
@@ -98,7 +98,7 @@ def run(job: Job, workspace: Path, extra_env: dict | None = None,
     started = time.perf_counter()
     with tempfile.TemporaryFile("w+") as err_file:
         proc = subprocess.Popen([sys.executable, "-m", *job.argv], cwd=workspace,
-                                env=env(workspace, **(extra_env or {})), stdout=subprocess.DEVNULL, stderr=err_file,
+                                env=env(**(extra_env or {})), stdout=subprocess.DEVNULL, stderr=err_file,
                                 text=True, start_new_session=True)
         while proc.poll() is None:
             if time.perf_counter() - started > TIMEOUT_S:

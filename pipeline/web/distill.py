@@ -31,7 +31,7 @@ from pipeline.web import blocks
 from pipeline.web.blocks import FEATURE_NAMES, features, page_blocks
 from pipeline.web.distilled import CONTEXT_NAMES, MODEL_PATH, context_features, unsure_share
 from pipeline.web.trees import fit
-from workbench.files import file_sha256, write_json
+from workbench.files import atomic_path, file_sha256, write_json
 from workbench.params import parse_config, setting
 
 HALVES = ("validation", "test")
@@ -119,10 +119,8 @@ def labelled(path: Path, skip: set[str], work_dir: Path) -> dict:
     data = {"x": np.concatenate(xs) if xs else np.zeros((0, len(FEATURE_NAMES)), np.float32),
             "y": np.concatenate(ys) if ys else np.zeros(0), "page": np.concatenate(pages) if pages else np.zeros(0),
             "chars": np.concatenate(chars) if chars else np.zeros(0), "url": np.array(urls, dtype=str)}
-    work_dir.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_name(f".{cache.name}.tmp.npz")
-    np.savez(tmp, **data)
-    tmp.replace(cache)
+    with atomic_path(cache) as tmp, open(tmp, "wb") as fh:  # a file handle: np.savez would add .npz to a path
+        np.savez(fh, **data)
     return data
 
 
@@ -151,6 +149,13 @@ def agreement(p: np.ndarray, y: np.ndarray, chars: np.ndarray, threshold: float)
             "dropped_chars": round(float(chars[(y == 0) & ~keep].sum() / max(chars[y == 0].sum(), 1)), 4)}
 
 
+def page_spans(page: np.ndarray) -> list[tuple[int, int]]:
+    """(first, end) row of each page's blocks: labelled blocks come page by page, page ids counting up from 0."""
+    bounds = np.flatnonzero(np.diff(page)) + 1
+    starts, ends = np.concatenate([[0], bounds]), np.concatenate([bounds, [len(page)]])
+    return list(zip(starts.tolist(), ends.tolist(), strict=True))
+
+
 def best_threshold(p: np.ndarray, y: np.ndarray, chars: np.ndarray) -> float:
     """The P(keep) cut, on a grid of 0.30-0.70, whose mean of kept and dropped character agreement with the teacher
     is highest (the first of equals)."""
@@ -174,14 +179,13 @@ def distill(cfg: DistillConfig) -> dict:
         part = fit(x[train & (fold == side)], y[train & (fold == side)], **knobs)
         out_of_fold[fold != side] = part.predict(x[fold != side])
     blocks = fit(x[train], y[train], **knobs)
-    context_x = np.vstack([context_features(x[page == i], out_of_fold[page == i]) for i in range(page.max() + 1)])
-    order = np.argsort(page, kind="stable")  # context_x is in page order; x already is (pages are contiguous)
-    if not np.array_equal(order, np.arange(len(page))):
-        raise AssertionError("labelled blocks must come page by page")
+    spans = page_spans(page)
+    context_x = np.vstack([context_features(x[a:b], out_of_fold[a:b]) for a, b in spans])
     context = fit(context_x[train], y[train], **knobs)
-    tuned = [int(i) for i in np.unique(page[tune])]
-    p_tune = {i: context.predict(context_features(x[page == i], blocks.predict(x[page == i]))) for i in tuned}
-    shares = sorted(unsure_share(p_tune[i], chars[page == i]) for i in tuned)
+    tuned = [int(i) for i in np.flatnonzero(tune_page)]
+    p_tune = {i: context.predict(context_features(x[slice(*spans[i])], blocks.predict(x[slice(*spans[i])])))
+              for i in tuned}
+    shares = sorted(unsure_share(p_tune[i], chars[slice(*spans[i])]) for i in tuned)
     fallback_above = float(np.quantile(shares, 1 - cfg.fallback_share)) if shares else 1.0
     p_all = np.concatenate([p_tune[i] for i in tuned]) if tuned else np.zeros(0)
     threshold = cfg.threshold if cfg.threshold is not None else best_threshold(p_all, y[tune], chars[tune])

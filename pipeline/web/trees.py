@@ -72,8 +72,7 @@ def fit(x: np.ndarray, y: np.ndarray, trees: int = 60, depth: int = 3, lr: float
     x = np.asarray(x, dtype=np.float32)
     edges = bin_edges(x, bins)
     binned = np.stack([np.searchsorted(e, x[:, j], side="left") for j, e in enumerate(edges)], axis=1)
-    n_bins = bins
-    offsets = np.arange(x.shape[1]) * n_bins
+    offsets = np.arange(x.shape[1]) * bins
     flat = binned + offsets  # one histogram index per (row, feature)
     prior = float(np.clip(y.mean(), 1e-6, 1 - 1e-6))
     base = float(np.log(prior / (1 - prior)))
@@ -89,7 +88,7 @@ def fit(x: np.ndarray, y: np.ndarray, trees: int = 60, depth: int = 3, lr: float
         for level in range(depth):
             for i in range(2 ** level - 1, 2 ** (level + 1) - 1):
                 rows = np.flatnonzero(node == i)
-                split = _best_split(flat[rows], g[rows], h[rows], x.shape[1], n_bins, l2, min_hessian)
+                split = _best_split(flat[rows], g[rows], h[rows], x.shape[1], bins, l2, min_hessian)
                 if split is not None:
                     j, b = split
                     feature[t, i] = j
