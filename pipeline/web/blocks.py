@@ -74,6 +74,9 @@ class Page:
     keywords: list[int] = field(default_factory=list)  # KEYWORDS bits of the class/id attributes above
     depths: list[int] = field(default_factory=list)
     links: list[int] = field(default_factory=list)  # <a> elements in the block
+    # the block-level elements holding the block: the one above its own (its container) and the one above that
+    parents: list[int] = field(default_factory=list)
+    grandparents: list[int] = field(default_factory=list)
 
 
 def _keyword_bits(attributes: dict) -> int:
@@ -98,12 +101,15 @@ class _Walk:
         self.parts: list[str] = []
         self.link_chars = self.links = 0
         self.context = (len(TAG_GROUPS), 0, 0, 0)  # the block's (tag, landmarks, keywords, depth) at its first text
+        self.open_blocks = [0]  # ids of the block-level elements the walk is in (0: the body)
+        self.blocks_seen = 0
+        self.containers = (0, 0)  # (parent, grandparent) of the block at its first text
 
     def flush(self) -> None:
         if not self.parts:
             self.links = 0
             return
-        text = " ".join(" ".join(self.parts).split())
+        text = " ".join("".join(self.parts).split())  # inline elements join as written: "Humes</a>: The"
         if text:
             tag, landmarks, keywords, depth = self.context
             page = self.page
@@ -114,6 +120,8 @@ class _Walk:
             page.keywords.append(keywords)
             page.depths.append(depth)
             page.links.append(self.links)
+            page.parents.append(self.containers[0])
+            page.grandparents.append(self.containers[1])
         self.parts, self.link_chars, self.links = [], 0, 0
 
     def visit(self, node, block_tag: int, landmarks: int, keywords: int, depth: int, in_link: bool) -> None:
@@ -121,9 +129,14 @@ class _Walk:
             tag = child.tag
             if tag == "-text":
                 text = child.text_content
-                if text and not text.isspace():
+                if text and text.isspace():
+                    if self.parts:  # the space between two inline elements
+                        self.parts.append(" ")
+                elif text:
                     if not self.parts:
                         self.context = (block_tag, landmarks, keywords, depth)
+                        ids = self.open_blocks
+                        self.containers = (ids[-2] if len(ids) > 1 else 0, ids[-3] if len(ids) > 2 else 0)
                     self.parts.append(text)
                     if in_link:
                         self.link_chars += len(text.strip())
@@ -135,12 +148,15 @@ class _Walk:
             block = tag in BLOCK_TAGS
             if block:
                 self.flush()
+                self.blocks_seen += 1
+                self.open_blocks.append(self.blocks_seen)
             if tag == "a":
                 self.links += 1
             self.visit(child, TAG_GROUP.get(tag, len(TAG_GROUPS)) if block else block_tag,
                        landmarks | LANDMARK_BIT.get(tag, 0), keywords | bits, depth + 1, in_link or tag == "a")
             if block:
                 self.flush()
+                self.open_blocks.pop()
 
 
 def page_blocks(html: str) -> Page:
@@ -164,6 +180,8 @@ FEATURE_NAMES = (
     "position", "chars_before_share", "page_log_chars", "page_log_blocks",
     "prev_log_chars", "prev_link_density", "next_log_chars", "next_link_density",
     "window_log_chars", "window_link_density", "share_of_page",
+    "parent_log_chars", "parent_link_density", "parent_log_blocks", "parent_share",
+    "grandparent_log_chars", "grandparent_link_density", "grandparent_log_blocks", "grandparent_share",
 )
 N_FEATURES = len(FEATURE_NAMES)
 
@@ -229,6 +247,26 @@ def text_stats(texts: list[str]) -> np.ndarray:
     ], axis=1).astype(np.float64)
 
 
+def containers(page: Page) -> np.ndarray:
+    """(n, 2): each block's parent and grandparent container as indices counting from 0 within the page."""
+    ids = np.array([page.parents, page.grandparents], dtype=np.int64)
+    return np.stack([np.unique(row, return_inverse=True)[1] for row in ids], axis=1)
+
+
+def container_mean(values: np.ndarray, weights: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Each block's ``weights``-weighted mean of ``values`` over the blocks of its container ``group``."""
+    total = np.bincount(group, weights=weights)
+    return (np.bincount(group, weights=values * weights) / np.maximum(total, 1e-12))[group]
+
+
+def _container_columns(group: np.ndarray, chars: np.ndarray, link_chars: np.ndarray) -> list[np.ndarray]:
+    """A container's characters (log), link density, blocks (log) and share of the page, for each block."""
+    total = np.bincount(group, weights=chars)
+    links = np.bincount(group, weights=link_chars)
+    blocks = np.bincount(group)
+    return [np.log1p(total)[group], (links / total)[group], np.log1p(blocks)[group], (total / chars.sum())[group]]
+
+
 def features(page: Page) -> np.ndarray:
     """One row per block (``FEATURE_NAMES``), float32."""
     n = len(page.texts)
@@ -255,4 +293,6 @@ def features(page: Page) -> np.ndarray:
         np.full((n, 1), math.log1p(n)), prev_c[:, None], prev_l[:, None], next_c[:, None], next_l[:, None],
         window_c[:, None], window_l[:, None], (chars / chars.sum())[:, None],
     ]
+    groups, link_chars = containers(page), np.array(page.link_chars, dtype=np.float64)
+    columns += [c[:, None] for level in (0, 1) for c in _container_columns(groups[:, level], chars, link_chars)]
     return np.hstack(columns).astype(np.float32)

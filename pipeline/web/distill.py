@@ -28,7 +28,7 @@ import numpy as np
 from tqdm import tqdm
 
 from pipeline.web import blocks
-from pipeline.web.blocks import FEATURE_NAMES, features, page_blocks
+from pipeline.web.blocks import FEATURE_NAMES, containers, features, page_blocks
 from pipeline.web.distilled import CONTEXT_NAMES, MODEL_PATH, context_features, unsure_share
 from pipeline.web.trees import fit
 from workbench.files import atomic_path, file_sha256, write_json
@@ -73,9 +73,9 @@ class DistillConfig:
     trees: int = setting(50, "trees per forest")
     depth: int = setting(4, "levels per tree")
     lr: float = setting(0.2, "shrinkage of each tree")
-    threshold: float | None = setting(None, "P(keep) above which a block is kept (none: the one that agrees best "
-                                            "with trafilatura on the tuned pages, kept and dropped characters "
-                                            "weighed alike)")
+    threshold: float | None = setting(0.5, "P(keep) above which a block is kept (none: the one that agrees best "
+                                           "with trafilatura on the tuned pages, kept and dropped characters "
+                                           "weighed alike)")
     fallback_share: float = setting(0.10, "share of pages, the least sure, that go to trafilatura")
 
 
@@ -96,13 +96,13 @@ def labelled(path: Path, skip: set[str], work_dir: Path) -> dict:
     from pipeline.web.extract import decode_html, main_text
     from pipeline.web.warc import iter_payloads
 
-    code = file_sha256(blocks.__file__)  # the features as computed now: another walk or feature, another cache
+    code = file_sha256(blocks.__file__) + file_sha256(__file__)  # the features and fields as computed now
     key = hashlib.sha256(f"{file_sha256(path)} {code} {sorted(skip)}".encode()).hexdigest()[:16]
     cache = work_dir / f"{path.name}.{key}.npz"
     if cache.is_file():
         with np.load(cache, allow_pickle=False) as data:
             return {k: data[k] for k in data.files}
-    xs, ys, pages, chars, urls = [], [], [], [], []
+    xs, ys, pages, chars, urls, groups = [], [], [], [], [], []
     for payload in iter_payloads(path, Counter()):
         html = decode_html(payload.body, payload.charset)
         if html is None or payload.url in skip:
@@ -112,13 +112,15 @@ def labelled(path: Path, skip: set[str], work_dir: Path) -> dict:
             continue
         teacher = main_text(html, "trafilatura") or ""
         xs.append(features(page))
+        groups.append(containers(page))
         ys.append(label_blocks(page.texts, teacher))
         pages.append(np.full(len(page.texts), len(urls)))
         chars.append(np.array([len(t) for t in page.texts]))
         urls.append(payload.url)
     data = {"x": np.concatenate(xs) if xs else np.zeros((0, len(FEATURE_NAMES)), np.float32),
             "y": np.concatenate(ys) if ys else np.zeros(0), "page": np.concatenate(pages) if pages else np.zeros(0),
-            "chars": np.concatenate(chars) if chars else np.zeros(0), "url": np.array(urls, dtype=str)}
+            "chars": np.concatenate(chars) if chars else np.zeros(0), "url": np.array(urls, dtype=str),
+            "groups": np.concatenate(groups) if groups else np.zeros((0, 2), np.int64)}
     with atomic_path(cache) as tmp, open(tmp, "wb") as fh:  # a file handle: np.savez would add .npz to a path
         np.savez(fh, **data)
     return data
@@ -135,7 +137,7 @@ def gather(cfg: DistillConfig) -> tuple[dict, list[dict]]:
         sources.append({"file": path.name, "sha256": file_sha256(path), "pages": int(len(part["url"])),
                         "blocks": int(len(part["y"]))})
         parts.append(part)
-    offset, joined = 0, {k: [] for k in ("x", "y", "page", "chars", "url")}
+    offset, joined = 0, {k: [] for k in ("x", "y", "page", "chars", "url", "groups")}
     for part in parts:
         for k in joined:
             joined[k].append(part[k] + offset if k == "page" else part[k])
@@ -147,6 +149,13 @@ def agreement(p: np.ndarray, y: np.ndarray, chars: np.ndarray, threshold: float)
     keep = p > threshold
     return {"kept_chars": round(float(chars[(y == 1) & keep].sum() / max(chars[y == 1].sum(), 1)), 4),
             "dropped_chars": round(float(chars[(y == 0) & ~keep].sum() / max(chars[y == 0].sum(), 1)), 4)}
+
+
+def log_loss(p: np.ndarray, y: np.ndarray, chars: np.ndarray) -> float:
+    """The teacher labels' log loss under ``p``, weighted by characters: what ``--trees`` and ``--depth`` are chosen
+    by (on the tuned pages; lower is better)."""
+    p = np.clip(p, 1e-6, 1 - 1e-6)
+    return round(float(-(chars * (y * np.log(p) + (1 - y) * np.log(1 - p))).sum() / max(chars.sum(), 1)), 4)
 
 
 def page_spans(page: np.ndarray) -> list[tuple[int, int]]:
@@ -180,11 +189,12 @@ def distill(cfg: DistillConfig) -> dict:
         out_of_fold[fold != side] = part.predict(x[fold != side])
     blocks = fit(x[train], y[train], **knobs)
     spans = page_spans(page)
-    context_x = np.vstack([context_features(x[a:b], out_of_fold[a:b]) for a, b in spans])
+    groups = data["groups"].astype(np.int64)
+    context_x = np.vstack([context_features(x[a:b], out_of_fold[a:b], groups[a:b]) for a, b in spans])
     context = fit(context_x[train], y[train], **knobs)
     tuned = [int(i) for i in np.flatnonzero(tune_page)]
-    p_tune = {i: context.predict(context_features(x[slice(*spans[i])], blocks.predict(x[slice(*spans[i])])))
-              for i in tuned}
+    p_tune = {i: context.predict(context_features(x[a:b], blocks.predict(x[a:b]), groups[a:b]))
+              for i, (a, b) in ((i, spans[i]) for i in tuned)}
     shares = sorted(unsure_share(p_tune[i], chars[slice(*spans[i])]) for i in tuned)
     fallback_above = float(np.quantile(shares, 1 - cfg.fallback_share)) if shares else 1.0
     p_all = np.concatenate([p_tune[i] for i in tuned]) if tuned else np.zeros(0)
@@ -194,7 +204,8 @@ def distill(cfg: DistillConfig) -> dict:
                   "tuned_pages": len(tuned), "settings": {k: v for k, v in asdict(cfg).items()
                                                           if k not in ("weights", "work_dir", "inputs")},
                   "holdout_skipped": "test half of " + Path(cfg.holdout).name if cfg.holdout else None,
-                  "agreement_on_tuned_pages": agreement(p_all, y[tune], chars[tune], threshold)}
+                  "agreement_on_tuned_pages": agreement(p_all, y[tune], chars[tune], threshold),
+                  "log_loss_on_tuned_pages": log_loss(p_all, y[tune], chars[tune])}
     return {"features": list(FEATURE_NAMES), "context_features": list(CONTEXT_NAMES),
             "threshold": round(threshold, 4), "fallback_above": round(fallback_above, 6),
             "blocks": blocks.to_json(), "context": context.to_json(), "provenance": provenance}

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.web.blocks import FEATURE_NAMES, Page, features, page_blocks
+from pipeline.web.blocks import FEATURE_NAMES, Page, container_mean, containers, features, page_blocks
 from pipeline.web.extract_cascade import MIN_CHARS
 from pipeline.web.trees import Forest
 
 MODEL_PATH = Path(__file__).with_name("distilled_model.json")
-CONTEXT_NAMES = ("p_prev", "p_next", "p_window", "p_page", "p_self")
+CONTEXT_NAMES = ("p_prev", "p_next", "p_window", "p_page", "p_self", "p_parent", "p_grandparent")
 UNSURE_BAND = 0.25  # a probability within this of one half counts the block's characters as unsure
 
 
@@ -57,21 +57,25 @@ def load_model(path: str | Path = MODEL_PATH) -> Model:
     return Model.from_json(json.loads(path.read_text(encoding="utf-8")))
 
 
-def context_features(x: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """``x`` with the first forest's probabilities around each block (``CONTEXT_NAMES``) appended."""
+def context_features(x: np.ndarray, p: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """``x`` with the first forest's probabilities around each block (``CONTEXT_NAMES``) appended: before and after
+    it, in a window of five, on the page, its own, and its containers' (``groups``, ``blocks.containers``; means
+    weighted by characters, since a container holding the main text holds it in its long blocks)."""
     n = len(p)
     prev = np.concatenate([[0.0], p[:-1]])
     after = np.concatenate([p[1:], [0.0]])
     window = np.convolve(np.pad(p, 2), np.ones(5) / 5, mode="valid")
     page = np.full(n, p.mean() if n else 0.0)
-    return np.hstack([x, np.stack([prev, after, window, page, p], axis=1)]).astype(np.float32)
+    chars = np.expm1(x[:, FEATURE_NAMES.index("log_chars")].astype(np.float64))
+    parent, grandparent = (container_mean(p, chars, groups[:, level]) for level in (0, 1))
+    return np.hstack([x, np.stack([prev, after, window, page, p, parent, grandparent], axis=1)]).astype(np.float32)
 
 
-def keep_probabilities(model: Model, x: np.ndarray) -> np.ndarray:
-    """P(keep) of each block (rows of ``features``)."""
+def keep_probabilities(model: Model, x: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """P(keep) of each block (rows of ``features``; ``groups``: its ``containers``)."""
     if not len(x):
         return np.zeros(0)
-    return model.context.predict(context_features(x, model.blocks.predict(x)))
+    return model.context.predict(context_features(x, model.blocks.predict(x), groups))
 
 
 def unsure_share(p: np.ndarray, chars: np.ndarray) -> float:
@@ -93,4 +97,4 @@ def distilled_text(html: str, model: Model | None = None) -> tuple[str, bool]:
     page = page_blocks(html)
     if not page.texts:
         return "", True
-    return kept_text(model, page, keep_probabilities(model, features(page)))
+    return kept_text(model, page, keep_probabilities(model, features(page), containers(page)))

@@ -5,16 +5,18 @@ distillation reproducible to the byte and blind to the evaluation set's test hal
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pipeline.web.blocks import FEATURE_NAMES, LANDMARK_BIT, features, page_blocks, text_stats, text_stats_reference
+from pipeline.web.blocks import (FEATURE_NAMES, LANDMARK_BIT, Page, containers, features, page_blocks, text_stats,
+                                 text_stats_reference)
 from pipeline.web.distill import eval_half, label_blocks, url_hash
 from pipeline.web.distill import main as distill_main
-from pipeline.web.distilled import MODEL_PATH, distilled_text, load_model
+from pipeline.web.distilled import CONTEXT_NAMES, MODEL_PATH, context_features, distilled_text, load_model
 from pipeline.web.trees import fit
 from tests.pipeline.warcs import PROSE, page, response
 
@@ -32,6 +34,43 @@ def test_a_page_is_cut_into_blocks_in_document_order_with_their_context():
     assert blocks.landmarks[-2] & LANDMARK_BIT["article"] and blocks.link_chars[-2] == 0
     assert blocks.texts[-1].startswith("Copyright") and blocks.landmarks[-1] & LANDMARK_BIT["footer"]
     assert features(blocks).shape == (len(blocks.texts), len(FEATURE_NAMES))
+
+
+def test_inline_elements_join_as_written_and_blocks_know_their_containers():
+    html = ("<body><div class='story'><p>By <a href='/a'>Aaron Humes</a>: The <b>x</b> <i>y</i>\n<span>z</span>"
+            "s<em>elbst</em></p><p>second</p></div><ul><li>menu</li></ul></body>")
+    blocks = page_blocks(html)
+    assert blocks.texts == ["By Aaron Humes: The x y zselbst", "second", "menu"]
+    # the two paragraphs' container is the div, the item's the list; above both, the body
+    assert blocks.parents[0] == blocks.parents[1] != blocks.parents[2]
+    assert blocks.grandparents == [0, 0, 0]
+    assert containers(blocks).tolist() == [[0, 0], [0, 0], [1, 0]]
+
+
+def test_container_features_and_context_equal_a_naive_sum_over_each_container():
+    rng = np.random.default_rng(1)
+    n = 40
+    blocks = Page(texts=["word " * int(k) + "end" for k in rng.integers(1, 30, n)],
+                  link_chars=[int(k) for k in rng.integers(0, 5, n)], tags=[0] * n, landmarks=[0] * n,
+                  keywords=[0] * n, depths=[1] * n, links=[0] * n, parents=rng.integers(3, 9, n).tolist(),
+                  grandparents=rng.integers(1, 3, n).tolist())
+    x, groups = features(blocks), containers(blocks)
+    p = rng.random(n)
+    context = context_features(x, p, groups)
+    chars = [len(t) for t in blocks.texts]
+    for i in range(n):
+        for level, ids in enumerate((blocks.parents, blocks.grandparents)):
+            same = [j for j in range(n) if ids[j] == ids[i]]
+            total = sum(chars[j] for j in same)
+            prefix = ("parent", "grandparent")[level]
+            expect = {f"{prefix}_log_chars": math.log1p(total), f"{prefix}_share": total / sum(chars),
+                      f"{prefix}_link_density": sum(blocks.link_chars[j] for j in same) / total,
+                      f"{prefix}_log_blocks": math.log1p(len(same))}
+            for name, value in expect.items():
+                assert x[i, FEATURE_NAMES.index(name)] == pytest.approx(value, rel=1e-5)
+            mean_p = sum(p[j] * chars[j] for j in same) / total
+            assert context[i, len(FEATURE_NAMES) + CONTEXT_NAMES.index(f"p_{prefix}")] == pytest.approx(mean_p,
+                                                                                                        rel=1e-5)
 
 
 def test_page_text_stats_equal_the_char_by_char_reference():
