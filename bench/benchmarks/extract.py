@@ -10,10 +10,16 @@ them alike, ``--repeats`` times; the ratio is against ours with trafilatura in t
     python -m bench.benchmarks.extract --web-dir ../shared/data/web [--repeats 2] [--plot docs/extraction_frontier.png]
     python -m bench.benchmarks.extract --stage
         # the extract stage on ../shared/data/web/*.warc.gz, cascade vs trafilatura
+    python -m bench.benchmarks.extract --scrapinghub DIR
+        # F1 on ScrapingHub's article-extraction benchmark (a checkout of
+        # github.com/scrapinghub/article-extraction-benchmark: html/*.html.gz, ground-truth.json, evaluate.py),
+        # scored by that benchmark's own evaluate.py
 """
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
 import json
 import logging
 import statistics
@@ -23,7 +29,7 @@ from pathlib import Path
 
 from bench.tools.results import Result, bench_parser, finish
 from pipeline.web.distill import HALVES, eval_half
-from pipeline.web.extract import decode_html, extract_text
+from pipeline.web.extract import decode_html, extract_text, main_text
 from pipeline.web.extract_cascade import DROP_TAGS, prune_html
 from pipeline.web.warc import iter_payloads
 from workbench.files import atomic_path
@@ -224,6 +230,54 @@ def distilled_profile(pages, repeats: int) -> list[Result]:
     return rows
 
 
+def load_scrapinghub(root: Path):
+    """(ground truth by page id, each page's HTML, the benchmark's own ``evaluate``) from a checkout of
+    scrapinghub/article-extraction-benchmark."""
+    spec = importlib.util.spec_from_file_location("article_extraction_benchmark_evaluate", root / "evaluate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    truth = json.loads((root / "ground-truth.json").read_text(encoding="utf-8"))
+    html = {}
+    for key in truth:
+        with gzip.open(root / "html" / f"{key}.html.gz", "rt", encoding="utf-8") as fh:
+            html[key] = fh.read()
+    return truth, html, module.evaluate
+
+
+SCRAPINGHUB_EXTRACTORS = {  # the pages are decoded text; plain trafilatura as the benchmark's run_trafilatura.py
+    BASELINE: lambda html, cs: main_text(html, "trafilatura"),
+    "ours (distilled)": lambda html, cs: main_text(html, "distilled"),
+    "plain trafilatura": lambda html, cs: __import__("trafilatura").extract(html, include_comments=False),
+}
+
+
+def bench_scrapinghub(root: Path, repeats: int) -> list[Result]:
+    """F1, precision and recall (the benchmark's ``evaluate``: word 4-gram shingles, ± a bootstrap's std) and
+    pages/s on one core, interleaved, of each of ``SCRAPINGHUB_EXTRACTORS``."""
+    logging.getLogger("trafilatura").setLevel(logging.CRITICAL)
+    truth, html, evaluate = load_scrapinghub(root)
+    keys = sorted(truth)
+    texts, seconds = measure(SCRAPINGHUB_EXTRACTORS, [(html[k], None, {}) for k in keys], repeats)
+    base_rate = statistics.median(len(keys) / s for s in seconds[BASELINE])
+    rows = []
+    for name in SCRAPINGHUB_EXTRACTORS:
+        scores = evaluate(truth, {k: {"articleBody": t} for k, t in zip(keys, texts[name], strict=True)}, 1000)
+        vs = (None,) if name == BASELINE else (BASELINE,)
+        for metric in ("f1", "precision", "recall"):
+            rows.append(Result(name, f"scrapinghub_{metric}", round(scores[metric], 4),
+                               f"± {scores[metric + '_std']:.3f} (bootstrap std), {len(keys)} pages", *vs))
+        rates = [len(keys) / s for s in seconds[name]]
+        rows.append(Result(name, "scrapinghub_pages_per_s", round(statistics.median(rates), 1), "pages/s, one core",
+                           *vs, round(base_rate, 1) if name != BASELINE else None, None, repeats,
+                           round(min(rates), 1), round(statistics.median(rates), 1), round(max(rates), 1)))
+    base = {r.metric: r.value for r in rows if r.name == BASELINE}
+    for r in rows:
+        if r.name != BASELINE:
+            r.baseline_value = base[r.metric]
+            r.ratio = round(r.value / r.baseline_value, 3)
+    return rows
+
+
 def format_rows(rows: list[dict]) -> str:
     lines = [f"{'extractor':<24}{'kept test':>10}{'dropped test':>13}{'kept all':>10}{'dropped all':>12}"
              f"{'pages/s':>9}{'x ours-trafilatura':>20}"]
@@ -284,7 +338,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, help="write the speed-vs-quality PNG here")
     parser.add_argument("--stage", action="store_true",
                         help="instead: time the extract stage on every WARC of --web-dir, cascade vs trafilatura")
+    parser.add_argument("--scrapinghub", type=Path, metavar="DIR",
+                        help="instead: F1 on ScrapingHub's article-extraction benchmark checked out in DIR")
     args = parser.parse_args(argv)
+    if args.scrapinghub:
+        if not (args.scrapinghub / "ground-truth.json").is_file():
+            print(f"error: {args.scrapinghub}/ground-truth.json not found (a checkout of "
+                  "github.com/scrapinghub/article-extraction-benchmark)", flush=True)
+            return 2
+        return finish("extract", bench_scrapinghub(args.scrapinghub, args.repeats), args,
+                      f"python -m bench.benchmarks.extract --scrapinghub DIR --repeats {args.repeats}")
     if not (args.web_dir / "trafilatura-evaldata.json").is_file():
         print(f"error: {args.web_dir}/trafilatura-evaldata.json not found", flush=True)
         return 2
