@@ -158,10 +158,11 @@ def bench_extract(web_dir: Path = DEFAULT_WEB, only: list[str] | None = None, re
     return rows
 
 
-def bench_stage(warcs: list[Path], repeats: int = 2, extractors=("distilled", "cascade", "trafilatura")
-                ) -> list[Result]:
+def bench_stage(warcs: list[Path], repeats: int = 2, extractors=("distilled", "cascade", "trafilatura"),
+                label: str = "") -> list[Result]:
     """``python -m pipeline extract`` on ``warcs`` with one worker for each extractor in turn, ``repeats`` times:
-    records/s (against trafilatura, same run), and the records lost to exceptions or the time limit."""
+    records/s (against trafilatura, same run), and the records lost to exceptions or the time limit. Rows are named
+    ``stage{label} --extractor X``."""
     import tempfile
 
     from pipeline.web.extract import ExtractConfig, run_extract
@@ -180,15 +181,16 @@ def bench_stage(warcs: list[Path], repeats: int = 2, extractors=("distilled", "c
     for e in extractors:
         m = metrics[e]
         rates = [m["records_read"] / s for s in seconds[e]]
-        vs = (f"stage --extractor {base}", statistics.median(m["records_read"] / s for s in seconds[base])) \
+        vs = (f"stage{label} --extractor {base}", statistics.median(m["records_read"] / s for s in seconds[base])) \
             if e != base else (None, None)
-        rows.append(Result(f"stage --extractor {e}", "records_per_s", round(statistics.median(rates), 1),
+        rows.append(Result(f"stage{label} --extractor {e}", "records_per_s", round(statistics.median(rates), 1),
                            f"records/s, 1 worker, {len(warcs)} WARCs", *vs, None, repeats, round(min(rates), 1),
                            round(statistics.median(rates), 1), round(max(rates), 1)))
         for reason in ("extract_error", "extract_timeout", "extract_crash"):
-            rows.append(Result(f"stage --extractor {e}", reason, m["drops"].get(reason, 0),
+            rows.append(Result(f"stage{label} --extractor {e}", reason, m["drops"].get(reason, 0),
                                f"of {m['records_read']} records"))
-        rows.append(Result(f"stage --extractor {e}", "docs_out", m["docs_out"], f"of {m['records_read']} records"))
+        rows.append(Result(f"stage{label} --extractor {e}", "docs_out", m["docs_out"],
+                           f"of {m['records_read']} records"))
     for r in rows:
         if r.metric == "records_per_s" and r.baseline_value:
             r.ratio = round(r.value / r.baseline_value, 3)
@@ -337,7 +339,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, help="only the first N pages (a smoke run; not recorded)")
     parser.add_argument("--plot", type=Path, help="write the speed-vs-quality PNG here")
     parser.add_argument("--stage", action="store_true",
-                        help="instead: time the extract stage on every WARC of --web-dir, cascade vs trafilatura")
+                        help="instead: time the extract stage on every WARC of --web-dir (and on --sample), each "
+                             "extractor against trafilatura")
+    parser.add_argument("--sample", type=Path, default=Path("data/raw/sample.warc.gz"),
+                        help="with --stage: the pipeline's sample WARC too, where it exists (make repro writes it)")
     parser.add_argument("--scrapinghub", type=Path, metavar="DIR",
                         help="instead: F1 on ScrapingHub's article-extraction benchmark checked out in DIR")
     args = parser.parse_args(argv)
@@ -353,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.stage:
         stage_rows = bench_stage(sorted(args.web_dir.glob("*.warc.gz")), args.repeats)
+        if args.sample.is_file():
+            stage_rows += bench_stage([args.sample], args.repeats, label=" (sample)")
         command = f"python -m bench.benchmarks.extract --stage --repeats {args.repeats}"
         return finish("extract", stage_rows, args, command)
     rows = bench_extract(args.web_dir, repeats=args.repeats, tried=not args.no_tried, limit=args.limit)

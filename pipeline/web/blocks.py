@@ -6,11 +6,13 @@ element such as ``p``, ``li``, ``div``, ``td``, a heading, or a ``br``): what bo
 whole (Kohlschütter et al. 2010, "Boilerplate detection using shallow text features"; Peters and Lecocq 2013,
 dragnet). Each block carries what the walk saw around it: its tag, the landmark elements above it (``nav``,
 ``footer``, ``article`` ...), keywords of the class and id attributes on the way down (``comment``, ``share``,
-``content`` ...), its depth and the characters inside links.
+``content`` ...), its depth, the characters inside links, and its two containers (the block-level elements above
+its own). Inline elements join as written: ``Humes</a>: The`` is ``Humes: The``.
 
 ``features`` turns a page's blocks into one row per block: the block's own text statistics (``text_stats``, one
 NumPy pass over the page; ``text_stats_reference`` is the same char by char), its tag and context, its position on
-the page, and its neighbours' length and link density (boilerplate comes in runs; main text too).
+the page, its neighbours' length and link density (boilerplate comes in runs; main text too), and its containers'
+size, link density and share of the page (the article is a container).
 """
 
 from __future__ import annotations
@@ -212,39 +214,54 @@ def text_stats_reference(text: str) -> tuple[float, ...]:
             float(sum(c in SEPARATORS for c in text) >= 2), sum(word.lower() in STOPWORDS for word in words) / w)
 
 
-def _mask(codes: np.ndarray, ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
-    out = np.zeros(len(codes), dtype=bool)
-    for lo, hi in ranges:
-        out |= (codes >= lo) & (codes <= hi)
-    return out
+CHAR_CLASSES = (  # bit i of a code point's class: it is in the i-th set
+    frozenset({32}), LETTERS, UPPER, DIGITS, SENTENCE_ENDS, LAST_CHARS, SEPARATORS)
+SPACE, LETTER, UPPER_CASE, DIGIT, SENTENCE_END, LAST_CHAR, SEPARATOR = (1 << i for i in range(len(CHAR_CLASSES)))
 
 
-def _codes(chars: frozenset[str]) -> np.ndarray:
-    return np.array(sorted(map(ord, chars)), dtype=np.uint32)
+@functools.cache
+def char_classes() -> np.ndarray:
+    """The class bits of every code point of the Basic Multilingual Plane (those above it have none): one gather
+    classifies a page."""
+    table = np.zeros(0x10000, dtype=np.uint8)
+    for bit, members in enumerate(CHAR_CLASSES):
+        if isinstance(members, tuple):  # code point ranges
+            for lo, hi in members:
+                table[lo:hi + 1] |= 1 << bit
+        else:
+            for c in members:
+                table[c if isinstance(c, int) else ord(c)] |= 1 << bit
+    return table
 
 
 def text_stats(texts: list[str]) -> np.ndarray:
-    """``text_stats_reference`` of every block of a page, (n, STATS), with a handful of NumPy passes over the page's
-    code points instead of a Python loop per character. Blocks are whitespace-normalised (single spaces)."""
+    """``text_stats_reference`` of every block of a page, (n, STATS), with a few NumPy passes over the page's code
+    points (one gather of their classes, one sum per block) instead of a Python loop per character. Blocks are
+    whitespace-normalised (single spaces)."""
     lengths = np.array([len(t) for t in texts], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     codes = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32)
-
-    def per_block(mask: np.ndarray) -> np.ndarray:
-        return np.add.reduceat(mask.astype(np.int64), starts)
-
-    words = per_block(codes == 32) + 1
-    letters = per_block(_mask(codes, LETTERS))
-    stop = np.fromiter((w in STOPWORDS for w in " ".join(texts).lower().split(" ")), dtype=bool, count=words.sum())
+    classes = char_classes()[np.minimum(codes, 0xFFFF)]
+    bits = np.array([SPACE, LETTER, UPPER_CASE, DIGIT, SENTENCE_END, SEPARATOR], dtype=np.uint8)
+    counts = np.add.reduceat(((classes[:, None] & bits) != 0).astype(np.int32), starts, axis=0)
+    spaces, letters, upper, digits, sentence_ends, separators = counts.T
+    words = spaces + 1
+    stop = np.fromiter(map(STOPWORDS.__contains__, " ".join(texts).lower().split(" ")), dtype=bool,
+                       count=words.sum())
     word_starts = np.concatenate([[0], np.cumsum(words)[:-1]])
     ends = starts + lengths - 1
     return np.stack([
-        np.log1p(lengths), np.log1p(words), per_block(np.isin(codes, _codes(SENTENCE_ENDS))) / words,
-        per_block(_mask(codes, DIGITS)) / lengths, per_block(_mask(codes, UPPER)) / np.maximum(letters, 1),
-        np.isin(codes[ends], _codes(LAST_CHARS)), _mask(codes[starts], UPPER), (lengths - words + 1) / words,
-        per_block(np.isin(codes, _codes(SEPARATORS))) >= 2,
-        np.add.reduceat(stop.astype(np.int64), word_starts) / words,
+        np.log1p(lengths), np.log1p(words), sentence_ends / words, digits / lengths, upper / np.maximum(letters, 1),
+        (classes[ends] & LAST_CHAR) != 0, (classes[starts] & UPPER_CASE) != 0, (lengths - words + 1) / words,
+        separators >= 2, np.add.reduceat(stop.astype(np.int64), word_starts) / words,
     ], axis=1).astype(np.float64)
+
+
+def window_mean(values: np.ndarray, outside: float = 0.0) -> np.ndarray:
+    """The mean of each value and the two on either side (``outside`` beyond the page's ends)."""
+    padded = np.concatenate([[outside, outside], values, [outside, outside]])
+    sums = np.concatenate([[0.0], np.cumsum(padded)])
+    return (sums[5:] - sums[:-5]) / 5
 
 
 def containers(page: Page) -> np.ndarray:
@@ -283,9 +300,7 @@ def features(page: Page) -> np.ndarray:
     before = np.concatenate([[0.0], np.cumsum(chars)[:-1]]) / chars.sum()
     prev_c, next_c = np.concatenate([[0.0], log_chars[:-1]]), np.concatenate([log_chars[1:], [0.0]])
     prev_l, next_l = np.concatenate([[1.0], link_density[:-1]]), np.concatenate([link_density[1:], [1.0]])
-    kernel = np.ones(5) / 5
-    window_c = np.convolve(np.pad(log_chars, 2), kernel, mode="valid")
-    window_l = np.convolve(np.pad(link_density, 2, constant_values=1.0), kernel, mode="valid")
+    window_c, window_l = window_mean(log_chars), window_mean(link_density, outside=1.0)
     columns = [
         stats[:, 0:2], link_density[:, None], np.log1p(page.links)[:, None], stats[:, 2:10],
         np.array(page.depths, dtype=np.float64)[:, None] / 10.0, tags, landmarks, keywords,

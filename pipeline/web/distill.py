@@ -9,7 +9,8 @@ Pages of ``--holdout`` (an evaluation file such as trafilatura's evaldata.json) 
 Then, by a fixed hash of each page's URL, a fifth of the pages is set aside to tune: the first forest is fitted on
 the rest, the second on the rest with the first's probabilities from two folds (out of fold, so it learns how far to
 trust them), and the fallback rule's cut is the unsure share above which the ``--fallback-share`` least sure tuned
-pages go to trafilatura. The agreement with trafilatura on the tuned pages (characters of kept and dropped blocks)
+pages go to trafilatura. A block is kept when P(trafilatura keeps it) > ``--threshold`` (0.5: the decision that
+agrees with the teacher most often when the probabilities are calibrated; ``none`` picks it on the tuned pages). The agreement with trafilatura on the tuned pages (characters of kept and dropped blocks)
 goes into the model's provenance. Writes ``--weights`` (pipeline/web/distilled_model.json): the same inputs and
 settings give the same bytes. Labelled pages are cached per input file (by its SHA-256) in ``--work-dir``: a killed
 run goes on from the files it finished.

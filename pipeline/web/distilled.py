@@ -3,8 +3,8 @@
 ``pipeline.web.blocks`` cuts the page into blocks and computes their features; two forests of gradient-boosted trees
 (``pipeline.web.trees``) give each block P(trafilatura keeps it): the first from the block's own features, the
 second from those plus the first's probabilities around it (the block before and after, a window of five, the
-page's mean), since main text and boilerplate come in runs. The blocks above ``threshold`` are the text, one line
-each. A page the model is unsure of goes to trafilatura: when the share of its characters in blocks whose
+page's mean, and the mean over each of its two containers), since main text and boilerplate come in runs and in
+containers. The blocks above ``threshold`` (0.5 as distilled) are the text, one line each. A page the model is unsure of goes to trafilatura: when the share of its characters in blocks whose
 probability is near one half exceeds ``fallback_above``, or when the kept text is short (fewer than
 ``extract_cascade.MIN_CHARS`` characters), the page gets exactly ``--extractor trafilatura``'s text.
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.web.blocks import FEATURE_NAMES, Page, container_mean, containers, features, page_blocks
+from pipeline.web.blocks import FEATURE_NAMES, Page, container_mean, containers, features, page_blocks, window_mean
 from pipeline.web.extract_cascade import MIN_CHARS
 from pipeline.web.trees import Forest
 
@@ -64,7 +64,7 @@ def context_features(x: np.ndarray, p: np.ndarray, groups: np.ndarray) -> np.nda
     n = len(p)
     prev = np.concatenate([[0.0], p[:-1]])
     after = np.concatenate([p[1:], [0.0]])
-    window = np.convolve(np.pad(p, 2), np.ones(5) / 5, mode="valid")
+    window = window_mean(p)
     page = np.full(n, p.mean() if n else 0.0)
     chars = np.expm1(x[:, FEATURE_NAMES.index("log_chars")].astype(np.float64))
     parent, grandparent = (container_mean(p, chars, groups[:, level]) for level in (0, 1))

@@ -2,8 +2,10 @@
 
 ``extract_text`` decodes bytes (UTF-8 first, then the declared charset, then detection) and runs
 a main-content extractor: trafilatura (Barbaresi, ACL 2021; the default, best precision),
-Resiliparse (Bevendorff et al., 2018; ~13x faster, keeps more boilerplate), or ``cascade`` (a lexbor pre-pass and
-trafilatura's fast mode, full trafilatura where that looks unreliable; ``pipeline.web.extract_cascade``).
+Resiliparse (Bevendorff et al., 2018; ~13x faster, keeps more boilerplate), ``cascade`` (a lexbor pre-pass and
+trafilatura's fast mode, full trafilatura where that looks unreliable; ``pipeline.web.extract_cascade``), or
+``distilled`` (trees distilled from trafilatura keep or drop each block, unsure pages go to trafilatura;
+``pipeline.web.distilled``).
 ``run_extract`` streams every input file (or folder of them), fans records out to supervised worker processes
 (``pipeline.runtime.supervised``: a worker that dies or hangs in C code is replaced and its record counted as
 ``extract_crash`` / ``extract_timeout``), bounds each record in bytes and seconds, counts every drop with its

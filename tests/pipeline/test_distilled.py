@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from pipeline.web.blocks import (FEATURE_NAMES, LANDMARK_BIT, Page, containers, features, page_blocks, text_stats,
-                                 text_stats_reference)
+                                 text_stats_reference, window_mean)
 from pipeline.web.distill import eval_half, label_blocks, url_hash
 from pipeline.web.distill import main as distill_main
 from pipeline.web.distilled import CONTEXT_NAMES, MODEL_PATH, context_features, distilled_text, load_model
@@ -75,10 +75,16 @@ def test_container_features_and_context_equal_a_naive_sum_over_each_container():
 
 def test_page_text_stats_equal_the_char_by_char_reference():
     rng = random.Random(0)
-    alphabet = list("abcXYZ É ü 12 .!?|•» Ж ж 日本 the und der ")
+    alphabet = list("abcXYZ É ü 12 .!?|•» Ж ж 日本 the und der 😀 。 ") + ["\U0001d400"]  # and beyond the BMP
     texts = [" ".join("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 15))).split()) or "x"
              for _ in range(400)]
     np.testing.assert_allclose(text_stats(texts), [text_stats_reference(t) for t in texts], rtol=0, atol=1e-12)
+
+
+def test_window_mean_is_the_mean_of_five_neighbours():
+    values = np.random.default_rng(2).random(9)
+    padded = [0.5, 0.5, *values, 0.5, 0.5]
+    np.testing.assert_allclose(window_mean(values, outside=0.5), [sum(padded[i:i + 5]) / 5 for i in range(9)])
 
 
 def naive_margin(forest, row: np.ndarray) -> float:
