@@ -10,8 +10,9 @@ Then, by a fixed hash of each page's URL, a fifth of the pages is set aside to t
 the rest, the second on the rest with the first's probabilities from two folds (out of fold, so it learns how far to
 trust them), and the fallback rule's cut is the unsure share above which the ``--fallback-share`` least sure tuned
 pages go to trafilatura. A block is kept when P(trafilatura keeps it) > ``--threshold`` (0.5: the decision that
-agrees with the teacher most often when the probabilities are calibrated; ``none`` picks it on the tuned pages). The agreement with trafilatura on the tuned pages (characters of kept and dropped blocks)
-goes into the model's provenance. Writes ``--weights`` (pipeline/web/distilled_model.json): the same inputs and
+agrees with the teacher most often when the probabilities are calibrated; ``none`` picks it on the tuned pages).
+The agreement with trafilatura on the tuned pages (characters of kept and dropped blocks) and the labels' log loss
+go into the model's provenance. Writes ``--weights`` (pipeline/web/distilled_model.json): the same inputs and
 settings give the same bytes. Labelled pages are cached per input file (by its SHA-256) in ``--work-dir``: a killed
 run goes on from the files it finished.
 """
@@ -153,8 +154,8 @@ def agreement(p: np.ndarray, y: np.ndarray, chars: np.ndarray, threshold: float)
 
 
 def log_loss(p: np.ndarray, y: np.ndarray, chars: np.ndarray) -> float:
-    """The teacher labels' log loss under ``p``, weighted by characters: what ``--trees`` and ``--depth`` are chosen
-    by (on the tuned pages; lower is better)."""
+    """The teacher labels' log loss under ``p``, weighted by characters (on the tuned pages, in the provenance: how
+    well settings such as ``--trees`` and ``--depth`` fit the teacher; lower is better)."""
     p = np.clip(p, 1e-6, 1 - 1e-6)
     return round(float(-(chars * (y * np.log(p) + (1 - y) * np.log(1 - p))).sum() / max(chars.sum(), 1)), 4)
 

@@ -4,8 +4,9 @@
 (``pipeline.web.trees``) give each block P(trafilatura keeps it): the first from the block's own features, the
 second from those plus the first's probabilities around it (the block before and after, a window of five, the
 page's mean, and the mean over each of its two containers), since main text and boilerplate come in runs and in
-containers. The blocks above ``threshold`` (0.5 as distilled) are the text, one line each. A page the model is unsure of goes to trafilatura: when the share of its characters in blocks whose
-probability is near one half exceeds ``fallback_above``, or when the kept text is short (fewer than
+containers. The blocks above ``threshold`` (0.5 as distilled) are the text, one line each. A page the model is
+unsure of goes to trafilatura: when the share of its characters in blocks whose probability is near one half
+exceeds ``fallback_above``, or when the kept text is short (fewer than
 ``extract_cascade.MIN_CHARS`` characters), the page gets exactly ``--extractor trafilatura``'s text.
 
 The weights ship as data (``distilled_model.json``, written by ``python -m pipeline.web.distill``, which says what

@@ -12,8 +12,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.web.blocks import (FEATURE_NAMES, LANDMARK_BIT, Page, containers, features, page_blocks, text_stats,
-                                 text_stats_reference, window_mean)
+from pipeline.web.blocks import (
+    FEATURE_NAMES,
+    LANDMARK_BIT,
+    Page,
+    containers,
+    features,
+    page_blocks,
+    text_stats,
+    text_stats_reference,
+    window_mean,
+)
 from pipeline.web.distill import eval_half, label_blocks, url_hash
 from pipeline.web.distill import main as distill_main
 from pipeline.web.distilled import CONTEXT_NAMES, MODEL_PATH, context_features, distilled_text, load_model
