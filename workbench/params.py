@@ -23,6 +23,7 @@ Two ways in:
 from __future__ import annotations
 
 import argparse
+import contextvars
 import dataclasses
 import difflib
 import sys
@@ -53,12 +54,19 @@ def nearest(name: str, valid: Iterable[str]) -> str:
     return f" (did you mean {match[0]}?)" if match else ""
 
 
+# the command as the user typed it, when a dispatcher (``python -m pipeline STEP``) runs a CLI that has its own name
+invoked_as: contextvars.ContextVar[str | None] = contextvars.ContextVar("invoked_as", default=None)
+
+
 class Parser(argparse.ArgumentParser):
     """The command line of a CLI that reads params: a flag is spelled out (``--max-step`` is not taken for
-    ``--max-steps``), and a mistake is one line naming the nearest flag, exit 2, instead of the whole usage."""
+    ``--max-steps``), and a mistake is one line naming the nearest flag, exit 2, instead of the whole usage. The
+    usage and errors name the command as typed (``invoked_as``), not the module that implements it."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
+        if invoked_as.get():
+            kwargs["prog"] = invoked_as.get()
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
@@ -66,6 +74,14 @@ class Parser(argparse.ArgumentParser):
         wrong = next((w for w in message.replace(",", " ").split() if w.startswith("--")), None)
         hint = nearest(wrong.split("=")[0], flags) if wrong else ""
         self.exit(2, f"error: {message}{hint} ({self.prog} --help lists the flags)\n")
+
+
+class OneDefaultFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that shows each flag's default once: a help text that already says what its default means
+    ("(default: the cores left free)") is not followed by "(default: None)"."""
+
+    def _get_help_string(self, action):
+        return action.help if "(default" in (action.help or "") else super()._get_help_string(action)
 
 
 class ParamsError(ValueError):
@@ -164,11 +180,20 @@ def read_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
         beside = [p.name for p in Path(path).parent.glob("*.y*ml")] if Path(path).parent.is_dir() else []
         raise ParamsError(f"{path}: no such params file{nearest(Path(path).name, beside)}; --params none runs on the "
                           "built-in defaults")
-    (_, merged), *profiles = read_layers(path)  # the base file as written: its own nulls are values
+    layers = read_layers(path)
+    for file, data in layers:
+        unknown = [key for key in data if key not in SECTIONS]
+        if unknown:
+            raise ParamsError(f"{file}: unknown section {unknown[0]!r}{nearest(unknown[0], SECTIONS)}", unknown)
+    (_, merged), *profiles = layers  # the base file as written: its own nulls are values
     for _, data in profiles:
         merged = overlay(merged, data)
     return merged
 
+
+# The sections a params file may have, one per command that reads one (workbench.config names each one's CLI).
+SECTIONS = ("sample", "extract", "filter", "classify", "dedup", "report", "tokenizer", "shards", "train", "sweep",
+            "scaling_fit", "alignment", "sft", "dpo", "grpo", "rft", "alignment_report", "leaderboard")
 
 # A section that inherits the settings its stages share from another: the alignment trainers' and report's common
 # settings (tokenizer, task, template ...) are stated once, in `alignment:`; a section's own keys win.
@@ -303,7 +328,9 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, bool_swi
         kind, nargs = _flag_type(hints[f.name])
         kind = f.metadata.get("parse", kind)
         text = f.metadata.get("help") or f.name.replace("_", " ")
-        flag, help_text = "--" + prefix + f.name.replace("_", "-"), f"{text} (default: %(default)s)"
+        flag = "--" + prefix + f.name.replace("_", "-")
+        # a help text that says what its default means is not followed by "(default: None)"
+        help_text = text if "(default" in text else f"{text} (default: %(default)s)"
         choices = f.metadata.get("choices")
         if f.metadata.get("positional"):
             action = parser.add_argument(dest, type=kind, nargs=nargs or "?", default=default, choices=choices,

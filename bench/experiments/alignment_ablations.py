@@ -32,6 +32,7 @@ from alignment import dpo, grpo, report, rft, sft
 from alignment.evaluation.stats import mean_sd, standard_error
 from bench.experiments.alignment_seeds import task_rows
 from bench.tools.results import RESULTS_DIR, ROOT, Result, record
+from workbench.params import OneDefaultFormatter
 
 AREA = "alignment_ablations"
 # every loss setting spelled out per variant (GRPOConfig's flags)
@@ -164,7 +165,7 @@ def plot(scores: dict[int, dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    ap = argparse.ArgumentParser(formatter_class=OneDefaultFormatter,
                                  prog="python -m bench.experiments.alignment_ablations",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (each: its own SFT model)")

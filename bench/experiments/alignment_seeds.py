@@ -25,7 +25,7 @@ from alignment import dpo, grpo, report, rft, sft
 from alignment.evaluation.stats import mean_sd, standard_error
 from alignment.tasks import digits
 from bench.tools.results import RESULTS_DIR, Result, record
-from workbench.params import load_section
+from workbench.params import OneDefaultFormatter, load_section
 
 STAGES = ("sft", "dpo", "rft", "grpo")
 
@@ -116,7 +116,7 @@ def task_rows(params: str) -> list[Result]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=OneDefaultFormatter,
         prog="python -m bench.experiments.alignment_seeds", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the SFT -> DPO/RFT/GRPO chain")
     ap.add_argument("--out-dir", type=Path, default=Path("/tmp/align/seeds"), help="folder for the runs of each seed")

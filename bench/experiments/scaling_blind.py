@@ -26,7 +26,7 @@ from scaling.data import load_many, sweep_counting
 from scaling.fit import FitConfig
 from scaling.predict import fit_and_predict
 from scaling.sweep import Run, SweepConfig, plan_runs, read_results, result_row, run_one, sweep_section, write_results
-from workbench.params import load_section
+from workbench.params import OneDefaultFormatter, load_section
 
 AREA = "scaling_blind"
 FOLDER = Path("data/scaling_blind")
@@ -102,7 +102,7 @@ def measure(args: argparse.Namespace) -> list[Result]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=OneDefaultFormatter,
         prog="python -m bench.experiments.scaling_blind", description=__doc__.split("\n\n")[0])
     ap.add_argument("step", choices=("predict", "measure"))
     ap.add_argument("--shape", default="48,4,2", help="D_MODEL,N_LAYERS,N_HEADS of the blind run")

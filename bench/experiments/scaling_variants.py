@@ -24,7 +24,7 @@ from bench.tools.results import RESULTS_DIR, Result, record
 from scaling.data import load_results
 from scaling.predict import fit_and_predict
 from scaling.sweep import main as sweep_main
-from workbench.params import read_params
+from workbench.params import OneDefaultFormatter, read_params
 
 AREA = "scaling_variants"
 FOLDER = Path("data/scaling_variants")
@@ -93,7 +93,7 @@ def measure(name: str, sweep_path: Path, check_path: Path, check_flops: float) -
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=OneDefaultFormatter,
         prog="python -m bench.experiments.scaling_variants", description=__doc__.split("\n\n")[0])
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS),
                     help="which variants to sweep and score (VARIANTS)")
