@@ -180,12 +180,7 @@ def read_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
         beside = [p.name for p in Path(path).parent.glob("*.y*ml")] if Path(path).parent.is_dir() else []
         raise ParamsError(f"{path}: no such params file{nearest(Path(path).name, beside)}; --params none runs on the "
                           "built-in defaults")
-    layers = read_layers(path)
-    for file, data in layers:
-        unknown = [key for key in data if key not in SECTIONS]
-        if unknown:
-            raise ParamsError(f"{file}: unknown section {unknown[0]!r}{nearest(unknown[0], SECTIONS)}", unknown)
-    (_, merged), *profiles = layers  # the base file as written: its own nulls are values
+    (_, merged), *profiles = read_layers(path)  # the base file as written: its own nulls are values
     for _, data in profiles:
         merged = overlay(merged, data)
     return merged
@@ -205,7 +200,9 @@ def load_section(section: str, path: str | Path = DEFAULT_PARAMS, known: Iterabl
     """The ``section`` mapping of the params file ({} when absent), over the keys it inherits from its base section
     (``SECTION_BASES``: with ``known``, only the base's keys this section knows). With ``known`` (key names, dotted
     for a nested dataclass's fields, or a dataclass), a key outside it is a ParamsError naming the key, the section
-    and the file."""
+    and the file. A section the file has beside it that no command reads (``SECTIONS``) is a ParamsError naming the
+    nearest section, so a mistyped ``trian:`` is not silently ignored."""
+    check_sections(path, section)
     params = read_params(path)
     values = _mapping(params, section, path)
     names = (set(field_names(known)) if isinstance(known, type) else set(known)) if known is not None else None
@@ -218,6 +215,17 @@ def load_section(section: str, path: str | Path = DEFAULT_PARAMS, known: Iterabl
             raise ParamsError(f"{path}: section {section!r} has unknown key(s) {', '.join(unknown)}"
                               f"{nearest(unknown[0], names)}", unknown)
     return dict(values)
+
+
+def check_sections(path: str | Path, section: str) -> None:
+    """A ParamsError naming the file (a profile or its base) and the first section no command reads."""
+    if str(path).lower() == NO_PARAMS or not Path(path).exists():
+        return
+    known = (*SECTIONS, section)
+    for file, data in read_layers(path):
+        unknown = [key for key in data if key not in known]
+        if unknown:
+            raise ParamsError(f"{file}: unknown section {unknown[0]!r}{nearest(unknown[0], known)}", unknown)
 
 
 def _mapping(params: dict[str, Any], section: str, path: str | Path) -> dict[str, Any]:
