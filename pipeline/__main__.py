@@ -16,6 +16,7 @@ from pipeline.filters import stage as filter_step
 from pipeline.web import extract
 from tokenizer import shards
 from tokenizer import train as train_tokenizer
+from workbench.params import invoked_as
 
 # step name -> (its main, one line of help)
 STEPS = {
@@ -46,7 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
     forwarded = (["--params", args.params] if args.params else []) + (["-v"] if args.verbose else [])
-    return STEPS[args.step][0](forwarded + args.args)
+    token = invoked_as.set(f"python -m pipeline {args.step}")
+    try:
+        return STEPS[args.step][0](forwarded + args.args)
+    finally:
+        invoked_as.reset(token)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,15 @@ from pipeline.classifiers.models import (
 )
 from pipeline.sample.labels import write_labelled_data
 from workbench.files import file_sha256, write_json, write_metrics
-from workbench.params import ParamsError, add_config_flags, config_from_args, load_section, params_path, setting
+from workbench.params import (
+    ParamsError,
+    Parser,
+    add_config_flags,
+    config_from_args,
+    load_section,
+    params_path,
+    setting,
+)
 
 HYPERPARAMETERS = ("lr", "epoch", "word_ngrams", "dim", "minn", "maxn", "bucket", "thread")  # fastText's
 SOURCE_KEYS = ("train", "generate", "davidson", "jigsaw", "positives")  # one of them picks the data
@@ -213,7 +221,7 @@ def build_parser(section: dict) -> argparse.ArgumentParser:
     def default(key: str, builtin) -> str:
         return f"(default: {section[key]}, classify.{key})" if key in section else f"(default: {builtin})"
 
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m pipeline.classify",
         description="Train a fastText quality / toxicity / NSFW classifier, print its held-out accuracy and "
                     "macro-F1, and write the model atomically with a provenance sidecar (<model>.json). Data: "

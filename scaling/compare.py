@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scaling.data import load_groups, parse_columns, parse_where
+from scaling.data import load_groups, parse_columns, parse_where, results_paths
 from scaling.intervals import prediction_interval
 from scaling.joint import (
     JOINT_LAWS,
@@ -449,9 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, args = parse_config(CompareConfig, "scaling_compare", argv, parser=build_parser())
         files = config_from_args(CompareFiles, args)
-        if not files.results:
-            raise ValueError("no results file: give one or more runs CSV/JSON files with a recipe column")
-        paths = [Path(p) for p in files.results]
+        paths = results_paths(files.results, "runs CSV/JSON files with a recipe column")
         start = time.perf_counter()
         recipes = read_recipes(paths, cfg.by, parse_columns(cfg.columns), parse_where(cfg.where))
         result = compare_recipes(recipes, cfg.target_flops, cfg.method, cfg.bootstrap, cfg.seed, cfg.confidence,

@@ -60,6 +60,13 @@ HYPERPARAMETERS = ("lr", "learning_rate", "peak_lr", "max_lr", "min_lr", "lr_max
                    "cooldown", "cooldown_fraction", "dropout", "init_std", "optimizer", "hparams", "z_loss")
 
 
+def results_paths(results, what: str) -> list[Path]:
+    """The results files a command was given, as paths; a ValueError asking for ``what`` when there is none."""
+    if not results:
+        raise ValueError(f"no results file: give one or more {what}")
+    return [Path(p) for p in results]
+
+
 def parse_columns(specs) -> dict[str, str]:
     """``["params=Model Size", "flops=Training FLOP"]`` -> {canonical: the file's column}; the keys may be the
     canonical names or any alias (N, D, C, loss, ...). A ValueError names a bad spec."""

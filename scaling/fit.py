@@ -36,6 +36,7 @@ from scaling.data import (
     load_summary_holdout,
     parse_columns,
     parse_where,
+    results_paths,
     sweep_counting,
 )
 from scaling.next_runs import TOP, fit_suggestions
@@ -186,9 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, args = parse_config(FitConfig, "scaling_fit", argv, parser=build_parser())
         files = config_from_args(FitFiles, args)
-        if not files.results:
-            raise ValueError("no results file: give one or more results CSV/JSON files")
-        results = [Path(p) for p in files.results]
+        results = results_paths(files.results, "results CSV/JSON files")
         start = time.perf_counter()
         if cfg.by:
             fitted = fit_groups(results, cfg, optional_path(files.holdout), optional_path(files.holdout_summary))

@@ -31,6 +31,7 @@ from scaling.laws.data_constrained import (
     REPEAT_RTOL,
     FittedDataConstrained,
     _effective_and_slope,
+    huber_lse,
 )
 from scaling.laws.parametric import HUBER_DELTA, THETA_BOUNDS, FittedParametric, ParametricLaw
 from scaling.pairs import paired_resamples
@@ -72,17 +73,10 @@ def joint_objective(theta: np.ndarray, log_n, d, u, log_loss, g, n_recipes: int,
     else:
         eff, slope = _effective_and_slope(d, u, rho)
         log_eff, slope_over = np.log(eff), slope / eff
-    t_n, t_d = a - alpha * log_n, b - beta * log_eff
-    top = np.maximum(np.maximum(t_n, t_d), e)
-    w_n, w_d, w_e = np.exp(t_n - top), np.exp(t_d - top), np.exp(e - top)
-    total = w_n + w_d + w_e
-    r = top + np.log(total) - log_loss
-    value = np.where(np.abs(r) <= delta, 0.5 * r * r, delta * (np.abs(r) - 0.5 * delta)).sum()
-    psi = np.clip(r, -delta, delta)
-    s_n, s_d, s_e = psi * w_n / total, psi * w_d / total, psi * w_e / total
+    value, s_n, s_d, s_e = huber_lse(a - alpha * log_n, b - beta * log_eff, e, log_loss, delta)
     grad = np.concatenate([[s_n.sum(), -s_n @ log_n, -s_d @ log_eff, -beta * (s_d @ slope_over)],
                            np.bincount(g, s_d, n_recipes), np.bincount(g, s_e, n_recipes)])
-    return float(value), grad
+    return value, grad
 
 
 def _bounds(n_recipes: int, fit_rho: bool, rho: float) -> list[tuple[float, float]]:

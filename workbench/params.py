@@ -23,6 +23,7 @@ Two ways in:
 from __future__ import annotations
 
 import argparse
+import contextvars
 import dataclasses
 import difflib
 import sys
@@ -53,12 +54,19 @@ def nearest(name: str, valid: Iterable[str]) -> str:
     return f" (did you mean {match[0]}?)" if match else ""
 
 
+# the command as the user typed it, when a dispatcher (``python -m pipeline STEP``) runs a CLI that has its own name
+invoked_as: contextvars.ContextVar[str | None] = contextvars.ContextVar("invoked_as", default=None)
+
+
 class Parser(argparse.ArgumentParser):
     """The command line of a CLI that reads params: a flag is spelled out (``--max-step`` is not taken for
-    ``--max-steps``), and a mistake is one line naming the nearest flag, exit 2, instead of the whole usage."""
+    ``--max-steps``), and a mistake is one line naming the nearest flag, exit 2, instead of the whole usage. The
+    usage and errors name the command as typed (``invoked_as``), not the module that implements it."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
+        if invoked_as.get():
+            kwargs["prog"] = invoked_as.get()
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
@@ -66,6 +74,14 @@ class Parser(argparse.ArgumentParser):
         wrong = next((w for w in message.replace(",", " ").split() if w.startswith("--")), None)
         hint = nearest(wrong.split("=")[0], flags) if wrong else ""
         self.exit(2, f"error: {message}{hint} ({self.prog} --help lists the flags)\n")
+
+
+class OneDefaultFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that shows each flag's default once: a help text that already says what its default means
+    ("(default: the cores left free)") is not followed by "(default: None)"."""
+
+    def _get_help_string(self, action):
+        return action.help if "(default" in (action.help or "") else super()._get_help_string(action)
 
 
 class ParamsError(ValueError):
@@ -170,6 +186,10 @@ def read_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
     return merged
 
 
+# The sections a params file may have, one per command that reads one (workbench.config names each one's CLI).
+SECTIONS = ("sample", "extract", "filter", "classify", "dedup", "report", "tokenizer", "shards", "train", "sweep",
+            "scaling_fit", "alignment", "sft", "dpo", "grpo", "rft", "alignment_report", "leaderboard")
+
 # A section that inherits the settings its stages share from another: the alignment trainers' and report's common
 # settings (tokenizer, task, template ...) are stated once, in `alignment:`; a section's own keys win.
 SECTION_BASES = {name: "alignment" for name in ("sft", "dpo", "grpo", "rft", "alignment_report")}
@@ -180,7 +200,9 @@ def load_section(section: str, path: str | Path = DEFAULT_PARAMS, known: Iterabl
     """The ``section`` mapping of the params file ({} when absent), over the keys it inherits from its base section
     (``SECTION_BASES``: with ``known``, only the base's keys this section knows). With ``known`` (key names, dotted
     for a nested dataclass's fields, or a dataclass), a key outside it is a ParamsError naming the key, the section
-    and the file."""
+    and the file. A section the file has beside it that no command reads (``SECTIONS``) is a ParamsError naming the
+    nearest section, so a mistyped ``trian:`` is not silently ignored."""
+    check_sections(path, section)
     params = read_params(path)
     values = _mapping(params, section, path)
     names = (set(field_names(known)) if isinstance(known, type) else set(known)) if known is not None else None
@@ -193,6 +215,17 @@ def load_section(section: str, path: str | Path = DEFAULT_PARAMS, known: Iterabl
             raise ParamsError(f"{path}: section {section!r} has unknown key(s) {', '.join(unknown)}"
                               f"{nearest(unknown[0], names)}", unknown)
     return dict(values)
+
+
+def check_sections(path: str | Path, section: str) -> None:
+    """A ParamsError naming the file (a profile or its base) and the first section no command reads."""
+    if str(path).lower() == NO_PARAMS or not Path(path).exists():
+        return
+    known = (*SECTIONS, section)
+    for file, data in read_layers(path):
+        unknown = [key for key in data if key not in known]
+        if unknown:
+            raise ParamsError(f"{file}: unknown section {unknown[0]!r}{nearest(unknown[0], known)}", unknown)
 
 
 def _mapping(params: dict[str, Any], section: str, path: str | Path) -> dict[str, Any]:
@@ -303,7 +336,9 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, bool_swi
         kind, nargs = _flag_type(hints[f.name])
         kind = f.metadata.get("parse", kind)
         text = f.metadata.get("help") or f.name.replace("_", " ")
-        flag, help_text = "--" + prefix + f.name.replace("_", "-"), f"{text} (default: %(default)s)"
+        flag = "--" + prefix + f.name.replace("_", "-")
+        # a help text that says what its default means is not followed by "(default: None)"
+        help_text = text if "(default" in text else f"{text} (default: %(default)s)"
         choices = f.metadata.get("choices")
         if f.metadata.get("positional"):
             action = parser.add_argument(dest, type=kind, nargs=nargs or "?", default=default, choices=choices,

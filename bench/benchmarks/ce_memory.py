@@ -7,7 +7,7 @@ interpreter so that the fused side is the Triton path, not the torch fallback:
 
     TRITON_INTERPRET=1 python -m bench.benchmarks.ce_memory [--tokens 256 --d-model 64 --vocab 32768]
 
-tests/lmw_kernels/test_cross_entropy.py asserts issue 5's goal (both ratios >= 3) with ``memory_bytes``.
+tests/lmw_kernels/test_cross_entropy.py asserts the goal (both ratios >= 3) with ``memory_bytes``.
 """
 
 from __future__ import annotations

@@ -323,7 +323,7 @@ def plot_frontier(rows: list[dict], path: Path) -> None:
         ax.set_xscale("log")
         ax.set_xlabel("pages/s relative to ours (trafilatura), one core")
         ax.set_ylabel(metric.replace("_all", " (all pages)"))
-    fig.suptitle("Extraction: speed vs quality (dashed: the issue-27 bar, 2x at kept 0.933 / dropped 0.900)")
+    fig.suptitle("Extraction: speed vs quality (dashed: the bar, 2x at kept 0.933 / dropped 0.900)")
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110)

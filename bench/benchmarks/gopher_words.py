@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from bench.benchmarks.extract import DEFAULT_WEB
-from bench.tools.real_pages import is_english, real_documents
+from bench.tools.real_pages import add_real_pages_flags, is_english, real_documents, real_warcs
 from bench.tools.results import Result, bench_parser, finish
 from pipeline.filters.quality_rules import ALPHA_WORDS, GopherQualityFilter, alpha_words_ratio
 
@@ -92,13 +92,9 @@ def report(m: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = bench_parser("bench.benchmarks.gopher_words", __doc__, "gopher_words")
-    ap.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="folder of real-page WARCs (*.warc.gz)")
-    ap.add_argument("--cache", type=Path, help="keep the extracted documents here (default: a temporary folder)")
-    ap.add_argument("--workers", type=int, default=2, help="extraction processes (default: %(default)s)")
+    add_real_pages_flags(ap, DEFAULT_WEB)
     args = ap.parse_args(argv)
-    warcs = sorted(args.web_dir.glob("*.warc.gz"))
-    if not warcs:
-        ap.error(f"no *.warc.gz in {args.web_dir}")
+    warcs = real_warcs(ap, args)
     with tempfile.TemporaryDirectory() as tmp:
         m = measure(real_documents(warcs, args.cache or Path(tmp), args.workers))
     print(report(m))

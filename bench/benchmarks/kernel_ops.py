@@ -36,6 +36,7 @@ from lmw_kernels.cross_entropy import fused_linear_cross_entropy
 from lmw_kernels.flash_attention import flash_attention, naive_attention
 from lmw_kernels.rmsnorm import rms_norm, rms_norm_torch
 from lmw_kernels.swiglu import swiglu
+from workbench.params import OneDefaultFormatter
 
 HBM_BYTES_PER_S = {"H200": 4.8e12, "H100 PCIe": 2.0e12, "H100": 3.35e12, "A100": 2.0e12}  # first match wins
 
@@ -220,7 +221,7 @@ SECTIONS = ("attention", "rmsnorm", "swiglu", "ce", "e2e")
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=OneDefaultFormatter,
         prog="python -m bench.benchmarks.kernel_ops", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="a subset of shapes: < 5 minutes on an H100")
     p.add_argument("--smoke", action="store_true", help="tiny shapes on CPU (TRITON_INTERPRET=1): code paths only")
@@ -238,7 +239,7 @@ def configure(args) -> None:
     args.ce_tokens, args.ce_shapes = 8192, ((768, 32768), (1024, 50304))
     args.e2e = [("small", 1024, 16), ("small", 2048, 8), ("medium", 1024, 16), ("medium", 2048, 8)]
     if args.quick:
-        # the issue 35 shapes: S1k (the model's) and S16k at d64; the norm at 1k and 8k hidden
+        # the acceptance shapes: S1k (the model's) and S16k at d64; the norm at 1k and 8k hidden
         args.attn_seqs, args.attn_dims = (1024, 16384), (64,)
         args.norm_hidden, args.swiglu_width = (1024, 8192), (4096,)
         args.ce_shapes, args.e2e = ((768, 32768),), [("small", 1024, 16)]

@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.benchmarks.extract import DEFAULT_WEB
-from bench.tools.real_pages import real_documents
+from bench.tools.real_pages import add_real_pages_flags, real_documents, real_warcs
 from bench.tools.results import ROOT, Result, bench_parser, finish
 from pipeline.filters.pii import mask_phone_numbers, phone_number_spans
 
@@ -48,17 +48,13 @@ def load_masker(path: Path):
 
 def main(argv: list[str] | None = None) -> int:
     ap = bench_parser("bench.benchmarks.pii", __doc__, "pii")
-    ap.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="folder of real-page WARCs (*.warc.gz)")
+    add_real_pages_flags(ap, DEFAULT_WEB)
     ap.add_argument("--baseline", type=Path, help="another pii.py whose phone masks to count on the same pages")
     ap.add_argument("--baseline-rev",
                     help="the same for pipeline/filters/pii.py at this git revision (git show REV:...)")
     ap.add_argument("--show", type=int, default=1000, help="list at most this many masks (default: %(default)s)")
-    ap.add_argument("--cache", type=Path, help="keep the extracted documents here (default: a temporary folder)")
-    ap.add_argument("--workers", type=int, default=2, help="extraction processes (default: %(default)s)")
     args = ap.parse_args(argv)
-    warcs = sorted(args.web_dir.glob("*.warc.gz"))
-    if not warcs:
-        ap.error(f"no *.warc.gz in {args.web_dir}")
+    warcs = real_warcs(ap, args)
     if args.baseline and not args.baseline.is_file():
         ap.error(f"--baseline: no such file {args.baseline}")
     with tempfile.TemporaryDirectory() as tmp:

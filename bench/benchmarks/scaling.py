@@ -1,4 +1,4 @@
-"""The default sweep's evidence (issue 19) as results rows: ``python -m bench.benchmarks.scaling`` after ``make repro``.
+"""The default sweep's evidence as results rows: ``python -m bench.benchmarks.scaling`` after ``make repro``.
 
 Reads what the pipeline wrote (params.yaml's sweep results CSV, the fit stage's ``data/sweep/fit/fit.json``,
 ``reports/stage_times.csv``) and records, in benchmarks/results/scaling.jsonl:

@@ -19,7 +19,6 @@ seed. Choices of the default ``grpo`` section read the validation rows only.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import itertools
 import json
@@ -30,8 +29,8 @@ from pathlib import Path
 
 from alignment import dpo, grpo, report, rft, sft
 from alignment.evaluation.stats import mean_sd, standard_error
-from bench.experiments.alignment_seeds import task_rows
-from bench.tools.results import RESULTS_DIR, ROOT, Result, record
+from bench.experiments.alignment_seeds import seeds_command, task_rows
+from bench.tools.results import ROOT, Result, bench_parser, finish
 
 AREA = "alignment_ablations"
 # every loss setting spelled out per variant (GRPOConfig's flags)
@@ -164,16 +163,12 @@ def plot(scores: dict[int, dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                 prog="python -m bench.experiments.alignment_ablations",
-                                 description=__doc__.split("\n\n")[0])
+    ap = bench_parser("bench.experiments.alignment_ablations", __doc__, AREA)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (each: its own SFT model)")
     ap.add_argument("--out-dir", type=Path, default=Path("/tmp/align/ablations"), help="folder for every run")
     ap.add_argument("--params", default="params.yaml", help="params file whose stage sections the runs use")
     ap.add_argument("--plot", type=Path, default=ROOT / "docs" / "benchmarks" / "alignment_ablations.png",
                     help="test accuracy per variant and seed")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the results rows go")
-    ap.add_argument("--no-record", action="store_true", help="print, do not append to the results file")
     args = ap.parse_args(argv)
     scores, budgets = {}, {}
     for seed in args.seeds:
@@ -189,12 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         if "/" not in r.name or r.metric == "test_accuracy":
             print(f"{r.name:>34} {r.metric:<22} {r.value:.4f}")
-    if not args.no_record:
-        command = "python -m bench.experiments.alignment_ablations --seeds " + " ".join(map(str, args.seeds))
-        if args.params != "params.yaml":
-            command += f" --params {args.params}"
-        print(f"wrote {record(AREA, rows, command, args.results_dir)}")
-    return 0
+    return finish(AREA, rows, args, seeds_command("bench.experiments.alignment_ablations", args), show=False)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ change of the base model (one command re-validates every choice):
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -24,7 +23,7 @@ import pandas as pd
 from alignment import dpo, grpo, report, rft, sft
 from alignment.evaluation.stats import mean_sd, standard_error
 from alignment.tasks import digits
-from bench.tools.results import RESULTS_DIR, Result, record
+from bench.tools.results import Result, bench_parser, finish
 from workbench.params import load_section
 
 STAGES = ("sft", "dpo", "rft", "grpo")
@@ -114,16 +113,19 @@ def task_rows(params: str) -> list[Result]:
     return rows
 
 
+def seeds_command(module: str, args) -> str:
+    """The command a row of a seeded alignment experiment records: its seeds, and its params file when not the
+    default."""
+    command = f"python -m {module} --seeds " + " ".join(map(str, args.seeds))
+    return command + (f" --params {args.params}" if args.params != "params.yaml" else "")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.experiments.alignment_seeds", description=__doc__.split("\n\n")[0])
+    ap = bench_parser("bench.experiments.alignment_seeds", __doc__, "alignment")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the SFT -> DPO/RFT/GRPO chain")
     ap.add_argument("--out-dir", type=Path, default=Path("/tmp/align/seeds"), help="folder for the runs of each seed")
     ap.add_argument("--params", default="params.yaml", help="params file whose stage sections the runs use")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the results rows go")
     ap.add_argument("--area", default="alignment", help="results file (and doc section) the rows go to")
-    ap.add_argument("--no-record", action="store_true", help="print, do not append to the results file")
     args = ap.parse_args(argv)
     frames, gains = {}, {}
     for seed in args.seeds:
@@ -134,12 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = task_rows(args.params) + results(frames, gains)
     for r in rows:
         print(f"{r.name:>14} {r.metric:<20} {r.value:.4f}  {r.extra or ''}")
-    if not args.no_record:
-        command = "python -m bench.experiments.alignment_seeds --seeds " + " ".join(map(str, args.seeds))
-        if args.params != "params.yaml":
-            command += f" --params {args.params}"
-        print(f"wrote {record(args.area, rows, command, args.results_dir)}")
-    return 0
+    return finish(args.area, rows, args, seeds_command("bench.experiments.alignment_seeds", args), show=False)
 
 
 if __name__ == "__main__":

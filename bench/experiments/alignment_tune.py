@@ -27,6 +27,7 @@ from pathlib import Path
 import torch  # also at the top so that the results rows' machine (bench.tools.results.machine) names the GPU
 
 from bench.tools.results import RESULTS_DIR, Result, record
+from workbench.params import OneDefaultFormatter
 
 STAGES = ("sft", "dpo", "grpo", "rft")
 
@@ -120,7 +121,7 @@ def choose(points: list[dict[str, str]], seeds: list[int], found) -> tuple[str, 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=OneDefaultFormatter,
         prog="python -m bench.experiments.alignment_tune", description=__doc__.split("\n\n")[0],
         allow_abbrev=False)
     ap.add_argument("--stage", choices=STAGES, required=True, help="the alignment stage whose settings are tuned")

@@ -1,4 +1,4 @@
-"""What was tried on the way to the ``cascade`` extractor (issue 27), re-measured as results rows.
+"""What was tried on the way to the ``cascade`` extractor, re-measured as results rows.
 
 docs/benchmarks/pipeline.md (its decision log) explains each step; this prints and records the figures it quotes:
 
@@ -29,9 +29,10 @@ from bench.benchmarks.extract import DEFAULT_WEB, HALVES, _trafilatura, eval_hal
 from bench.tools.results import RESULTS_DIR, Result, record
 from pipeline.web.extract import decode_html, extract_text, main_text
 from pipeline.web.extract_cascade import MIN_CHARS, MIN_PAGE_SHARE, prune_html
+from workbench.params import OneDefaultFormatter
 
 AREA = "extract_explore"
-KEPT_BAR = 0.933  # issue 27's quality bar for kept content (and dropped >= 0.900)
+KEPT_BAR = 0.933  # the quality bar for kept content (and dropped >= 0.900)
 PARTS = ("sizes", "profile", "tried")
 # (file the function is defined in, function name) -> the part of trafilatura's time it stands for
 PROFILED = {
@@ -214,7 +215,7 @@ def tried_rows(runs: list[PageRun]) -> list[Result]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=OneDefaultFormatter,
         prog="python -m bench.experiments.extract_explore", description=__doc__.split("\n\n")[0])
     parser.add_argument("--web-dir", type=Path, default=DEFAULT_WEB,
                         help="folder with trafilatura-pages-*.warc.gz and trafilatura-evaldata.json")

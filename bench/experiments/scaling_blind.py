@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.tools.results import RESULTS_DIR, Result, read_rows, record
+from bench.tools.results import Result, bench_parser, finish, read_rows
 from scaling.data import load_many, sweep_counting
 from scaling.fit import FitConfig
 from scaling.predict import fit_and_predict
@@ -101,24 +101,18 @@ def measure(args: argparse.Namespace) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.experiments.scaling_blind", description=__doc__.split("\n\n")[0])
+    ap = bench_parser("bench.experiments.scaling_blind", __doc__, AREA)
     ap.add_argument("step", choices=("predict", "measure"))
     ap.add_argument("--shape", default="48,4,2", help="D_MODEL,N_LAYERS,N_HEADS of the blind run")
     ap.add_argument("--flops", type=float, default=1.05e13, help="its compute budget C")
     ap.add_argument("--params", default="params.yaml", help="params file of the sweep, fit and train sections")
     ap.add_argument("--results", type=Path, default=Path("data/sweep/results.csv"), help="the sweep to fit")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the results rows go")
-    ap.add_argument("--no-record", action="store_true", help="write no results rows")
     args = ap.parse_args(argv)
     rows = predict(args) if args.step == "predict" else measure(args)
     for r in rows:
         print(f"{r.name}  {r.metric:<28} {r.value:.4f}")
-    if not args.no_record:
-        command = f"python -m bench.experiments.scaling_blind {args.step} --shape {args.shape} --flops {args.flops:g}"
-        print(f"wrote {record(AREA, rows, command, args.results_dir)}")
-    return 0
+    command = f"python -m bench.experiments.scaling_blind {args.step} --shape {args.shape} --flops {args.flops:g}"
+    return finish(AREA, rows, args, command, show=False)
 
 
 if __name__ == "__main__":

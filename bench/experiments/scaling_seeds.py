@@ -40,7 +40,7 @@ from scaling.data import load_many, load_results, load_summary_holdout, sweep_co
 from scaling.fit import FitConfig
 from scaling.predict import fit_and_predict
 from scaling.sweep import sweep_section
-from workbench.params import read_params
+from workbench.params import OneDefaultFormatter, read_params
 
 AREA = "scaling_seeds"
 
@@ -182,7 +182,7 @@ def noise_rows(paths: dict[int, Path], summaries: dict[int, Path], data: str, co
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=OneDefaultFormatter,
         prog="python -m bench.experiments.scaling_seeds", description=__doc__.split("\n\n")[0])
     ap.add_argument("--params", default="params.yaml", help="params file of the sweep, fit and train sections")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="sweep and train seeds (first: the "

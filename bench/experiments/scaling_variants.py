@@ -14,13 +14,12 @@ Rows go to benchmarks/results/scaling_variants.jsonl.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import yaml
 
-from bench.tools.results import RESULTS_DIR, Result, record
+from bench.tools.results import Result, bench_parser, finish
 from scaling.data import load_results
 from scaling.predict import fit_and_predict
 from scaling.sweep import main as sweep_main
@@ -92,14 +91,10 @@ def measure(name: str, sweep_path: Path, check_path: Path, check_flops: float) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        prog="python -m bench.experiments.scaling_variants", description=__doc__.split("\n\n")[0])
+    ap = bench_parser("bench.experiments.scaling_variants", __doc__, AREA)
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS),
                     help="which variants to sweep and score (VARIANTS)")
     ap.add_argument("--params", default="params.yaml", help="the params file the variants change")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the results rows go")
-    ap.add_argument("--no-record", action="store_true", help="write no results rows")
     args = ap.parse_args(argv)
     params = read_params(args.params)
     rows = []
@@ -107,10 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += measure(name, *write_params(params, name, VARIANTS[name]))
     for r in rows:
         print(f"{r.name:<12} {r.metric:<40} {r.value:+.4f}")
-    if not args.no_record:
-        command = f"python -m bench.experiments.scaling_variants --variants {' '.join(args.variants)}"
-        print(f"wrote {record(AREA, rows, command, args.results_dir)}")
-    return 0
+    command = f"python -m bench.experiments.scaling_variants --variants {' '.join(args.variants)}"
+    return finish(AREA, rows, args, command, show=False)
 
 
 if __name__ == "__main__":

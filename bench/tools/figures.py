@@ -12,8 +12,8 @@ sections, a *figure* is any number in the prose, the tables and the headings, ex
 - versions: a dotted number with two or more dots (3.11.7, 0.23.x), or one after ``v``/``version``/a package
   name (torch 2.13, Python 3.12, Triton 3.6.0);
 - numbers glued to a name: hardware and identifiers (H200, d64, lid.176, ZeRO-1, FSDP2, top-2, 16k, 2-core);
-- references: issue, item, line, section, table, appendix and run numbers (``issue 23``, ``issues 4, 5 and 10``,
-  ``line 12``, ``§7``, ``(a)``);
+- references: the numbers of issues, items, lines, sections, tables, appendices and runs (``line 12``,
+  ``items 4, 5 and 10``, ``§7``, ``(a)``);
 - the machine's description in a ``**Machine:**`` or ``**Date:**`` line.
 
 A figure is allowed when its block cites an external source: a paragraph, list item or table containing

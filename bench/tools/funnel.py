@@ -18,6 +18,7 @@ from pathlib import Path
 from bench.tools.results import RESULTS_DIR, Result, record
 from pipeline.report import funnel_rows
 from workbench.files import details_path
+from workbench.params import OneDefaultFormatter
 
 
 def funnel_results(rows: list[dict]) -> list[Result]:
@@ -36,7 +37,7 @@ def funnel_results(rows: list[dict]) -> list[Result]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=OneDefaultFormatter,
         prog="python -m bench.tools.funnel", description=__doc__.split("\n\n")[0])
     ap.add_argument("--metrics-dir", type=Path, default=Path("metrics"), help="make repro's metrics folder")
     ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where funnel.jsonl goes")

@@ -49,6 +49,8 @@ import numpy as np
 import torch
 import triton
 
+from workbench.params import OneDefaultFormatter
+
 try:  # optional: the GPU image may lack PyYAML; params-gpu.yaml's train section is parsed by hand then
     import yaml
 except ImportError:  # pragma: no cover - depends on the machine
@@ -234,7 +236,7 @@ def build_parts(out: Path, python: str = sys.executable) -> list[Part]:
         # the per-op winners at the model's shapes -> lmw_kernels/selection.json, which `kernels: auto` (next) reads;
         # --part-args "kernel_select=--attention-sweep" adds the FlashAttention config sweep (~45 s)
         Part("kernel_select", [python, "-m", "bench.benchmarks.kernel_select", "--out", str(out)], 90, parse_tail),
-        # the acceptance variants of issue 35 (the reference GPT and per-variant profiles: --part-args)
+        # the acceptance variants (the reference GPT and per-variant profiles: --part-args)
         Part("e2e", [python, "-m", "bench.benchmarks.kernel_e2e", "--variants", "none,auto,all", "--cuda-graphs"], 240,
              parse_tail),
         Part("convergence", [python, "-m", "bench.benchmarks.kernel_convergence", "--out", str(out)], 150, parse_tail),
@@ -330,7 +332,7 @@ def environment() -> dict:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=OneDefaultFormatter,
         prog="python -m bench.tools.gpu_check", description=__doc__.splitlines()[0])
     p.add_argument("--out", default="data/gpu_check", help="folder for logs, shards and the summary (%(default)s)")
     p.add_argument("--only", default="", help="comma-separated parts to run, in this order (default: all)")

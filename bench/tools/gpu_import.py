@@ -22,8 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.tools.migrate_commands import migrate
 from bench.tools.results import RESULTS_DIR, ROOT, Result, record
+from workbench.params import OneDefaultFormatter
 
 GPU_CHECK = ROOT / "docs" / "gpu-check"
 KERNEL_AREAS = {"1": "gpu_attention", "2": "gpu_rmsnorm", "3": "gpu_swiglu", "4": "gpu_cross_entropy", "5": "gpu_e2e"}
@@ -87,9 +87,8 @@ def kernel_tables(log: str) -> dict[str, list[Result]]:
 
 
 def short_command(command: str) -> str:
-    """The part's command with the interpreter path as ``python``, a moved module by its current name
-    (bench.tools.migrate_commands) and long flag lists elided."""
-    words = migrate(command).split()
+    """The part's command with the interpreter path as ``python`` and long flag lists elided."""
+    words = command.split()
     words[0] = "python"
     text = " ".join(words)
     return text if len(text) <= 90 else " ".join(words[:3]) + " … (flags in the summary)"
@@ -133,7 +132,7 @@ def import_summary(path: Path) -> dict[str, tuple[list[Result], str, dict]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=OneDefaultFormatter,
         prog="python -m bench.tools.gpu_import", description=__doc__.split("\n\n")[0])
     ap.add_argument("summaries", nargs="*", type=Path, help=f"summary JSON files (default: {GPU_CHECK}/*.json)")
     ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the gpu_*.jsonl files go")

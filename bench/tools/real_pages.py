@@ -2,11 +2,13 @@
 
 ``real_documents`` runs the extract stage (pipeline/web/extract.py, its default trafilatura extractor) over the WARCs
 into a folder (resumable: a second run reads what the first wrote) and returns the documents, each with the name of
-its WARC; ``is_english`` asks the default ``langid`` step of the filter chain.
+its WARC; ``is_english`` asks the default ``langid`` step of the filter chain. ``add_real_pages_flags`` and
+``real_warcs`` are the command line such a benchmark shares.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 from functools import cache
 from pathlib import Path
@@ -14,6 +16,21 @@ from pathlib import Path
 from pipeline.filters.langid import LanguageFilter
 from pipeline.web.extract import ExtractConfig, output_name, run_extract
 from workbench.files import read_jsonl
+
+
+def add_real_pages_flags(ap: argparse.ArgumentParser, web_dir: Path) -> None:
+    """A real-pages benchmark's flags: ``--web-dir`` (default ``web_dir``), ``--cache`` and ``--workers``."""
+    ap.add_argument("--web-dir", type=Path, default=web_dir, help="folder of real-page WARCs (*.warc.gz)")
+    ap.add_argument("--cache", type=Path, help="keep the extracted documents here (default: a temporary folder)")
+    ap.add_argument("--workers", type=int, default=2, help="extraction processes (default: %(default)s)")
+
+
+def real_warcs(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[Path]:
+    """The WARCs of ``--web-dir``; a usage error (exit 2) when it has none."""
+    warcs = sorted(args.web_dir.glob("*.warc.gz"))
+    if not warcs:
+        ap.error(f"no *.warc.gz in {args.web_dir}")
+    return warcs
 
 
 def real_documents(warcs: list[Path], out_dir: Path, workers: int = 2) -> list[dict]:

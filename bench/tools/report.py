@@ -33,6 +33,7 @@ from pathlib import Path
 from bench.tools.figures import SECTION, by_section, exempted, offenders
 from bench.tools.results import RESULTS_DIR, latest, read_rows
 from workbench.files import write_text
+from workbench.params import OneDefaultFormatter
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "benchmarks"  # one page per area, README.md the index
@@ -153,7 +154,7 @@ def list_figures(typed: dict[Path, dict]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=OneDefaultFormatter,
         prog="python -m bench.tools.report", description=__doc__.split("\n\n")[0])
     ap.add_argument("--doc", type=Path, action="append", metavar="PATH", default=argparse.SUPPRESS,
                     help="a markdown page with results markers, or a folder of them (its *.md); repeatable "

@@ -5,8 +5,8 @@
 
 Reads the ``stage,status,seconds`` table ``python -m workbench.repro`` writes (every stage must have run: a table
 with skipped stages is not a fresh-clone repro) and appends rows to benchmarks/results/repro.jsonl, with the goals
-the issues set as the baselines (alignment stages <= 6 min: issue 21; sweep + fit <= 5 min and the whole DAG <= 12
-min: issue 19). ``--wall-s``: the clone-to-finish wall clock including the install, when measured.
+the issues set as the baselines (alignment stages <= 6 min; sweep + fit <= 5 min and the whole DAG <= 12 min).
+``--wall-s``: the clone-to-finish wall clock including the install, when measured.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from bench.tools.results import RESULTS_DIR, Result, record
+from workbench.params import OneDefaultFormatter
 
 ALIGNMENT = ("sft", "dpo", "grpo", "rft", "evaluate")
 GOALS_S = {"alignment_stages": 360.0, "sweep+fit": 300.0, "all_stages": 720.0}
@@ -48,7 +49,7 @@ def rows_of(times: dict[str, float], wall_s: float | None) -> list[Result]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=OneDefaultFormatter,
         prog="python -m bench.tools.repro_times", description=__doc__.split("\n\n")[0])
     ap.add_argument("--times", type=Path, default=Path("reports/stage_times.csv"),
                     help="the stage-time table make repro wrote")

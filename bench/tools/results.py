@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workbench.files import write_text
+from workbench.params import OneDefaultFormatter
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "benchmarks" / "results"
@@ -118,6 +119,18 @@ def module_exists(name: str) -> bool:
         return False
 
 
+def missing_modules(results_dir: Path = RESULTS_DIR) -> list[str]:
+    """``file:line: module`` for every row whose command names a module that does not exist."""
+    out = []
+    for path in sorted(Path(results_dir).glob("*.jsonl")):
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip():
+                for _, module in COMMAND_MODULE.findall(json.loads(line).get("command", "")):
+                    if not module_exists(module):
+                        out.append(f"{path.name}:{i}: {module}")
+    return out
+
+
 def record(area: str, results: list[Result], command: str, results_dir: Path | None = None, **meta) -> Path:
     """Append ``results`` as rows of ``<results_dir>/<area>.jsonl`` (atomically: the whole file is rewritten); the
     command names a module that exists (``runnable_command``).
@@ -187,7 +200,7 @@ def bench_parser(module: str, doc: str | None, area: str) -> argparse.ArgumentPa
     description, defaults shown in ``--help``, and the flags every benchmark has: ``--results-dir`` (where
     ``<area>.jsonl`` goes) and ``--no-record``."""
     parser = argparse.ArgumentParser(prog=f"python -m {module}", description=(doc or "").split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=OneDefaultFormatter)
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help=f"where the rows go, as {area}.jsonl")
     parser.add_argument("--no-record", action="store_true", help="print only")
     return parser

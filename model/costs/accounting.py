@@ -2,8 +2,8 @@
 
 Pure functions over a model shape (``ModelConfig``), a ``Hardware`` description and a ``Layout``
 (GPUs × tensor-parallel degree × ZeRO stage), so every number in docs/scaling-out.md comes from code
-(the memory half, ``Layout``, ``zero_model_state_bytes`` and ``activation_bytes``, lives in ``model.costs.memory``
-and is re-exported here):
+(the memory half, ``Layout``, ``zero_model_state_bytes`` and ``activation_bytes``, lives in ``model.costs.memory``,
+the hardware table in ``workbench.hardware``):
 
 * Model states per GPU — ZeRO (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training
   Trillion Parameter Models", §3 and Fig. 1): mixed-precision Adam keeps 2Ψ bf16 params, 2Ψ bf16

@@ -2,7 +2,7 @@
 
 torch starts one intra-op thread per core. Each matmul splits across all of them and waits for the slowest, so
 on 2 cores with another process busy on one, every op waits for a thread the scheduler runs only part of the time:
-the ``train`` stage fell from about 4 to 0.2 steps/s that way (issue 45). ``CpuThreads`` measures how many of
+the ``train`` stage fell from about 4 to 0.2 steps/s that way. ``CpuThreads`` measures how many of
 this process's cores the others keep busy (from ``/proc/stat``, less this process's own CPU time) and sets
 ``torch.set_num_threads`` to the cores left, at the start and again every ``interval_s`` as the load changes.
 ``bench.benchmarks.cpu_contention`` measures the policy against fixed thread counts.

@@ -3,7 +3,7 @@ cross-domain metrics (``evaluate``), the fastText file format and the real label
 train-classifier stage that joins them with the generated labels is ``pipeline.classify``.
 
 CS336 assignment 4's ``classify_quality``, ``classify_toxic_speech`` and ``classify_nsfw`` are importable from here
-(the import path they had before the split).
+(docs/architecture.md, "CS336's import paths").
 """
 
 from pipeline.classifiers.models import classify_nsfw, classify_quality, classify_toxic_speech

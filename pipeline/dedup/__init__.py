@@ -1,8 +1,8 @@
 """Exact and near-duplicate removal: MinHash, LSH banding and union-find (``minhash``) and the dedup stage
 (``stage``, ``python -m pipeline.dedup.stage``).
 
-CS336 assignment 4's ``exact_line_deduplication`` and ``minhash_deduplication`` are importable from here (the import
-path they had before the split).
+CS336 assignment 4's ``exact_line_deduplication`` and ``minhash_deduplication`` are importable from here
+(docs/architecture.md, "CS336's import paths").
 """
 
 import importlib

@@ -48,9 +48,6 @@ from pipeline.dedup.minhash import (
     verified_clusters,
 )
 from pipeline.dedup.records import DedupConfig, drop_seen_lines, sketch_all, stage_metrics, write_decided
-from pipeline.dedup.records import (
-    text_fingerprint as text_fingerprint,  # re-exported: its home before records.py
-)
 from pipeline.dedup.sharded import run_sharded
 from workbench.bad_input import InputIssues, require_readable, summary_note
 from workbench.documents import input_files, output_name, read_lines

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from scaling.laws import register
 from scaling.laws.base import Bound, Fitted, Law, LawError
 from scaling.laws.parametric import HUBER_DELTA, THETA_BOUNDS, ParametricLaw, fit_parametric
+from scaling.laws.registry import register
 from scaling.runs import Runs
 
 R_STAR_PUBLISHED = 15.39  # Muennighoff et al. 2023, R*_D
@@ -57,22 +57,28 @@ def _effective_and_slope(d: np.ndarray, u: np.ndarray, rho: float) -> tuple[np.n
     return eff, seen * r_star * (1.0 - decay - x * decay)  # R*·∂D'/∂R*
 
 
-def huber_objective(theta: np.ndarray, log_n: np.ndarray, d: np.ndarray, u: np.ndarray, log_loss: np.ndarray,
-                    delta: float = HUBER_DELTA) -> tuple[float, np.ndarray]:
-    """Σ Huber_δ(LSE(a − α ln N, b − β ln D', e) − ln L) and its gradient in θ = (a, b, e, α, β, ρ = ln R*)."""
-    a, b, e, alpha, beta, rho = theta
-    eff, slope = _effective_and_slope(d, u, rho)
-    log_eff = np.log(eff)
-    t_n, t_d = a - alpha * log_n, b - beta * log_eff
+def huber_lse(t_n: np.ndarray, t_d: np.ndarray, e, log_loss: np.ndarray, delta: float
+              ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """Σ Huber_δ(LSE(t_n, t_d, e) − ln L), and Huber'(r) times each term's softmax weight (∂LSE/∂term): the parts
+    of the gradient (a stable log-sum-exp, written out)."""
     top = np.maximum(np.maximum(t_n, t_d), e)
     w_n, w_d, w_e = np.exp(t_n - top), np.exp(t_d - top), np.exp(e - top)
     total = w_n + w_d + w_e
     r = top + np.log(total) - log_loss
     value = np.where(np.abs(r) <= delta, 0.5 * r * r, delta * (np.abs(r) - 0.5 * delta)).sum()
     psi = np.clip(r, -delta, delta)
-    s_n, s_d, s_e = psi * w_n / total, psi * w_d / total, psi * w_e / total
+    return float(value), psi * w_n / total, psi * w_d / total, psi * w_e / total
+
+
+def huber_objective(theta: np.ndarray, log_n: np.ndarray, d: np.ndarray, u: np.ndarray, log_loss: np.ndarray,
+                    delta: float = HUBER_DELTA) -> tuple[float, np.ndarray]:
+    """Σ Huber_δ(LSE(a − α ln N, b − β ln D', e) − ln L) and its gradient in θ = (a, b, e, α, β, ρ = ln R*)."""
+    a, b, e, alpha, beta, rho = theta
+    eff, slope = _effective_and_slope(d, u, rho)
+    log_eff = np.log(eff)
+    value, s_n, s_d, s_e = huber_lse(a - alpha * log_n, b - beta * log_eff, e, log_loss, delta)
     grad = np.array([s_n.sum(), s_d.sum(), s_e.sum(), -s_n @ log_n, -s_d @ log_eff, -beta * (s_d @ (slope / eff))])
-    return float(value), grad
+    return value, grad
 
 
 def _polish(init: np.ndarray, data: tuple, gtol: float) -> tuple[np.ndarray, float]:

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize_scalar, nnls
 
-from scaling.laws import register
 from scaling.laws.base import Bound, Fitted, Law
+from scaling.laws.registry import register
 from scaling.runs import Runs
 
 ETA_BOUNDS = (0.005, 1.5)  # η = α/2: Chinchilla's exponents α, β ∈ (0.01, 3)

@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from scaling.laws import register
 from scaling.laws.base import Bound, Fitted, Law, LawError
+from scaling.laws.registry import register
 from scaling.runs import Runs
 
 GAMMA_BOUNDS = (1e-3, 3.0)  # the exponent of L_opt(C): searched on a grid over this range, then refined inside it

@@ -4,8 +4,8 @@ needs no parabola to be right, only the sizes to bracket the optimum (the same b
 
 from __future__ import annotations
 
-from scaling.laws import register
 from scaling.laws.isoflop import IsoflopParabola
+from scaling.laws.registry import register
 
 
 @register

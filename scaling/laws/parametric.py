@@ -20,8 +20,8 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
-from scaling.laws import register
 from scaling.laws.base import Bound, Fitted, Law
+from scaling.laws.registry import register
 from scaling.runs import Runs
 
 HUBER_DELTA = 1e-3

@@ -7,22 +7,11 @@ import random
 import pytest
 
 from model.core.config import ModelConfig
-from model.costs.accounting import (
-    HARDWARE,
-    Hardware,
-    Layout,
-    activation_bytes,
-    compute_seconds,
-    dp_comm_bytes,
-    get_hardware,
-    main,
-    scale_out_table,
-    step_estimate,
-    tp_comm_bytes,
-    zero_model_state_bytes,
-)
+from model.costs.accounting import compute_seconds, dp_comm_bytes, main, scale_out_table, step_estimate, tp_comm_bytes
+from model.costs.memory import Layout, activation_bytes, zero_model_state_bytes
 from model.costs.napkin import largest_model, memory_split, state_bytes_per_param, training_flops, training_seconds
 from model.costs.roofline import Matmul, block_matmuls, decode_batch_for_ridge, ridge_point, roofline_row
+from workbench.hardware import HARDWARE, Hardware, get_hardware
 
 GB = 1e9
 

@@ -28,6 +28,7 @@ from pipeline.dedup.minhash import (
     shingle_set,
     verified_clusters,
 )
+from pipeline.dedup.records import text_fingerprint
 from pipeline.dedup.stage import (
     TIMINGS,
     DedupConfig,
@@ -35,7 +36,6 @@ from pipeline.dedup.stage import (
     minhash_deduplication,
     near_duplicate_clusters,
     run_dedup,
-    text_fingerprint,
 )
 from pipeline.sample.text import EnglishProse
 from workbench.files import read_jsonl, write_jsonl

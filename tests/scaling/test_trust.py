@@ -113,7 +113,7 @@ def test_the_same_selection_from_the_project_folder_and_from_an_empty_one(tmp_pa
 # ---------------------------------------------------------------- a law is one file
 TOY_LAW = '''
 import numpy as np
-from scaling.laws import register
+from scaling.laws.registry import register
 from scaling.laws.base import Fitted, Law
 
 
