@@ -14,7 +14,6 @@ chosen; the table, the choice and one results row per run go to benchmarks/resul
 
 from __future__ import annotations
 
-import argparse
 import csv
 import itertools
 import multiprocessing
@@ -26,8 +25,7 @@ from pathlib import Path
 
 import torch  # also at the top so that the results rows' machine (bench.tools.results.machine) names the GPU
 
-from bench.tools.results import RESULTS_DIR, Result, record
-from workbench.params import OneDefaultFormatter
+from bench.tools.results import Result, bench_parser, finish
 
 STAGES = ("sft", "dpo", "grpo", "rft")
 
@@ -120,10 +118,7 @@ def choose(points: list[dict[str, str]], seeds: list[int], found) -> tuple[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        formatter_class=OneDefaultFormatter,
-        prog="python -m bench.experiments.alignment_tune", description=__doc__.split("\n\n")[0],
-        allow_abbrev=False)
+    ap = bench_parser("bench.experiments.alignment_tune", __doc__, "alignment_tune")
     ap.add_argument("--stage", choices=STAGES, required=True, help="the alignment stage whose settings are tuned")
     ap.add_argument("--grid", nargs="*", default=[], metavar="FLAG=V1,V2",
                     help="the stage's flags to vary (e.g. steps=800,1600 lr=2e-3,4e-3); one value: a fixed flag "
@@ -136,8 +131,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1),
                     help="runs in parallel processes")
     ap.add_argument("--out-dir", type=Path, default=Path("/tmp/align/tune"), help="folder for the runs")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the results rows go")
-    ap.add_argument("--no-record", action="store_true", help="print, do not append to the results file")
     args = ap.parse_args(argv)
     points = [{**p, **dict(kv.split("=", 1) for kv in args.set)} for p in parse_grid(args.grid)]
     found = run_grid(args.stage, points, args.seeds, args.out_dir, args.params, args.model_template, args.workers)
@@ -150,13 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chosen: {best} (best mean validation accuracy)")
     rows = [Result(f"{args.stage}/{r.name}", r.metric, r.value, repeats=r.repeats, min=r.min, max=r.max,
                    extra={**r.extra, "chosen": r.name.split("/")[0] == best}) for r in rows]
-    if not args.no_record:
-        command = f"python -m bench.experiments.alignment_tune --stage {args.stage} --grid {' '.join(args.grid)} " \
-                  f"--seeds {' '.join(map(str, args.seeds))}"
-        if args.model_template:
-            command += f" --model-template {args.model_template}"
-        print(f"wrote {record('alignment_tune', rows, command, args.results_dir)}")
-    return 0
+    command = f"python -m bench.experiments.alignment_tune --stage {args.stage} --grid {' '.join(args.grid)} " \
+              f"--seeds {' '.join(map(str, args.seeds))}"
+    if args.model_template:
+        command += f" --model-template {args.model_template}"
+    return finish("alignment_tune", rows, args, command, show=False)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ docs/benchmarks/pipeline.md (its decision log) explains each step; this prints a
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import logging
 import pstats
@@ -26,10 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.benchmarks.extract import DEFAULT_WEB, HALVES, _trafilatura, eval_half, load_eval_pages
-from bench.tools.results import RESULTS_DIR, Result, record
+from bench.tools.results import Result, bench_parser, finish
 from pipeline.web.extract import decode_html, extract_text, main_text
 from pipeline.web.extract_cascade import MIN_CHARS, MIN_PAGE_SHARE, prune_html
-from workbench.params import OneDefaultFormatter
 
 AREA = "extract_explore"
 KEPT_BAR = 0.933  # the quality bar for kept content (and dropped >= 0.900)
@@ -214,16 +212,11 @@ def tried_rows(runs: list[PageRun]) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        formatter_class=OneDefaultFormatter,
-        prog="python -m bench.experiments.extract_explore", description=__doc__.split("\n\n")[0])
+    parser = bench_parser("bench.experiments.extract_explore", __doc__, AREA)
     parser.add_argument("--web-dir", type=Path, default=DEFAULT_WEB,
                         help="folder with trafilatura-pages-*.warc.gz and trafilatura-evaldata.json")
     parser.add_argument("--only", nargs="*", choices=PARTS, help="run only these parts (default: all)")
     parser.add_argument("--limit", type=int, help="only the first N pages (a smoke run; not recorded)")
-    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
-                        help=f"where the rows go, as {AREA}.jsonl (default: %(default)s)")
-    parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args(argv)
     if not (args.web_dir / "trafilatura-evaldata.json").is_file():
         print(f"error: {args.web_dir}/trafilatura-evaldata.json not found")
@@ -243,10 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{r.name:<66}{r.metric:<20}{r.value:>10}  {r.unit}" + (f"  (vs {r.baseline_value})" if r.baseline
                                                                      else ""))
-    if not args.no_record and args.limit is None:
-        command = "python -m bench.experiments.extract_explore" + (f" --only {' '.join(parts)}" if args.only else "")
-        print(f"rows appended to {record(AREA, rows, command, args.results_dir)}")
-    return 0
+    command = "python -m bench.experiments.extract_explore" + (f" --only {' '.join(parts)}" if args.only else "")
+    return finish(AREA, rows, args, command, show=False, record_rows=not args.no_record and args.limit is None)
 
 
 if __name__ == "__main__":

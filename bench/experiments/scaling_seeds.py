@@ -21,7 +21,6 @@ what `make repro` reports; ``extra`` has the error against every `train` seed).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import subprocess
 import sys
@@ -31,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from bench.benchmarks.scaling import seed_sweep_results
-from bench.tools.results import RESULTS_DIR, Result, record
+from bench.tools.results import Result, bench_parser, finish
 from model.train import evaluate
 from model.training.checkpoint import load_model
 from model.training.data import load_tokens
@@ -40,7 +39,7 @@ from scaling.data import load_many, load_results, load_summary_holdout, sweep_co
 from scaling.fit import FitConfig
 from scaling.predict import fit_and_predict
 from scaling.sweep import sweep_section
-from workbench.params import OneDefaultFormatter, read_params
+from workbench.params import read_params
 
 AREA = "scaling_seeds"
 
@@ -181,15 +180,11 @@ def noise_rows(paths: dict[int, Path], summaries: dict[int, Path], data: str, co
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        formatter_class=OneDefaultFormatter,
-        prog="python -m bench.experiments.scaling_seeds", description=__doc__.split("\n\n")[0])
+    ap = bench_parser("bench.experiments.scaling_seeds", __doc__, AREA)
     ap.add_argument("--params", default="params.yaml", help="params file of the sweep, fit and train sections")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="sweep and train seeds (first: the "
                                                                              "pipeline's own)")
     ap.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples per fit")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the results rows go")
-    ap.add_argument("--no-record", action="store_true", help="print only")
     args = ap.parse_args(argv)
     params = read_params(args.params)  # a profile merged onto its base
     own = sweep_section(args.params)["train"].get("seed", 0)
@@ -218,10 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += left_out_budget_rows(f"sweep seed {s}", path, cfg)
     for r in rows:
         print(f"{r.name:<30}{r.metric:<34}{r.value:>10.4g}  {r.unit}")
-    if not args.no_record:
-        command = "python -m bench.experiments.scaling_seeds --seeds " + " ".join(map(str, args.seeds))
-        print(f"recorded {len(rows)} rows in {record(AREA, rows, command, args.results_dir)}")
-    return 0
+    command = "python -m bench.experiments.scaling_seeds --seeds " + " ".join(map(str, args.seeds))
+    return finish(AREA, rows, args, command, show=False)
 
 
 if __name__ == "__main__":

@@ -11,13 +11,11 @@ the issues set as the baselines (alignment stages <= 6 min; sweep + fit <= 5 min
 
 from __future__ import annotations
 
-import argparse
 import csv
 import sys
 from pathlib import Path
 
-from bench.tools.results import RESULTS_DIR, Result, record
-from workbench.params import OneDefaultFormatter
+from bench.tools.results import Result, bench_parser, finish
 
 ALIGNMENT = ("sft", "dpo", "grpo", "rft", "evaluate")
 GOALS_S = {"alignment_stages": 360.0, "sweep+fit": 300.0, "all_stages": 720.0}
@@ -48,24 +46,18 @@ def rows_of(times: dict[str, float], wall_s: float | None) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        formatter_class=OneDefaultFormatter,
-        prog="python -m bench.tools.repro_times", description=__doc__.split("\n\n")[0])
+    ap = bench_parser("bench.tools.repro_times", __doc__, "repro")
     ap.add_argument("--times", type=Path, default=Path("reports/stage_times.csv"),
                     help="the stage-time table make repro wrote")
     ap.add_argument("--wall-s", type=float, help="clone-to-finish wall seconds, install included")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the results rows go")
-    ap.add_argument("--no-record", action="store_true", help="print only; write no results rows")
     args = ap.parse_args(argv)
     rows = rows_of(read_times(args.times), args.wall_s)
     for r in rows:
         goal = f"  (goal {r.baseline_value:.0f} s)" if r.baseline_value else ""
         print(f"{r.name:<36} {r.value:8.1f} s{goal}")
-    if not args.no_record:
-        command = "make repro (fresh clone); python -m bench.tools.repro_times" + \
-                  (f" --wall-s {args.wall_s:.0f}" if args.wall_s else "")
-        print(f"wrote {record('repro', rows, command, args.results_dir)}")
-    return 0
+    command = "make repro (fresh clone); python -m bench.tools.repro_times" + \
+              (f" --wall-s {args.wall_s:.0f}" if args.wall_s else "")
+    return finish("repro", rows, args, command, show=False)
 
 
 if __name__ == "__main__":

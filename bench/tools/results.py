@@ -92,8 +92,8 @@ def git_commit() -> str:
 
 @functools.cache
 def commit_at_start() -> str:
-    """The commit when this module was first imported, i.e. when the bench started: ``record`` runs at the end,
-    and a long bench must not stamp its rows with a commit made while it ran."""
+    """The commit when the bench started (``bench_parser`` asks first): ``record`` runs at the end, and a long bench
+    must not stamp its rows with a commit made while it ran."""
     return git_commit()
 
 
@@ -203,6 +203,7 @@ def bench_parser(module: str, doc: str | None, area: str) -> argparse.ArgumentPa
                                      formatter_class=OneDefaultFormatter)
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help=f"where the rows go, as {area}.jsonl")
     parser.add_argument("--no-record", action="store_true", help="print only")
+    commit_at_start()  # pinned now, at the bench's start
     return parser
 
 
@@ -225,4 +226,3 @@ def finish(area: str, results: list[Result], args: argparse.Namespace, command: 
     return 0
 
 
-commit_at_start()  # pinned at import: the start of the bench

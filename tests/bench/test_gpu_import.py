@@ -20,7 +20,8 @@ def test_import_keeps_the_summary_machine_and_date_and_reads_the_tables(tmp_path
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "run1-kernel_ops.log").write_text(LOG)
     summary = {"device": "NVIDIA H200", "torch": "2.11.0+cu130", "triton": "3.6.0", "parts": [
-        {"part": "kernel_ops", "status": "failed", "command": "/opt/venv/bin/python3 -m bench.kernel_ops --quick",
+        {"part": "kernel_ops", "status": "failed",
+         "command": "/opt/venv/bin/python3 -m bench.benchmarks.kernel_ops --quick",
          "numbers": {}},
         {"part": "ddp", "status": "ok", "command": "/opt/venv/bin/python3 -m model.train --parallel ddp",
          "numbers": {"val_loss": 7.8281, "tokens_per_s": 32525.2}},
@@ -37,7 +38,7 @@ def test_import_keeps_the_summary_machine_and_date_and_reads_the_tables(tmp_path
     fused = rows[("gpu_cross_entropy", "run1/8192x768_v=32768/fused", "peak_mib")]
     assert fused["value"] == 172 and fused["date"] == "2026-11-26"
     assert fused["machine"] == "NVIDIA H200 (torch 2.11.0+cu130, Triton 3.6.0)"
-    assert fused["command"] == "python -m bench.benchmarks.kernel_ops --quick"  # a summary from before the move
+    assert fused["command"] == "python -m bench.benchmarks.kernel_ops --quick"  # the interpreter's path as python
     assert rows[("gpu_cross_entropy", "run1/8192x768_v=32768/eager", "peak_mib")]["value"] == 3072
     assert rows[("gpu_cross_entropy", "run1/8192x768_v=32768/fused", "memory_saved")]["unit"] == "x"
     assert rows[("gpu_runs", "run1/ddp", "val_loss")]["value"] == 7.8281
