@@ -220,6 +220,7 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     ``cfg.engine`` picks how: ``single`` (here, in one process) or ``sharded`` (``pipeline/dedup/sharded.py``: tasks
     on ``executor``, default a local pool; the same outputs byte for byte, resumable per task).
     """
+    check_engine(cfg.engine, executor is not None and not isinstance(executor, LocalExecutor))
     files = input_files([inputs] if isinstance(inputs, (str, Path)) else list(inputs))
     out_dir = Path(out_dir)
     rejected_dir = Path(rejected_dir) if rejected_dir is not None else None
@@ -240,14 +241,18 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
         work = ledger.work(fresh=force, inputs=record.identities, outputs=names, shards=cfg.shards)
         metrics = run_sharded(files, out_dir, rejected_dir, names, cfg, work, executor)
     else:
-        if executor is not None and not isinstance(executor, LocalExecutor):
-            raise ValueError("dedup.engine single runs in this process; a ray/dask executor needs dedup.engine sharded")
         metrics = _run_single(files, out_dir, rejected_dir, names, cfg)
     write_stage_metrics(metrics_path, metrics, funnel_headline(metrics))
     record.write(metrics={k: v for k, v in metrics.items() if k not in TIMINGS})
     ledger.remove_work()  # the sharded engine's tasks, once the record holds
     require_readable(metrics, len(files))
     return metrics
+
+
+def check_engine(engine: str, on_a_cluster: bool) -> None:
+    """The single engine runs in this process: on a ray/dask executor, a ValueError naming the sharded one."""
+    if engine == "single" and on_a_cluster:
+        raise ValueError("dedup.engine single runs in this process; a ray/dask executor needs dedup.engine sharded")
 
 
 def _decide(i: int, exact_of: list[int], roots: list[int], size: Counter, ids: list[str]) -> dict | None:
@@ -281,8 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "inputs", "out_dir", "rejected_dir")
     cfg = config_from_args(DedupConfig, args, "dedup")
-    if cfg.engine == "single" and (args.executor != "local" or args.address):
-        raise ValueError("dedup.engine single runs in one process; --executor ray/dask needs --engine sharded")
+    check_engine(cfg.engine, args.executor != "local" or bool(args.address))  # before a cluster starts
     with make_executor(args.executor, cfg.workers, args.address, args.task_timeout_s) as executor:
         m = run_dedup([Path(p) for p in paths(args.inputs)], Path(args.out_dir), optional_path(args.metrics), cfg,
                       rejected_dir=Path(args.rejected_dir), force=args.force, executor=executor)
