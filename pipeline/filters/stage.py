@@ -224,10 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
 def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "inputs", "out_dir", "rejected_dir")
     cfg = config_from_args(FilterConfig, args, params_only=section)
-    build_steps(cfg)  # bad settings or a missing model: fail before a cluster starts
+    # the stage builds the steps: bad settings or a missing model fail here, before a cluster starts
+    stage = FilterStage(input_files([Path(p) for p in paths(args.inputs)]), Path(args.out_dir),
+                        Path(args.rejected_dir), cfg, args.force)
     with make_executor(args.executor, cfg.workers, args.address, args.task_timeout_s) as executor:
-        m = run_filter([Path(p) for p in paths(args.inputs)], Path(args.out_dir), Path(args.rejected_dir),
-                       optional_path(args.metrics), cfg, executor, force=args.force)
+        m = stage.run(executor, optional_path(args.metrics))
     return (f"filter: {m['docs_in']} -> {m['docs_out']} documents in {args.out_dir} ({m['docs_per_s']} docs/s); "
             f"drops {m['drops']}{summary_note(m)}")
 
