@@ -76,12 +76,17 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message}{hint} ({self.prog} --help lists the flags)\n")
 
 
+def says_its_default(help_text: str | None) -> bool:
+    """The help text already says what its default means ("(default: the cores left free)"): no "(default: None)"
+    follows it."""
+    return "(default" in (help_text or "")
+
+
 class OneDefaultFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Help that shows each flag's default once: a help text that already says what its default means
-    ("(default: the cores left free)") is not followed by "(default: None)"."""
+    """Help that shows each flag's default once (``says_its_default``)."""
 
     def _get_help_string(self, action):
-        return action.help if "(default" in (action.help or "") else super()._get_help_string(action)
+        return action.help if says_its_default(action.help) else super()._get_help_string(action)
 
 
 class ParamsError(ValueError):
@@ -168,22 +173,33 @@ def read_layers(path: str | Path = DEFAULT_PARAMS) -> list[tuple[Path, dict[str,
             raise ParamsError(f"{layers[0][0]}: base: {base} does not exist ({path})")
 
 
-def read_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
-    """The whole params file as a mapping, a profile merged onto its base; {} for ``none`` and for the default
-    params.yaml where there is none (the built-in defaults). A file given that does not exist is a ParamsError
-    naming the nearest one beside it."""
+def params_layers(path: str | Path = DEFAULT_PARAMS) -> list[tuple[Path, dict[str, Any]]]:
+    """``read_layers``; none for ``none`` and for the default params.yaml where there is none (the built-in
+    defaults). A file given that does not exist is a ParamsError naming the nearest one beside it."""
     if str(path).lower() == NO_PARAMS:
-        return {}
+        return []
     if not Path(path).exists():
         if Path(path) == DEFAULT_PARAMS:
-            return {}
+            return []
         beside = [p.name for p in Path(path).parent.glob("*.y*ml")] if Path(path).parent.is_dir() else []
         raise ParamsError(f"{path}: no such params file{nearest(Path(path).name, beside)}; --params none runs on the "
                           "built-in defaults")
-    (_, merged), *profiles = read_layers(path)  # the base file as written: its own nulls are values
+    return read_layers(path)
+
+
+def merge_layers(layers: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+    """The layers as one mapping, each profile overlaid on its base ({} for none)."""
+    if not layers:
+        return {}
+    (_, merged), *profiles = layers  # the base file as written: its own nulls are values
     for _, data in profiles:
         merged = overlay(merged, data)
     return merged
+
+
+def read_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
+    """The whole params file as a mapping, a profile merged onto its base (``params_layers``, ``merge_layers``)."""
+    return merge_layers(params_layers(path))
 
 
 # The sections a params file may have, one per command that reads one (workbench.config names each one's CLI).
@@ -202,8 +218,9 @@ def load_section(section: str, path: str | Path = DEFAULT_PARAMS, known: Iterabl
     for a nested dataclass's fields, or a dataclass), a key outside it is a ParamsError naming the key, the section
     and the file. A section the file has beside it that no command reads (``SECTIONS``) is a ParamsError naming the
     nearest section, so a mistyped ``trian:`` is not silently ignored."""
-    check_sections(path, section)
-    params = read_params(path)
+    layers = params_layers(path)
+    check_sections(layers, section)
+    params = merge_layers(layers)
     values = _mapping(params, section, path)
     names = (set(field_names(known)) if isinstance(known, type) else set(known)) if known is not None else None
     if section in SECTION_BASES:
@@ -217,12 +234,10 @@ def load_section(section: str, path: str | Path = DEFAULT_PARAMS, known: Iterabl
     return dict(values)
 
 
-def check_sections(path: str | Path, section: str) -> None:
+def check_sections(layers: list[tuple[Path, dict[str, Any]]], section: str) -> None:
     """A ParamsError naming the file (a profile or its base) and the first section no command reads."""
-    if str(path).lower() == NO_PARAMS or not Path(path).exists():
-        return
     known = (*SECTIONS, section)
-    for file, data in read_layers(path):
+    for file, data in layers:
         unknown = [key for key in data if key not in known]
         if unknown:
             raise ParamsError(f"{file}: unknown section {unknown[0]!r}{nearest(unknown[0], known)}", unknown)
@@ -337,8 +352,7 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, bool_swi
         kind = f.metadata.get("parse", kind)
         text = f.metadata.get("help") or f.name.replace("_", " ")
         flag = "--" + prefix + f.name.replace("_", "-")
-        # a help text that says what its default means is not followed by "(default: None)"
-        help_text = text if "(default" in text else f"{text} (default: %(default)s)"
+        help_text = text if says_its_default(text) else f"{text} (default: %(default)s)"
         choices = f.metadata.get("choices")
         if f.metadata.get("positional"):
             action = parser.add_argument(dest, type=kind, nargs=nargs or "?", default=default, choices=choices,

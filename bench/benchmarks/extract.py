@@ -140,9 +140,10 @@ def measure(extractors: dict, pages, repeats: int) -> tuple[dict[str, list[str]]
 
 
 def bench_extract(web_dir: Path = DEFAULT_WEB, only: list[str] | None = None, repeats: int = 1,
-                  tried: bool = False, limit: int | None = None) -> list[dict]:
+                  tried: bool = False, limit: int | None = None, pages=None) -> list[dict]:
+    """The rows of each extractor on the evaluation pages (``pages``: ``load_eval_pages``'s, when already read)."""
     logging.getLogger("trafilatura").setLevel(logging.CRITICAL)
-    pages = load_eval_pages(web_dir)[0][:limit]
+    pages = (pages if pages is not None else load_eval_pages(web_dir)[0])[:limit]
     extractors = {**EXTRACTORS, **(TRIED if tried else {})}
     extractors = {n: fn for n, fn in extractors.items() if not only or n in only or n == BASELINE}
     texts, seconds = measure(extractors, pages, repeats)
@@ -214,7 +215,8 @@ def distilled_profile(pages, repeats: int) -> list[Result]:
             t1 = time.perf_counter()
             page = page_blocks(text) if text else None
             t2 = time.perf_counter()
-            x = (features(page), containers(page)) if page and page.texts else None
+            groups = containers(page) if page and page.texts else None
+            x = (features(page, groups), groups) if groups is not None else None
             t3 = time.perf_counter()
             p = keep_probabilities(model, *x) if x is not None else None
             t4 = time.perf_counter()
@@ -246,10 +248,17 @@ def load_scrapinghub(root: Path):
     return truth, html, module.evaluate
 
 
-SCRAPINGHUB_EXTRACTORS = {  # the pages are decoded text; plain trafilatura as the benchmark's run_trafilatura.py
+def _scrapinghub_trafilatura(html: str, charset: str | None) -> str | None:
+    """Plain trafilatura as the benchmark's own extractors/run_trafilatura.py calls it."""
+    import trafilatura
+
+    return trafilatura.extract(html, include_comments=False)
+
+
+SCRAPINGHUB_EXTRACTORS = {  # the pages are decoded text
     BASELINE: lambda html, cs: main_text(html, "trafilatura"),
     "ours (distilled)": lambda html, cs: main_text(html, "distilled"),
-    "plain trafilatura": lambda html, cs: __import__("trafilatura").extract(html, include_comments=False),
+    "plain trafilatura": _scrapinghub_trafilatura,
 }
 
 
@@ -362,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
             stage_rows += bench_stage([args.sample], args.repeats, label=" (sample)")
         command = f"python -m bench.benchmarks.extract --stage --repeats {args.repeats}"
         return finish("extract", stage_rows, args, command)
-    rows = bench_extract(args.web_dir, repeats=args.repeats, tried=not args.no_tried, limit=args.limit)
+    pages = load_eval_pages(args.web_dir)[0]
+    rows = bench_extract(args.web_dir, repeats=args.repeats, tried=not args.no_tried, limit=args.limit, pages=pages)
     print(format_rows(rows))
     if args.plot:
         plot_frontier(rows, args.plot)
@@ -371,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results = results_rows(rows)
     if "ours (distilled)" in {r["impl"] for r in rows}:
-        results += distilled_profile(load_eval_pages(args.web_dir)[0], args.repeats)
+        results += distilled_profile(pages, args.repeats)
     return finish("extract", results, args, f"python -m bench.benchmarks.extract --repeats {args.repeats}")
 
 

@@ -284,8 +284,9 @@ def _container_columns(group: np.ndarray, chars: np.ndarray, link_chars: np.ndar
     return [np.log1p(total)[group], (links / total)[group], np.log1p(blocks)[group], (total / chars.sum())[group]]
 
 
-def features(page: Page) -> np.ndarray:
-    """One row per block (``FEATURE_NAMES``), float32."""
+def features(page: Page, groups: np.ndarray | None = None) -> np.ndarray:
+    """One row per block (``FEATURE_NAMES``), float32; ``groups``: the page's ``containers`` when the caller has
+    them (the second forest reads them too)."""
     n = len(page.texts)
     if not n:
         return np.zeros((0, N_FEATURES), dtype=np.float32)
@@ -308,6 +309,7 @@ def features(page: Page) -> np.ndarray:
         np.full((n, 1), math.log1p(n)), prev_c[:, None], prev_l[:, None], next_c[:, None], next_l[:, None],
         window_c[:, None], window_l[:, None], (chars / chars.sum())[:, None],
     ]
-    groups, link_chars = containers(page), np.array(page.link_chars, dtype=np.float64)
+    groups = containers(page) if groups is None else groups
+    link_chars = np.array(page.link_chars, dtype=np.float64)
     columns += [c[:, None] for level in (0, 1) for c in _container_columns(groups[:, level], chars, link_chars)]
     return np.hstack(columns).astype(np.float32)

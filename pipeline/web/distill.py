@@ -31,7 +31,14 @@ from tqdm import tqdm
 
 from pipeline.web import blocks
 from pipeline.web.blocks import FEATURE_NAMES, containers, features, page_blocks
-from pipeline.web.distilled import CONTEXT_NAMES, MODEL_PATH, context_features, unsure_share
+from pipeline.web.distilled import (
+    CONTEXT_NAMES,
+    MODEL_PATH,
+    Model,
+    context_features,
+    keep_probabilities,
+    unsure_share,
+)
 from pipeline.web.trees import fit
 from workbench.files import atomic_path, file_sha256, write_json
 from workbench.params import parse_config, setting
@@ -92,14 +99,14 @@ def input_files(inputs: tuple[str, ...]) -> list[Path]:
     return files
 
 
-def labelled(path: Path, skip: set[str], work_dir: Path) -> dict:
+def labelled(path: Path, sha256: str, skip: set[str], work_dir: Path) -> dict:
     """The labelled pages of one WARC file: features ``x``, labels ``y``, the page of each block ``page``, its
     characters ``chars`` and each page's ``url``; cached by the file's SHA-256 and the features."""
     from pipeline.web.extract import decode_html, main_text
     from pipeline.web.warc import iter_payloads
 
     code = file_sha256(blocks.__file__) + file_sha256(__file__)  # the features and fields as computed now
-    key = hashlib.sha256(f"{file_sha256(path)} {code} {sorted(skip)}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{sha256} {code} {sorted(skip)}".encode()).hexdigest()[:16]
     cache = work_dir / f"{path.name}.{key}.npz"
     if cache.is_file():
         with np.load(cache, allow_pickle=False) as data:
@@ -113,8 +120,8 @@ def labelled(path: Path, skip: set[str], work_dir: Path) -> dict:
         if not page.texts:
             continue
         teacher = main_text(html, "trafilatura") or ""
-        xs.append(features(page))
         groups.append(containers(page))
+        xs.append(features(page, groups[-1]))
         ys.append(label_blocks(page.texts, teacher))
         pages.append(np.full(len(page.texts), len(urls)))
         chars.append(np.array([len(t) for t in page.texts]))
@@ -135,8 +142,9 @@ def gather(cfg: DistillConfig) -> tuple[dict, list[dict]]:
         skip = {url for url in json.loads(Path(cfg.holdout).read_text(encoding="utf-8")) if eval_half(url) == "test"}
     parts, sources = [], []
     for path in tqdm(input_files(cfg.inputs), desc="distill: label", unit="file", file=sys.stderr):
-        part = labelled(path, skip, Path(cfg.work_dir))
-        sources.append({"file": path.name, "sha256": file_sha256(path), "pages": int(len(part["url"])),
+        sha256 = file_sha256(path)
+        part = labelled(path, sha256, skip, Path(cfg.work_dir))
+        sources.append({"file": path.name, "sha256": sha256, "pages": int(len(part["url"])),
                         "blocks": int(len(part["y"]))})
         parts.append(part)
     offset, joined = 0, {k: [] for k in ("x", "y", "page", "chars", "url", "groups")}
@@ -195,8 +203,8 @@ def distill(cfg: DistillConfig) -> dict:
     context_x = np.vstack([context_features(x[a:b], out_of_fold[a:b], groups[a:b]) for a, b in spans])
     context = fit(context_x[train], y[train], **knobs)
     tuned = [int(i) for i in np.flatnonzero(tune_page)]
-    p_tune = {i: context.predict(context_features(x[a:b], blocks.predict(x[a:b]), groups[a:b]))
-              for i, (a, b) in ((i, spans[i]) for i in tuned)}
+    forests = Model(blocks, context, threshold=0.5, fallback_above=1.0, provenance={})  # the cuts come next
+    p_tune = {i: keep_probabilities(forests, x[a:b], groups[a:b]) for i, (a, b) in ((i, spans[i]) for i in tuned)}
     shares = sorted(unsure_share(p_tune[i], chars[slice(*spans[i])]) for i in tuned)
     fallback_above = float(np.quantile(shares, 1 - cfg.fallback_share)) if shares else 1.0
     p_all = np.concatenate([p_tune[i] for i in tuned]) if tuned else np.zeros(0)

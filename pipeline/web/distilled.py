@@ -98,4 +98,5 @@ def distilled_text(html: str, model: Model | None = None) -> tuple[str, bool]:
     page = page_blocks(html)
     if not page.texts:
         return "", True
-    return kept_text(model, page, keep_probabilities(model, features(page), containers(page)))
+    groups = containers(page)
+    return kept_text(model, page, keep_probabilities(model, features(page, groups), groups))
