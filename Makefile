@@ -39,8 +39,9 @@ lint: $(STAMP)
 	$(RUN) python -m workbench.dvc_deps --check --dvc-yaml recipes/dvc.yaml
 	$(RUN) python -m workbench.import_names
 
-# the tokenizer's pure-Python reference, which runs where the compiled core (tokenizer/csrc) could not be built
-FALLBACK_TESTS := tests/tokenizer/test_native.py tests/tokenizer/test_encoder.py tests/tokenizer/test_bpe.py
+# the pure-Python references, which run where the compiled cores (tokenizer/csrc, pipeline/web/csrc) could not be built
+FALLBACK_TESTS := tests/tokenizer/test_native.py tests/tokenizer/test_encoder.py tests/tokenizer/test_bpe.py \
+	tests/pipeline/test_blocks_native.py tests/pipeline/test_distilled.py
 
 test: lint
 	$(RUN) python -m pytest $(PYTEST_ARGS)
@@ -68,9 +69,9 @@ compile-check: $(STAMP)
 gpu-check:
 	$(PYTHON) -m bench.tools.gpu_check $(GPU_CHECK_ARGS)
 
-# setup.py builds the compiled tokenizer core from tokenizer/csrc during the editable install. Every install is held
+# setup.py builds the compiled cores (tokenizer/csrc, pipeline/web/csrc) during the editable install. Every install is held
 # to the lock (-c); the build runs in the venv (--no-build-isolation) so its setuptools is the locked one too.
-$(STAMP): pyproject.toml $(LOCK) setup.py $(wildcard tokenizer/csrc/*.c tokenizer/csrc/*.h)
+$(STAMP): pyproject.toml $(LOCK) setup.py $(wildcard tokenizer/csrc/*.c tokenizer/csrc/*.h pipeline/web/csrc/*.c)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -c $(LOCK) pip setuptools wheel uv
 	$(BIN)/python -m pip install --quiet --no-build-isolation -c $(LOCK) -e '.[all]'

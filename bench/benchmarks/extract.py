@@ -201,7 +201,7 @@ def bench_stage(warcs: list[Path], repeats: int = 2, extractors=("distilled", "c
 def distilled_profile(pages, repeats: int) -> list[Result]:
     """Where the distilled extractor's time goes, page by page (decode, parse and walk, features, the trees, the
     trafilatura fallback), the median of ``repeats`` passes; and the share of pages that fall back."""
-    from pipeline.web.blocks import containers, features, page_blocks
+    from pipeline.web.blocks import features, page_blocks
     from pipeline.web.distilled import keep_probabilities, kept_text, load_model
 
     model = load_model()
@@ -215,8 +215,7 @@ def distilled_profile(pages, repeats: int) -> list[Result]:
             t1 = time.perf_counter()
             page = page_blocks(text) if text else None
             t2 = time.perf_counter()
-            groups = containers(page) if page and page.texts else None
-            x = (features(page, groups), groups) if groups is not None else None
+            x = features(page) if page and page.texts else None
             t3 = time.perf_counter()
             p = keep_probabilities(model, *x) if x is not None else None
             t4 = time.perf_counter()

@@ -30,7 +30,7 @@ import numpy as np
 from tqdm import tqdm
 
 from pipeline.web import blocks
-from pipeline.web.blocks import FEATURE_NAMES, containers, features, page_blocks
+from pipeline.web.blocks import FEATURE_NAMES, features, page_blocks
 from pipeline.web.distilled import (
     CONTEXT_NAMES,
     MODEL_PATH,
@@ -120,8 +120,9 @@ def labelled(path: Path, sha256: str, skip: set[str], work_dir: Path) -> dict:
         if not page.texts:
             continue
         teacher = main_text(html, "trafilatura") or ""
-        groups.append(containers(page))
-        xs.append(features(page, groups[-1]))
+        x, page_groups = features(page)
+        xs.append(x)
+        groups.append(page_groups)
         ys.append(label_blocks(page.texts, teacher))
         pages.append(np.full(len(page.texts), len(urls)))
         chars.append(np.array([len(t) for t in page.texts]))

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.web.blocks import FEATURE_NAMES, Page, container_mean, containers, features, page_blocks, window_mean
+from pipeline.web.blocks import FEATURE_NAMES, Page, container_mean, features, page_blocks, window_mean
 from pipeline.web.extract_cascade import MIN_CHARS
+from pipeline.web.native import NATIVE
 from pipeline.web.trees import Forest
 
 MODEL_PATH = Path(__file__).with_name("distilled_model.json")
@@ -61,7 +62,19 @@ def load_model(path: str | Path = MODEL_PATH) -> Model:
 def context_features(x: np.ndarray, p: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """``x`` with the first forest's probabilities around each block (``CONTEXT_NAMES``) appended: before and after
     it, in a window of five, on the page, its own, and its containers' (``groups``, ``blocks.containers``; means
-    weighted by characters, since a container holding the main text holds it in its long blocks)."""
+    weighted by characters, since a container holding the main text holds it in its long blocks). The compiled
+    core's, or ``context_features_reference``'s where it is not built."""
+    n = len(p)
+    if NATIVE is None or not n:
+        return context_features_reference(x, p, groups)
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    rows = NATIVE.context_features(x, n, x.shape[1], np.ascontiguousarray(p, dtype=np.float64),
+                                   np.ascontiguousarray(groups, dtype=np.int64), FEATURE_NAMES.index("log_chars"))
+    return np.frombuffer(rows, dtype=np.float32).reshape(n, x.shape[1] + len(CONTEXT_NAMES))
+
+
+def context_features_reference(x: np.ndarray, p: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """``context_features`` in NumPy."""
     n = len(p)
     prev = np.concatenate([[0.0], p[:-1]])
     after = np.concatenate([p[1:], [0.0]])
@@ -98,5 +111,4 @@ def distilled_text(html: str, model: Model | None = None) -> tuple[str, bool]:
     page = page_blocks(html)
     if not page.texts:
         return "", True
-    groups = containers(page)
-    return kept_text(model, page, keep_probabilities(model, features(page, groups), groups))
+    return kept_text(model, page, keep_probabilities(model, *features(page)))

@@ -42,7 +42,7 @@ def test_a_page_is_cut_into_blocks_in_document_order_with_their_context():
     assert blocks.link_chars[0] == len("HomeNewsAbout us")  # every word of it inside a link
     assert blocks.landmarks[-2] & LANDMARK_BIT["article"] and blocks.link_chars[-2] == 0
     assert blocks.texts[-1].startswith("Copyright") and blocks.landmarks[-1] & LANDMARK_BIT["footer"]
-    assert features(blocks).shape == (len(blocks.texts), len(FEATURE_NAMES))
+    assert features(blocks)[0].shape == (len(blocks.texts), len(FEATURE_NAMES))
 
 
 def test_inline_elements_join_as_written_and_blocks_know_their_containers():
@@ -63,7 +63,8 @@ def test_container_features_and_context_equal_a_naive_sum_over_each_container():
                   link_chars=[int(k) for k in rng.integers(0, 5, n)], tags=[0] * n, landmarks=[0] * n,
                   keywords=[0] * n, depths=[1] * n, links=[0] * n, parents=rng.integers(3, 9, n).tolist(),
                   grandparents=rng.integers(1, 3, n).tolist())
-    x, groups = features(blocks), containers(blocks)
+    x, groups = features(blocks)
+    assert groups.tolist() == containers(blocks).tolist()
     p = rng.random(n)
     context = context_features(x, p, groups)
     chars = [len(t) for t in blocks.texts]
