@@ -9,12 +9,21 @@ Pages of ``--holdout`` (an evaluation file such as trafilatura's evaldata.json) 
 Then, by a fixed hash of each page's URL, a fifth of the pages is set aside to tune: the first forest is fitted on
 the rest, the second on the rest with the first's probabilities from two folds (out of fold, so it learns how far to
 trust them), and the fallback rule's cut is the unsure share above which the ``--fallback-share`` least sure tuned
-pages go to trafilatura. A block is kept when P(trafilatura keeps it) > ``--threshold`` (0.5: the decision that
-agrees with the teacher most often when the probabilities are calibrated; ``none`` picks it on the tuned pages).
-The agreement with trafilatura on the tuned pages (characters of kept and dropped blocks) and the labels' log loss
-go into the model's provenance. Writes ``--weights`` (pipeline/web/distilled_model.json): the same inputs and
-settings give the same bytes. Labelled pages are cached per input file (by its SHA-256) in ``--work-dir``: a killed
-run goes on from the files it finished.
+pages go to trafilatura. That share is counted on crawled pages: a generated crawl (``python -m pipeline.sample``)
+teaches the trees its page types, but its templated pages are surer than a crawl's and would move the cut. A block
+is kept when P(trafilatura keeps it) > ``--threshold`` (0.5: the decision that agrees with the teacher most often
+when the probabilities are calibrated; ``none`` picks it on the tuned pages). The agreement with trafilatura on the
+tuned pages (characters of kept and dropped blocks) and the labels' log loss go into the model's provenance. Writes
+``--weights`` (pipeline/web/distilled_model.json): the same inputs and settings give the same bytes. Labelled pages
+are cached per input file (by its SHA-256) in ``--work-dir``: a killed run goes on from the files it finished.
+
+The shipped weights are the default settings on ../shared/data/web's WARCs and a generated crawl of another seed
+than the pipeline's sample (its pages, not its page types, are new):
+
+    python -m pipeline.sample --params none --pages 1000 --seed 1 --out data/distill/sample-seed1.warc.gz \
+        --manifest data/distill/sample-seed1.jsonl
+    python -m pipeline.web.distill ../shared/data/web data/distill/sample-seed1.warc.gz \
+        --holdout ../shared/data/web/trafilatura-evaldata.json
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from pipeline.web.distilled import (
     unsure_share,
 )
 from pipeline.web.trees import fit
+from pipeline.web.warc import is_generated_crawl, iter_payloads
 from workbench.files import atomic_path, file_sha256, write_json
 from workbench.params import parse_config, setting
 
@@ -79,8 +89,8 @@ class DistillConfig:
     weights: str = setting(str(MODEL_PATH.relative_to(MODEL_PATH.parents[2])), "where the fitted model goes (JSON)")
     work_dir: str = setting("data/distill", "cache of labelled pages, one file per input")
     holdout: str | None = setting(None, "an evaluation file (JSON keyed by URL) whose test-half pages are skipped")
-    trees: int = setting(50, "trees per forest")
-    depth: int = setting(4, "levels per tree")
+    trees: int = setting(100, "trees per forest")
+    depth: int = setting(5, "levels per tree")
     lr: float = setting(0.2, "shrinkage of each tree")
     threshold: float | None = setting(0.5, "P(keep) above which a block is kept (none: the one that agrees best "
                                            "with trafilatura on the tuned pages, kept and dropped characters "
@@ -103,7 +113,6 @@ def labelled(path: Path, sha256: str, skip: set[str], work_dir: Path) -> dict:
     """The labelled pages of one WARC file: features ``x``, labels ``y``, the page of each block ``page``, its
     characters ``chars`` and each page's ``url``; cached by the file's SHA-256 and the features."""
     from pipeline.web.extract import decode_html, main_text
-    from pipeline.web.warc import iter_payloads
 
     code = file_sha256(blocks.__file__) + file_sha256(__file__)  # the features and fields as computed now
     key = hashlib.sha256(f"{sha256} {code} {sorted(skip)}".encode()).hexdigest()[:16]
@@ -145,10 +154,12 @@ def gather(cfg: DistillConfig) -> tuple[dict, list[dict]]:
     for path in tqdm(input_files(cfg.inputs), desc="distill: label", unit="file", file=sys.stderr):
         sha256 = file_sha256(path)
         part = labelled(path, sha256, skip, Path(cfg.work_dir))
+        generated = is_generated_crawl(path)
+        part["generated"] = np.full(len(part["url"]), generated)
         sources.append({"file": path.name, "sha256": sha256, "pages": int(len(part["url"])),
-                        "blocks": int(len(part["y"]))})
+                        "blocks": int(len(part["y"])), **({"generated": True} if generated else {})})
         parts.append(part)
-    offset, joined = 0, {k: [] for k in ("x", "y", "page", "chars", "url", "groups")}
+    offset, joined = 0, {k: [] for k in ("x", "y", "page", "chars", "url", "groups", "generated")}
     for part in parts:
         for k in joined:
             joined[k].append(part[k] + offset if k == "page" else part[k])
@@ -206,7 +217,8 @@ def distill(cfg: DistillConfig) -> dict:
     tuned = [int(i) for i in np.flatnonzero(tune_page)]
     forests = Model(blocks, context, threshold=0.5, fallback_above=1.0, provenance={})  # the cuts come next
     p_tune = {i: keep_probabilities(forests, x[a:b], groups[a:b]) for i, (a, b) in ((i, spans[i]) for i in tuned)}
-    shares = sorted(unsure_share(p_tune[i], chars[slice(*spans[i])]) for i in tuned)
+    crawled = [i for i in tuned if not data["generated"][i]] or tuned
+    shares = sorted(unsure_share(p_tune[i], chars[slice(*spans[i])]) for i in crawled)
     fallback_above = float(np.quantile(shares, 1 - cfg.fallback_share)) if shares else 1.0
     p_all = np.concatenate([p_tune[i] for i in tuned]) if tuned else np.zeros(0)
     threshold = cfg.threshold if cfg.threshold is not None else best_threshold(p_all, y[tune], chars[tune])

@@ -30,6 +30,9 @@ from pipeline.web.trees import Forest
 MODEL_PATH = Path(__file__).with_name("distilled_model.json")
 CONTEXT_NAMES = ("p_prev", "p_next", "p_window", "p_page", "p_self", "p_parent", "p_grandparent")
 UNSURE_BAND = 0.25  # a probability within this of one half counts the block's characters as unsure
+# trafilatura removes these elements before it looks for the main text (its MANUALLY_CLEANED): a block inside one is
+# dropped whatever the trees say, as the teacher's own rule; on pages unlike any the trees learnt from they may not
+REMOVED_BY_TEACHER = tuple(FEATURE_NAMES.index(f"in_{tag}") for tag in ("nav", "footer", "aside", "form"))
 
 
 @dataclass
@@ -86,10 +89,13 @@ def context_features_reference(x: np.ndarray, p: np.ndarray, groups: np.ndarray)
 
 
 def keep_probabilities(model: Model, x: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """P(keep) of each block (rows of ``features``; ``groups``: its ``containers``)."""
+    """P(keep) of each block (rows of ``features``; ``groups``: its ``containers``); 0 inside the elements
+    trafilatura removes (``REMOVED_BY_TEACHER``)."""
     if not len(x):
         return np.zeros(0)
-    return model.context.predict(context_features(x, model.blocks.predict(x), groups))
+    p = model.context.predict(context_features(x, model.blocks.predict(x), groups))
+    p[(x[:, REMOVED_BY_TEACHER] > 0).any(axis=1)] = 0.0
+    return p
 
 
 def unsure_share(p: np.ndarray, chars: np.ndarray) -> float:
