@@ -108,17 +108,17 @@ def _dpo_step(cfg: DPOConfig, model, reference, tokenizer, optimizer, batches: l
         values = {"loss": loss.detach(), **meta}
         for key, column in SUMMED.items():
             sums[column] += float(values[key]) / cfg.grad_accum
-    return {**sums, "grad_norm": loop.optimizer_step(cfg, model, optimizer)}
+    return {**sums, "grad_norm": loop.clip_and_step(cfg, model, optimizer)}
 
 
 def train_dpo(cfg: DPOConfig, model=None, tokenizer=None, *, reference=None,
-              data: tuple[list[dict], list[dict], list[dict]] | None = None) -> dict:
+              data: tuple[list[dict], list[dict], list[dict]] | None = None, threads=None) -> dict:
     """Run DPO; returns the last held-out task summary (``alignment.evaluate``; accuracy None without a task)
     plus ``pref_accuracy``, ``margin``, ``pref_n``, ``checkpoint`` and ``seconds``.
 
     ``model``/``tokenizer`` may be given directly (else loaded from ``cfg.model``/``cfg.tokenizer``), likewise
     ``reference`` (else ``cfg.reference``, else a frozen copy of the starting policy) and ``data`` (else
-    ``load_pairs(cfg)``)."""
+    ``load_pairs(cfg)``); ``threads``: the CLI's CPU thread policy (``loop.run_loop``)."""
     if cfg.engine == "trl":
         return train_dpo_trl(cfg, model, tokenizer)
     torch.manual_seed(cfg.seed)
@@ -142,7 +142,7 @@ def train_dpo(cfg: DPOConfig, model=None, tokenizer=None, *, reference=None,
         val_columns={"val_pref_accuracy": "pref_accuracy", "val_margin": "margin", **loop.VAL_COLUMNS},
         panels={"loss": ("loss",), "preference": ("reward_accuracy", "val_pref_accuracy", "val_accuracy"),
                 "margin": ("reward_margin", "val_margin")})
-    return loop.run_loop(cfg, trainer, model, tokenizer, optimizer, out_dir)[0]
+    return loop.run_loop(cfg, trainer, model, tokenizer, optimizer, out_dir, threads)[0]
 
 
 def main(argv: list[str] | None = None) -> int:

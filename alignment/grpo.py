@@ -267,7 +267,7 @@ def _update_policy(run: _Run, rollouts: _Rollouts, trainable: list[bool]) -> dic
             n_micro = -(-len(chosen) // run.micro)  # the loss is averaged over the microbatches actually run
             for m in range(0, len(chosen), run.micro):
                 _microbatch(run, rollouts, chosen[m: m + run.micro], n_micro, sums)
-            sums["grad_norm"] += loop.optimizer_step(cfg, run.model, run.optimizer)
+            sums["grad_norm"] += loop.clip_and_step(cfg, run.model, run.optimizer)
             sums["updates"] += 1
     return sums
 
@@ -306,11 +306,12 @@ def _setup(cfg: GRPOConfig, model, tokenizer, reward_fn) -> tuple[_Run, list[dic
     return run, test, out_dir
 
 
-def train_grpo(cfg: GRPOConfig, model=None, tokenizer=None, reward_fn=None) -> dict:
+def train_grpo(cfg: GRPOConfig, model=None, tokenizer=None, reward_fn=None, threads=None) -> dict:
     """Run GRPO; returns the last held-out summary plus ``checkpoint`` and ``seconds``.
 
     ``reward_fn(response, item) -> {"reward", "format_reward", "answer_reward"}`` replaces the task's
-    verifier (``alignment.evaluate.score``) for the training rollouts; held-out accuracy always uses the task's."""
+    verifier (``alignment.evaluate.score``) for the training rollouts; held-out accuracy always uses the task's.
+    ``threads``: the CLI's CPU thread policy (``loop.run_loop``)."""
     if cfg.engine == "trl":
         return train_grpo_trl(cfg, model, tokenizer, reward_fn)
     state, test, out_dir = _setup(cfg, model, tokenizer, reward_fn)
@@ -324,7 +325,7 @@ def train_grpo(cfg: GRPOConfig, model=None, tokenizer=None, reward_fn=None) -> d
                                          f"{row['answer_reward']:.3f} val_accuracy {summary['accuracy']}"),
         panels={"reward": ("reward", "format_reward", "answer_reward", "val_accuracy"),
                 "policy": ("entropy", "clip_fraction", "kl", "frac_zero_std"), "length": ("response_tokens",)})
-    return loop.run_loop(cfg, trainer, state.model, state.tokenizer, state.optimizer, out_dir)[0]
+    return loop.run_loop(cfg, trainer, state.model, state.tokenizer, state.optimizer, out_dir, threads)[0]
 
 
 def _grpo_step(state: _Run, step: int) -> dict:

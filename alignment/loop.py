@@ -56,7 +56,7 @@ from model.training.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from model.training.optim import AdamW, clip_grad_norm, cosine_schedule
+from model.training.optim import AdamW, clip_grad_norm, cosine_schedule, optimizer_step
 from model.training.threads import CpuThreads
 from workbench.files import atomic_path, write_error, write_json, write_metrics
 from workbench.params import SECTION_BASES, load_section, params_path, parse_config
@@ -201,11 +201,11 @@ def cosine_lr(cfg) -> Callable[[int], float]:
     return lambda step: cosine_schedule(step - 1, cfg.lr, cfg.lr / 10, cfg.warmup_steps, cfg.steps)
 
 
-def optimizer_step(cfg, model, optimizer) -> float:
-    """Clip the gradients' global norm to ``cfg.grad_clip``, step, drop the gradients; the norm before clipping."""
+def clip_and_step(cfg, model, optimizer) -> float:
+    """Clip the gradients' global norm to ``cfg.grad_clip``, then the optimizer step pretraining takes too; the norm
+    before clipping."""
     grad_norm = float(clip_grad_norm(model.parameters(), cfg.grad_clip))
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    optimizer_step(optimizer)
     return grad_norm
 
 
@@ -252,9 +252,6 @@ class Trainer:
     step_column: str = "step"  # RFT counts rounds
 
 
-_cpu_threads: CpuThreads | None = None  # the CLI's thread policy (cli_main), re-checked each step; None from Python
-
-
 @dataclass
 class _Progress:
     """What the loop carries from step to step, and what a checkpoint keeps of it."""
@@ -270,12 +267,14 @@ class _Progress:
         return time.perf_counter() - self.started
 
 
-def run_loop(cfg, trainer: Trainer, model, tokenizer, optimizer, out_dir: Path) -> tuple[dict, int]:
+def run_loop(cfg, trainer: Trainer, model, tokenizer, optimizer, out_dir: Path,
+             threads: CpuThreads | None = None) -> tuple[dict, int]:
     """The loop: up to ``cfg.steps`` steps, each with its learning rate, held-out evaluation every
     ``cfg.eval_interval`` steps (0: never in between), after the last and when the trainer has ``finished``, one
     metrics.csv row per step, a checkpoint every ``cfg.ckpt_interval`` steps, the plot, then the final checkpoint
     (``save_trained``). A run folder holding a checkpoint of this run (``open_run_folder`` checked its settings)
-    continues from it. Returns (``save_trained``'s summary, the steps taken)."""
+    continues from it. ``threads``: the CLI's CPU thread policy (``set_threads``), re-checked each step; None keeps
+    the caller's threads. Returns (``save_trained``'s summary, the steps taken)."""
     metrics_path = out_dir / "metrics.csv"
     progress = _resume(cfg, trainer, model, optimizer, out_dir)
     if progress is None:
@@ -292,8 +291,8 @@ def run_loop(cfg, trainer: Trainer, model, tokenizer, optimizer, out_dir: Path) 
     bar = tqdm(range(progress.step + 1, cfg.steps + 1), desc=trainer.stage, unit=trainer.step_column,
                file=sys.stderr, dynamic_ncols=True, initial=progress.step, total=cfg.steps)
     for step in bar:
-        if _cpu_threads is not None:
-            _cpu_threads.update()
+        if threads is not None:
+            threads.update()
         row = {trainer.step_column: step}
         if trainer.lr is not None:
             row["lr"] = trainer.lr(step)
@@ -445,21 +444,19 @@ def parse_stage_config(config_cls, stage: str, argv: list[str] | None = None, do
 def cli_main(config_cls, train_fn, stage: str, argv: list[str] | None = None, doc: str = "") -> int:
     """Parse flags (over params.yaml) into ``config_cls``, load the model, run ``train_fn``; bad input, a run folder
     that cannot be continued and a full or read-only disk are one line and exit 2."""
-    global _cpu_threads
     threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     try:
         cfg = parse_stage_config(config_cls, stage, argv, doc)
-        _cpu_threads = set_threads(cfg)
+        policy = set_threads(cfg)
         model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
-        summary = train_fn(cfg, model, tokenizer)
+        summary = train_fn(cfg, model, tokenizer, threads=policy)
     except (ValueError, FileNotFoundError, CheckpointError) as exc:  # bad input, data or run folder
         return input_error(exc)
     except OSError as exc:
         if (line := write_error(exc)) is None:
             raise
         return input_error(ValueError(line))
-    finally:  # this run's policy; a trainer called from Python later keeps its caller's
-        _cpu_threads = None
+    finally:  # this run's policy ends with it
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(deterministic)
     pref = (f", held-out preference accuracy {summary['pref_accuracy']}, margin {summary.get('margin')}"

@@ -118,15 +118,15 @@ def _train_on(cfg: RFTConfig, model, optimizer, batch: dict, keep: list[int], rn
             ids, labels = batch["input_ids"][rows, :width].to(device), batch["labels"][rows, :width].to(device)
             log_probs = get_response_log_probs(model, ids, labels)["log_probs"]
             _, meta = sft_microbatch_train_step(log_probs, mask[:, :width].to(device), 1)
-            loop.optimizer_step(cfg, model, optimizer)
+            loop.clip_and_step(cfg, model, optimizer)
             losses.append(float(meta["sft/loss"]))
     return sum(losses) / len(losses) if losses else float("nan")
 
 
-def train_rft(cfg: RFTConfig, model=None, tokenizer=None, sample_fn=None) -> dict:
+def train_rft(cfg: RFTConfig, model=None, tokenizer=None, sample_fn=None, threads=None) -> dict:
     """Run RFT until the token budget is spent; returns the last held-out summary plus ``checkpoint``, ``seconds``,
     ``rounds`` and ``sampled_tokens``. ``sample_fn(prompts, seed) -> (responses, ended_by_eos)`` replaces sampling
-    (tests)."""
+    (tests); ``threads``: the CLI's CPU thread policy (``loop.run_loop``)."""
     budget = cfg.token_budget or grpo_token_budget(cfg.match_metrics)
     torch.manual_seed(cfg.seed)
     model, tokenizer, _, context, out_dir = loop.load_model_and_prepare(cfg, "rft", model, tokenizer)
@@ -165,7 +165,7 @@ def train_rft(cfg: RFTConfig, model=None, tokenizer=None, sample_fn=None) -> dic
         line=lambda rnd, row, summary: (f"round {rnd}: {spent[0]}/{budget} sampled tokens, reward {row['reward']:.3f}, "
                                         f"val_accuracy {summary.get('accuracy')}"),
         panels={"reward": ("reward", "val_accuracy"), "loss": ("loss",)})
-    out, rounds = loop.run_loop(cfg, trainer, model, tokenizer, optimizer, out_dir)
+    out, rounds = loop.run_loop(cfg, trainer, model, tokenizer, optimizer, out_dir, threads)
     return {**out, "rounds": rounds, "sampled_tokens": spent[0], "token_budget": budget}
 
 

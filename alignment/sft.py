@@ -70,14 +70,15 @@ def _sft_step(cfg: SFTConfig, model, tokenizer, optimizer, batches: loop.Shuffle
         loss_sum += float(meta["sft/loss"]) / cfg.grad_accum
         nll_sum += float(meta["sft/nll_per_token"]) / cfg.grad_accum
         tokens += float(meta["sft/response_tokens"])
-    grad_norm = loop.optimizer_step(cfg, model, optimizer)
+    grad_norm = loop.clip_and_step(cfg, model, optimizer)
     return {"loss": loss_sum, "nll_per_token": nll_sum, "grad_norm": grad_norm, "response_tokens": int(tokens)}
 
 
-def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
+def train_sft(cfg: SFTConfig, model=None, tokenizer=None, threads=None) -> dict:
     """Run SFT; returns the last held-out summary (``alignment.evaluate``) plus ``checkpoint``.
 
-    ``model``/``tokenizer`` may be given directly (else loaded from ``cfg.model``/``cfg.tokenizer``)."""
+    ``model``/``tokenizer`` may be given directly (else loaded from ``cfg.model``/``cfg.tokenizer``); ``threads``: the
+    CLI's CPU thread policy (``loop.run_loop``)."""
     if cfg.engine == "trl":
         return train_sft_trl(cfg, model, tokenizer)
     torch.manual_seed(cfg.seed)
@@ -96,7 +97,7 @@ def train_sft(cfg: SFTConfig, model=None, tokenizer=None) -> dict:
         line=lambda step, row, summary: (f"step {step}: loss {row['loss']:.4f} nll/token {row['nll_per_token']:.4f} "
                                          f"val_accuracy {summary['accuracy']}"),
         panels={"loss": ("loss", "nll_per_token"), "held-out": ("val_accuracy", "val_format_rate")})
-    return loop.run_loop(cfg, trainer, model, tokenizer, optimizer, out_dir)[0]
+    return loop.run_loop(cfg, trainer, model, tokenizer, optimizer, out_dir, threads)[0]
 
 
 def main(argv: list[str] | None = None) -> int:

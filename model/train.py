@@ -48,7 +48,7 @@ from model.training.checkpoint import (
     set_rng_state,
 )
 from model.training.data import batch_rng, get_batch, load_tokens, read_meta, unigram_entropy
-from model.training.optim import AdamW, cosine_schedule, wsd_schedule
+from model.training.optim import AdamW, cosine_schedule, optimizer_step, wsd_schedule
 from model.training.progress import Monitor
 from model.training.threads import CpuThreads
 from model.training.train_config import TrainConfig
@@ -413,16 +413,6 @@ def skip_step(run: Run, loss_value: float, grad_norm: float) -> None:
                 run.cfg.max_bad_steps)
 
 
-def optimizer_step(run: Run, profiler) -> None:
-    with profiler.region("optimizer"):
-        if run.scaler:
-            run.scaler.step(run.optimizer)
-            run.scaler.update()
-        else:
-            run.optimizer.step()
-        run.optimizer.zero_grad(set_to_none=True)
-
-
 def out_of_time(run: Run, started: float) -> bool:
     """The time budget is spent (on any rank: every rank stops at the same step)."""
     if run.cfg.time_budget_s is None:
@@ -502,7 +492,8 @@ def loop(run: Run) -> tuple[float | None, float | None]:
             if not (math.isfinite(loss_value) and math.isfinite(grad_norm)):
                 skip_step(run, loss_value, grad_norm)
                 continue
-            optimizer_step(run, monitor.profiler)
+            with monitor.profiler.region("optimizer"):
+                optimizer_step(run.optimizer, run.scaler)
             monitor.stepped(run.tokens_per_step)
             if run.cpu_threads:
                 run.cpu_threads.update()

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 DISTRIBUTION = "lm-workbench"
 # every top-level import name the project installs, bottom layer first (pyproject.toml's packages.find lists the same)
 PACKAGES = ("workbench", "lmw_kernels", "tokenizer", "model", "pipeline", "scaling", "alignment", "leaderboard",
-            "bench")
+            "bench", "lmw_cli")
 
 
 def canonical(distribution: str) -> str:

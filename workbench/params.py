@@ -7,7 +7,7 @@ built-in defaults. A missing file is an empty file, so the CLIs also run outside
 
 A profile (params-gpu.yaml, params-cc.yaml) states only what differs from the file it names in ``base:``: its
 sections merge onto the base's key by key, lists and values replace, and ``key: null`` removes a key so the
-built-in default applies (``read_params``). ``python -m workbench.config show SECTION.KEY`` prints a value and
+built-in default applies (``read_params``). ``python -m lmw_cli.config show SECTION.KEY`` prints a value and
 the layer it came from.
 
 Two ways in:
@@ -122,7 +122,7 @@ def override(cls: type, name: str, default, help: str | None = None):
 
 @dataclass(frozen=True)
 class CheckOnly:
-    """The one setting of the project's checkers (workbench.cli_docs, workbench.doc_commands)."""
+    """The one setting of the project's checkers (lmw_cli.cli_docs, lmw_cli.doc_commands)."""
 
     check: bool = setting(False, "change nothing; exit 1 on a problem (cli_docs: a stale docs/cli.md or a bare flag; "
                                  "doc_commands: a documented command that would not run)")
@@ -202,7 +202,7 @@ def read_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
     return merge_layers(params_layers(path))
 
 
-# The sections a params file may have, one per command that reads one (workbench.config names each one's CLI).
+# The sections a params file may have, one per command that reads one (lmw_cli.config names each one's CLI).
 SECTIONS = ("sample", "extract", "filter", "classify", "dedup", "report", "tokenizer", "shards", "train", "sweep",
             "scaling_fit", "alignment", "sft", "dpo", "grpo", "rft", "alignment_report", "leaderboard")
 

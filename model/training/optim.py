@@ -1,4 +1,5 @@
-"""AdamW, learning-rate schedules and global-norm gradient clipping.
+"""AdamW, learning-rate schedules, global-norm gradient clipping and the one optimizer step of pretraining and
+alignment.
 
 AdamW is Loshchilov & Hutter 2019's decoupled weight decay in the CS336 handout's order: the
 bias correction folded into the step size as in Kingma & Ba 2015 §2, α_t = α·√(1−β₂ᵗ)/(1−β₁ᵗ),
@@ -126,3 +127,15 @@ def clip_grad_norm(parameters: Iterable[torch.nn.Parameter], max_norm: float, ep
         scale = torch.clamp(max_norm / (total + eps), max=1.0)
         torch._foreach_mul_(grads, scale.to(grads[0].dtype))
     return total
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None = None) -> None:
+    """Apply the gradients, through the AMP ``scaler`` when there is one (it skips an update whose gradients are not
+    finite and adjusts its scale), then drop them. Pretraining (``model.train``) and alignment (``alignment.loop``)
+    both step here, each after clipping its gradients."""
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)

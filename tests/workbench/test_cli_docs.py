@@ -2,10 +2,10 @@
 
 import argparse
 
+from lmw_cli import cli_docs
 from pipeline.dedup import stage as dedup
 from pipeline.sample import crawl
 from pipeline.web import extract
-from workbench import cli_docs
 
 
 def test_every_flag_of_every_cli_has_help_and_shows_its_default():
@@ -17,7 +17,7 @@ def test_every_flag_of_every_cli_has_help_and_shows_its_default():
 
 
 def test_cli_reference_is_current():
-    """docs/cli.md holds every user-facing CLI's --help as this checkout prints it (python -m workbench.cli_docs)."""
+    """docs/cli.md holds every user-facing CLI's --help as this checkout prints it (python -m lmw_cli.cli_docs)."""
     assert cli_docs.main(["--check"]) == 0
 
 

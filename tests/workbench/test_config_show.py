@@ -1,10 +1,10 @@
-"""python -m workbench.config show: a setting's value and where it comes from (default < params.yaml < profile)."""
+"""python -m lmw_cli.config show: a setting's value and where it comes from (default < params.yaml < profile)."""
 
 from pathlib import Path
 
 import yaml
 
-from workbench import config
+from lmw_cli import config
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ import dataclasses
 
 import pytest
 
-from workbench.cli_docs import USER_PACKAGES, capture_parser, cli_modules
+from lmw_cli.cli_docs import USER_PACKAGES, capture_parser, cli_modules
 from workbench.params import add_config_flags, add_params_flag, setting
 
 PARSERS_OWN = ("params", "verbose")

@@ -1,11 +1,11 @@
 """Every `python -m` command in README.md and docs/ names a module that exists and only flags its CLI has
-(workbench.doc_commands; nothing runs), and the check itself catches what it should, on a page written here."""
+(lmw_cli.doc_commands; nothing runs), and the check itself catches what it should, on a page written here."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from workbench import doc_commands
+from lmw_cli import doc_commands
 
 
 def test_every_documented_command_parses():
@@ -20,7 +20,7 @@ def test_a_removed_flag_a_missing_module_and_a_bad_step_are_caught(tmp_path, mon
                     "python -m pipeline extract crawl.warc.gz --no-such-flag\n"
                     "python -m pipeline nope\n"
                     "python -m model.train --model.d-model 64 > out.txt  # fine: the redirect is not a flag\n"
-                    "python -m workbench.config show train.lr --params params.yaml\n```\n")
+                    "python -m lmw_cli.config show train.lr --params params.yaml\n```\n")
     monkeypatch.setattr(doc_commands, "ROOT", tmp_path)
     monkeypatch.setattr(doc_commands, "doc_files", lambda: [page])
     problems = doc_commands.check()

@@ -8,10 +8,10 @@ import argparse
 
 import pytest
 
+from lmw_cli.cli_docs import capture_parser, cli_modules
 from model.train import main as train_main
 from pipeline.__main__ import main as pipeline_main
 from scaling.fit import main as fit_main
-from workbench.cli_docs import capture_parser, cli_modules
 
 
 def _one_error(capsys) -> str:

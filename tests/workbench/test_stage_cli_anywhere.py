@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.config import built_in_defaults
+from lmw_cli.config import built_in_defaults
 
 EXPECTED = {  # section -> {setting: default}: each stage's outputs, and its inputs as the stage before writes them
     "extract": {"out_dir": "extract"},

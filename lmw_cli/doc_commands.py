@@ -1,9 +1,9 @@
-"""Every command the docs print runs: `python -m workbench.doc_commands [--check]`.
+"""Every command the docs print runs: `python -m lmw_cli.doc_commands [--check]`.
 
 Each `python -m MODULE ...` in README.md and docs/ (fenced blocks, with `\\` continuations joined, and inline code
 spans) is read up to the first shell operator or comment. For a first-party module the check is that the module
 exists and that every `--flag` it is given is one of its CLI's flags: the parser its `main(["--help"])` would
-print, captured by workbench.cli_docs (nothing runs). In a generated results section, whose "Measured ... by" lines
+print, captured by lmw_cli.cli_docs (nothing runs). In a generated results section, whose "Measured ... by" lines
 quote a command as it ran at a named commit, only the module is checked. `python -m pipeline STEP` is checked
 against the step's own CLI; a subcommand (`show`, `predict`) against its sub-parser. `make test` runs the check
 through tests/workbench/test_doc_commands.py; without `--check` the problems are printed, one a line.
@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.cli_docs import ROOT, capture_parser
+from lmw_cli.cli_docs import ROOT, capture_parser
 from workbench.import_names import PACKAGES
 from workbench.params import CheckOnly, add_config_flags
 
@@ -99,7 +99,8 @@ def _parser(module: str) -> argparse.ArgumentParser:
 
 def _pipeline_step(step: str) -> str | None:
     """The module `python -m pipeline STEP` runs (pipeline/__main__.py's STEPS: its help ends with the module)."""
-    steps = importlib.import_module("pipeline.__main__").STEPS
+    from pipeline.__main__ import STEPS as steps  # imports every stage: only when a doc names a step
+
     return steps[step][1].rsplit(": ", 1)[1] if step in steps else None
 
 
@@ -143,7 +144,7 @@ def check() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m workbench.doc_commands", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m lmw_cli.doc_commands", description=__doc__.splitlines()[0])
     add_config_flags(ap, CheckOnly, bool_switches=True)
     args = ap.parse_args(argv)
     problems = check()

@@ -1,16 +1,16 @@
-"""Where a setting comes from: `python -m workbench.config show SECTION.KEY [--params FILE]`.
+"""Where a setting comes from: `python -m lmw_cli.config show SECTION.KEY [--params FILE]`.
 
 A stage's value is its CLI's built-in default, unless params.yaml's section sets it, unless a profile
 (params-gpu.yaml, params-cc.yaml: they name params.yaml as their `base:`) changes it, unless a flag is given on the
 command line (flags are the command's own: this shows what a run with no flags would use). For example
 
-    $ python -m workbench.config show train.lr --params params-gpu.yaml
+    $ python -m lmw_cli.config show train.lr --params params-gpu.yaml
     train.lr = 0.0006
       from params-gpu.yaml
       over params.yaml: 0.006
       over the built-in default of python -m model.train: 0.001
 
-`python -m workbench.config show train` lists every key of a section that way. A trainer's section (sft, dpo, grpo,
+`python -m lmw_cli.config show train` lists every key of a section that way. A trainer's section (sft, dpo, grpo,
 rft, alignment_report) inherits the keys it knows from the shared `alignment:` section (workbench.params.SECTION_BASES):
 its own keys win, then `alignment:`'s, then the built-in default. A nested config's keys
 (train.model.d_model) have flags and so built-in defaults; other nested keys (filter.steps.langid, sweep.train.device)
@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lmw_cli.cli_docs import capture_parser
+from lmw_cli.registry import SECTION_CLIS
 from workbench.params import (
     DEFAULT_PARAMS,
     NO_PARAMS,
@@ -38,24 +40,11 @@ from workbench.params import (
     setting,
 )
 
-# params.yaml section -> the CLI that reads it
-SECTION_CLIS = {
-    "sample": "pipeline.sample.crawl", "extract": "pipeline.web.extract", "filter": "pipeline.filters.stage",
-    "classify": "pipeline.classify", "dedup": "pipeline.dedup.stage", "report": "pipeline.report",
-    "tokenizer": "tokenizer.train", "shards": "tokenizer.shards", "train": "model.train",
-    "sweep": "scaling.sweep", "scaling_fit": "scaling.fit",
-    "alignment": "alignment.sft",  # what sft, dpo, grpo, rft and alignment_report inherit (SECTION_BASES)
-    "sft": "alignment.sft", "dpo": "alignment.dpo",
-    "grpo": "alignment.grpo", "rft": "alignment.rft", "alignment_report": "alignment.report",
-    "leaderboard": "leaderboard.report",
-}
 _UNSET = object()
 
 
 def built_in_defaults(section: str) -> dict[str, Any]:
     """{key: default} of the section's CLI with no params file (its flags' and arguments' defaults)."""
-    from workbench.cli_docs import capture_parser  # imports the stage's CLI
-
     parser = capture_parser(SECTION_CLIS[section], ("--params", NO_PARAMS, "--help"))
     return {a.dest: a.default for a in parser._actions
             if a.dest not in ("help", "params", argparse.SUPPRESS) and not isinstance(a, argparse._HelpAction)}
@@ -126,14 +115,14 @@ class ShowSettings:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m workbench.config", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m lmw_cli.config", description=__doc__.splitlines()[0])
     add_config_flags(ap, ShowSettings)
     ap.add_argument("--params", default=str(DEFAULT_PARAMS), help="params file or profile (default: %(default)s)")
     args = ap.parse_args(argv)
     try:
         key = config_from_args(ShowSettings, args).key  # the command and the key are required
     except ParamsError as exc:
-        ap.error(f"{exc}, e.g. python -m workbench.config show train.lr")
+        ap.error(f"{exc}, e.g. python -m lmw_cli.config show train.lr")
     try:
         if "." in key:
             print(describe(key, args.params))
