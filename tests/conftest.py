@@ -39,7 +39,7 @@ def sample_crawl(tmp_path_factory) -> SampleCrawl:
     root = tmp_path_factory.mktemp("sample_crawl")
     warc, manifest_path = root / "sample.warc.gz", root / "manifest.jsonl"
     generate_sample(warc, manifest_path, pages=600, seed=7)
-    run_extract([warc], root / "documents", root / "extract.json", ExtractConfig(workers=1))
+    run_extract([warc], root / "documents", root / "extract.json", ExtractConfig(extractor="trafilatura", workers=1))
     documents = root / "documents" / output_name(warc)
     manifest = {}
     for line in manifest_path.read_text(encoding="utf-8").splitlines():
