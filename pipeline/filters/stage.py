@@ -146,12 +146,12 @@ class FilterStage(DocumentStage):
     def settings(self) -> dict:
         """The chain's settings and the identity of each classifier's model (a retrained model at the same path
         decides differently)."""
-        models = {s.name: identity(s.model_path) for s in self._built
+        models = {s.name: identity(s.model_path) for s in self.steps()
                   if isinstance(s, ClassifierFilter) and s.model_path.is_file()}
         return {**self.cfg.settings(), "models": models}
 
     def check(self, todo: list[Path]) -> None:
-        check_provenance(todo, self._built, self.cfg.allow_generated_classifiers)
+        check_provenance(todo, self.steps(), self.cfg.allow_generated_classifiers)
 
 
 def run_filter(inputs: list[Path], out_dir: Path, rejected_dir: Path, metrics_path: Path | None, cfg: FilterConfig,
