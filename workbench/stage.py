@@ -18,19 +18,18 @@ After datatrove's ``PipelineStep``: the base owns the iteration, the writers and
 - leftovers: a killed task leaves its writers' temporary files (``.<name>.<random>.tmp``); ``run`` removes those
   of its output folders first (``remove_leftovers``), so a folder a stage owns holds only finished files.
 
-A stage that keeps, changes or drops documents one at a time is a ``DocumentStage``: it says only ``decide(doc)``
-(the document to keep, or the reason it is dropped); the base reads the files, writes kept and rejected documents
-and counts. Dedup is global (sketch everything, cluster, then write) and tokenize joins its files' parts into one
-pair of shards, so each keeps one record for the whole stage in the same ledger (and a work folder keyed on the
-same identities for its tasks) instead of a record per file, and the writers and the metrics, not the per-file
-map of ``FileStage``; both map their tasks with ``map_tasks``.
+A stage that keeps, changes or drops documents one at a time is a ``DocumentStage``
+(pipeline/runtime/document_stage.py: a chain of document steps over each file, on this base). Dedup is global
+(sketch everything, cluster, then write) and tokenize joins its files' parts into one pair of shards, so each keeps
+one record for the whole stage in the same ledger (and a work folder keyed on the same identities for its tasks)
+instead of a record per file, and the writers and the metrics, not the per-file map of ``FileStage``; both map their
+tasks with ``map_tasks``.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -40,8 +39,8 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
-from workbench.bad_input import InputIssues, merged_stats, require_readable
-from workbench.documents import output_name, read_documents
+from workbench.bad_input import require_readable
+from workbench.documents import output_name
 from workbench.files import atomic_open, write_metrics
 from workbench.ledger import DONE_FOLDER, Ledger, Record
 from workbench.stage_cli import funnel_headline
@@ -219,61 +218,3 @@ class FileStage:
         write_stage_metrics(metrics_path, metrics, self.headline(metrics))
         require_readable(metrics, len(self.files))
         return metrics
-
-
-def document_task(task: tuple[DocumentStage, Path]) -> dict:
-    """One ``DocumentStage`` task: every document of one file through ``stage.decide``, kept or rejected with its
-    reason; the file's stats, also written as its record (with the input's identity and the stage's settings)."""
-    stage, path = task
-    name, issues, drops = stage.output_name(path), InputIssues(), Counter()
-    rejected = stage.rejected_dir / name if stage.rejected_dir is not None else None
-    docs_in = 0
-    with TaskWriter(text=True, kept=stage.out_dir / name, rejected=rejected) as out:
-        for doc in read_documents(path, issues):
-            docs_in += 1
-            decision = stage.decide(doc)
-            if isinstance(decision, str):
-                drops[decision] += 1
-                out.reject({**doc, "reason": decision})
-            else:
-                out.keep(decision)
-    issues.warn(logging.getLogger(type(stage).__module__))
-    stats = {"input": str(path), "docs_in": docs_in, "docs_out": out.counts["kept"],
-             "drops": dict(sorted(drops.items())), **issues.stats(with_skipped=True)}
-    return stage.record(path).write(**stats)
-
-
-class DocumentStage(FileStage):
-    """A ``FileStage`` over documents files that decides one document at a time: a stage sets ``name`` and
-    ``decide``; the base reads each file (bad lines skipped and counted), writes the kept documents to ``out_dir``
-    and the dropped ones, with their ``reason``, to ``rejected_dir`` (when given), one file per input, and sums
-    documents in and out and drops per reason into the metrics. The stage object travels to the workers with each
-    task, so it must pickle (a module-level class whose fields are plain values)."""
-
-    task_fn = document_task
-
-    def __init__(self, files: list[Path], out_dir: Path, rejected_dir: Path | None = None, force: bool = False):
-        super().__init__(files, out_dir, force)
-        self.rejected_dir = Path(rejected_dir) if rejected_dir is not None else None
-
-    def decide(self, doc: dict) -> dict | str:  # pragma: no cover - interface
-        """The document to keep (``doc`` itself or a changed copy), or why it is dropped (a short reason)."""
-        raise NotImplementedError
-
-    def task(self, path: Path) -> tuple:
-        return self, path
-
-    def output_dirs(self) -> list[Path]:
-        return [self.out_dir] + ([self.rejected_dir] if self.rejected_dir is not None else [])
-
-    def outputs(self, path: Path) -> list[Path]:
-        return [folder / self.output_name(path) for folder in self.output_dirs()]
-
-    def summarize(self, per_file: list[dict]) -> dict:
-        drops = sum_counts(per_file) + Counter(bad_json=sum(s.get("bad_json", 0) for s in per_file))
-        return {"stage": self.name, "files": len(per_file), **sum_stats(per_file, ("docs_in", "docs_out")),
-                "drops": dict(sorted(drops.items())), **merged_stats(per_file)}
-
-    def add_timings(self, metrics: dict, fresh: list[dict], skipped: int, wall: float) -> None:
-        metrics.update(seconds=round(wall, 3), files_skipped=skipped,
-                       docs_per_s=round(sum(s["docs_in"] for s in fresh) / wall, 1) if fresh and wall > 0 else None)

@@ -6,18 +6,17 @@ The chain is a list of steps (pipeline/runtime/steps.py) in a fixed order, each 
 are never masked and classifiers see the original text). A step's setting is ``false`` (off), ``true`` (paper
 defaults) or a mapping of constructor arguments.
 
-Each input file is one task for the executor (workbench/executor.py), run by the data-stage base
-(workbench/stage.py: resume, writers, records, metrics). A task reads its file (bad input by the
-policy of workbench/bad_input.py: a malformed JSONL line is counted as ``bad_json`` and named file:line in a warning; a
-file that is unreadable or holds no document is named in the summary; only when no input is readable does the
-stage fail), runs the chain, writes the kept
-documents to ``out_dir/<name>`` and the dropped ones, each with its ``reason``, to ``rejected_dir/<name>``, both
-atomically, then writes its record last (``out_dir/_done/<name>.json``, workbench/ledger.py: its stats, the input's
-identity and the chain's settings and classifier models), so a rerun skips finished files, redoes every file when
-a step's settings or a model changed, and a killed run never leaves half-written outputs. Stats carry no timings,
-so a rerun is byte-identical;
-seconds and docs/s go to the stage metrics: the headline in ``metrics/filter.json``, every count (per step, per
-reason) in ``metrics/details/filter.json``.
+Each input file is one task for the executor (workbench/executor.py), run by the document-stage base
+(pipeline/runtime/document_stage.py on workbench/stage.py: resume, writers, records, metrics). A task reads its
+file (bad input by the policy of workbench/bad_input.py: a malformed JSONL line is counted as ``bad_json`` and named
+file:line in a warning; a file that is unreadable or holds no document is named in the summary; only when no input
+is readable does the stage fail), runs the chain, writes the kept documents to ``out_dir/<name>`` and the dropped
+ones, each with its ``reason``, to ``rejected_dir/<name>``, both atomically, then writes its record last
+(``out_dir/_done/<name>.json``, workbench/ledger.py: its stats, the input's identity and the chain's settings and
+classifier models), so a rerun skips finished files, redoes every file when a step's settings or a model changed,
+and a killed run never leaves half-written outputs. Stats carry no timings, so a rerun is byte-identical; seconds
+and docs/s go to the stage metrics: the headline in ``metrics/filter.json``, every count (per step, per reason) in
+``metrics/details/filter.json``.
 
 Provenance: a classifier whose sidecar says it was trained on generated text (pipeline/classifiers/models.py) is refused
 on documents that do not come from the generated crawl (workbench/documents.py ``from_generated_crawl``): its scores
@@ -29,18 +28,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.classifiers.models import ClassifierFilter, provenance_path, trained_on_generated
-from pipeline.runtime.steps import Step, StepStats, run_steps
-from workbench.bad_input import InputIssues, merged_stats, summary_note
-from workbench.documents import from_generated_crawl, input_files, output_name, read_documents
+from pipeline.runtime.document_stage import DocumentStage
+from pipeline.runtime.steps import Step
+from workbench.bad_input import summary_note
+from workbench.documents import from_generated_crawl, input_files
 from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
-from workbench.ledger import Ledger, identity
+from workbench.ledger import identity
 from workbench.params import config_from_args, override, setting
-from workbench.stage import DocumentStage, TaskWriter, sum_stats
 from workbench.stage_cli import RejectingStageFiles, need, optional_path, paths, run_step, stage_parser
 
 log = logging.getLogger(__name__)
@@ -124,81 +122,36 @@ def check_provenance(files: list[Path], steps: list[Step], allow: bool = False) 
                          f"step off, or set filter.allow_generated_classifiers: true")
 
 
-def filter_file(task: tuple[Path, Ledger, Path, FilterConfig]) -> dict:
-    """One task: filter one documents file into the ledger's ``out_dir``; returns its stats (also written as its
-    record)."""
-    path, ledger, rejected_dir, cfg = task
-    out_dir = ledger.out_dir
-    name = output_name(path)
-    steps, stats, issues = build_steps(cfg), {}, InputIssues()
-    t0 = time.perf_counter()
-    counts = {"docs_in": 0, "chars_in": 0, "chars_out": 0}
-
-    def counted():
-        for doc in read_documents(path, issues):
-            counts["docs_in"] += 1
-            counts["chars_in"] += len(doc["text"])
-            yield doc
-
-    with TaskWriter(text=True, kept=out_dir / name, rejected=rejected_dir / name) as out:
-        for doc in run_steps(counted(), steps, stats, out.reject):
-            counts["chars_out"] += len(doc["text"])
-            out.keep(doc)
-    issues.warn(log)
-    result = {"input": str(path), "docs_in": counts["docs_in"], "docs_out": out.counts["kept"],
-              "bad_json": len(issues.skipped), "chars_in": counts["chars_in"], "chars_out": counts["chars_out"],
-              "steps": {k: {**v.to_dict(), "seconds": 0.0} for k, v in stats.items()}, **issues.stats()}
-    ledger.record(name, [path]).write(**result)  # written last: marks the file as done; no timings in it
-    return {**result, "seconds": time.perf_counter() - t0, "step_seconds": {k: v.seconds for k, v in stats.items()}}
-
-
 class FilterStage(DocumentStage):
-    """The filter stage on the data-stage base (workbench/stage.py): one task per documents file, run through the
-    configured steps by ``filter_file`` (not one ``decide`` at a time)."""
+    """The filter stage: the configured chain of steps (``build_steps``) over each documents file, on the
+    document-stage base (pipeline/runtime/document_stage.py)."""
 
     name = "filter"
     bar_for_one_file = False
-    task_fn = filter_file
 
     def __init__(self, files: list[Path], out_dir: Path, rejected_dir: Path, cfg: FilterConfig, force: bool = False):
         super().__init__(files, out_dir, rejected_dir, force)
         self.cfg = cfg
-        self.steps = build_steps(cfg)  # fail fast on bad settings or missing models, before any task starts
+        self._built = build_steps(cfg)  # fail fast on bad settings or missing models, before any task starts
+
+    def __getstate__(self) -> dict:  # a task builds its own chain: the loaded models do not travel
+        return {k: v for k, v in self.__dict__.items() if k != "_built"}
+
+    def steps(self) -> list[Step]:
+        return getattr(self, "_built", None) or build_steps(self.cfg)
+
+    def step_names(self) -> list[str]:
+        return [name for name, _ in self.cfg.enabled()]
 
     def settings(self) -> dict:
         """The chain's settings and the identity of each classifier's model (a retrained model at the same path
         decides differently)."""
-        models = {s.name: identity(s.model_path) for s in self.steps
+        models = {s.name: identity(s.model_path) for s in self.steps()
                   if isinstance(s, ClassifierFilter) and s.model_path.is_file()}
         return {**self.cfg.settings(), "models": models}
 
-    def task(self, path: Path) -> tuple:
-        return path, self.ledger, self.rejected_dir, self.cfg
-
     def check(self, todo: list[Path]) -> None:
-        check_provenance(todo, self.steps, self.cfg.allow_generated_classifiers)
-
-    def summarize(self, per_file: list[dict]) -> dict:
-        """Stage metrics: documents and characters in/out, per-step in/out/drops, drops per reason."""
-        steps = {name: StepStats() for name, _ in self.cfg.enabled()}
-        for r in per_file:
-            for name, s in r["steps"].items():
-                steps.setdefault(name, StepStats()).merge(StepStats.from_dict(s))
-        drops = {reason: n for s in steps.values() for reason, n in s.drops.items()}
-        bad = sum(r.get("bad_json", 0) for r in per_file)
-        if bad:
-            drops["bad_json"] = bad
-        return {"stage": "filter", "files": len(per_file),
-                **sum_stats(per_file, ("docs_in", "docs_out", "chars_in", "chars_out")),
-                "drops": dict(sorted(drops.items())),
-                "step_order": list(steps), "steps": {k: v.to_dict() for k, v in steps.items()},
-                **merged_stats(per_file)}
-
-    def add_timings(self, metrics: dict, fresh: list[dict], skipped: int, wall: float) -> None:
-        super().add_timings(metrics, fresh, skipped, wall)
-        for name, step in metrics["steps"].items():
-            step["seconds"] = round(sum(r["step_seconds"].get(name, 0.0) for r in fresh), 3)
-            step["docs_per_s"] = round(step["docs_in"] / step["seconds"], 1) if fresh and step["seconds"] > 0 else None
+        check_provenance(todo, self.steps(), self.cfg.allow_generated_classifiers)
 
 
 def run_filter(inputs: list[Path], out_dir: Path, rejected_dir: Path, metrics_path: Path | None, cfg: FilterConfig,

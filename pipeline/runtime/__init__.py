@@ -1,2 +1,3 @@
-"""What runs the document stages: the step interface and its counting runner (``steps``), the local, Ray and Dask
-executors (``executor``), and the process pool whose workers may die or hang (``supervised``)."""
+"""What runs the document stages: the step interface and its counting runner (``steps``), the stage that runs a
+chain of steps over each file (``document_stage``), and the process pool whose workers may die or hang
+(``supervised``)."""

@@ -13,11 +13,11 @@ import pytest
 
 from pipeline.dedup import sharded
 from pipeline.dedup.stage import DedupConfig, run_dedup
+from pipeline.runtime.document_stage import DocumentStage
 from tests.pipeline.test_dedup import edit, prose
 from workbench.executor import LocalExecutor
 from workbench.files import read_json, write_jsonl
 from workbench.ledger import WORK_FOLDER, Ledger, finished_task, identity, mark_task_done, record_path
-from workbench.stage import DocumentStage
 
 
 def _later(path: Path) -> None:
@@ -124,8 +124,8 @@ class Shorter(DocumentStage):
     def settings(self) -> dict:
         return {"min_words": self.min_words}
 
-    def decide(self, doc: dict) -> dict | str:
-        return doc if len(doc["text"].split()) >= self.min_words else "short"
+    def reject(self, doc: dict) -> str | None:
+        return None if len(doc["text"].split()) >= self.min_words else "short"
 
 
 def _docs(folder: Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""Issue 46: a new data stage is one small class on the base (workbench/stage.py ``DocumentStage``): this toy
+"""A new data stage is one small class on the base (pipeline/runtime/document_stage.py ``DocumentStage``): this toy
 stage upper-cases every document and drops empty ones, and gets resume, markers, metrics, the rejected file, a
 changed input redone alone, a SIGKILL survived, and Ray and Dask, without a line of its own for any of them."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.runtime.document_stage import DocumentStage
 from workbench.executor import LocalExecutor, make_executor
 from workbench.files import read_json
 from workbench.ledger import record_path
-from workbench.stage import DocumentStage
 
 
 class Upper(DocumentStage):
@@ -23,10 +23,11 @@ class Upper(DocumentStage):
 
     name = "upper"
 
-    def decide(self, doc: dict) -> dict | str:
+    def reject(self, doc: dict) -> str | None:
         if not doc["text"].strip():
             return "empty"
-        return {**doc, "text": doc["text"].upper()}
+        doc["text"] = doc["text"].upper()
+        return None
 
 
 class KilledUpper(Upper):
@@ -36,10 +37,10 @@ class KilledUpper(Upper):
         super().__init__(*args, **kwargs)
         self.victim = victim
 
-    def decide(self, doc: dict) -> dict | str:
+    def reject(self, doc: dict) -> str | None:
         if doc["text"] == self.victim:
             os.kill(os.getpid(), signal.SIGKILL)
-        return super().decide(doc)
+        return super().reject(doc)
 
 
 TEXTS = {
