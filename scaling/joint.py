@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
+from scaling.blas import one_blas_thread
 from scaling.laws import LAWS, Fitted
 from scaling.laws.data_constrained import (
     R_STAR_BOUNDS,
@@ -132,6 +133,7 @@ def fit_joint(law: str, runs: dict[str, Runs], own: dict[str, Fitted] | None = N
                                           nested.theta[4:]]))
     lo, hi = np.array(bounds).T
     best = None
+    one_blas_thread()
     for start in starts:
         with np.errstate(all="ignore"):
             res = minimize(joint_objective, np.clip(start, lo, hi), args=data, jac=True, method="L-BFGS-B",

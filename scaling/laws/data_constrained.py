@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
+from scaling.blas import one_blas_thread
 from scaling.laws.base import Bound, Fitted, Law, LawError
 from scaling.laws.parametric import HUBER_DELTA, THETA_BOUNDS, ParametricLaw, fit_parametric
 from scaling.laws.registry import register
@@ -82,6 +83,7 @@ def huber_objective(theta: np.ndarray, log_n: np.ndarray, d: np.ndarray, u: np.n
 
 
 def _polish(init: np.ndarray, data: tuple, gtol: float) -> tuple[np.ndarray, float]:
+    one_blas_thread()
     res = minimize(huber_objective, np.clip(init, *np.array(DC_BOUNDS).T), args=data, jac=True, method="L-BFGS-B",
                    bounds=DC_BOUNDS, options={"ftol": 0.0, "gtol": gtol, "maxiter": 20000})
     return res.x, float(res.fun)

@@ -20,6 +20,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
+from scaling.blas import one_blas_thread
 from scaling.laws.base import Bound, Fitted, Law
 from scaling.laws.registry import register
 from scaling.runs import Runs
@@ -102,6 +103,7 @@ def fit_parametric(params: np.ndarray, tokens: np.ndarray, loss: np.ndarray, del
     at gtol 1e-10 (bootstrap refits): L-BFGS-B's default ftol is absolute once the objective is below 1 and stops
     a warm start long before the optimum along the flat (A, α) and (B, β) valleys, which collapses the CIs.
     """
+    one_blas_thread()
     data = (np.log(params), np.log(tokens), np.log(loss), delta)
     if init is None:
         starts = START_GRID[np.argsort(_grid_objective(*data), kind="stable")[:n_starts]]
