@@ -5,6 +5,7 @@ from pathlib import Path
 import yaml
 
 from lmw_cli import config
+from workbench.params import SECTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -12,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_params_section_has_its_cli():
     sections = list(yaml.safe_load((ROOT / "params.yaml").read_text()))
     assert sections == list(config.SECTION_CLIS)
+    assert set(SECTIONS) == set(config.SECTION_CLIS)  # the sections workbench checks a params file against
 
 
 def test_layers_in_order_of_precedence(tmp_path):
