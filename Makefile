@@ -40,7 +40,7 @@ lint: $(STAMP)
 	$(RUN) python -m workbench.import_names
 
 # the pure-Python references, which run where the compiled cores (tokenizer/csrc, pipeline/web/csrc) could not be built
-FALLBACK_TESTS := tests/tokenizer/test_native.py tests/tokenizer/test_encoder.py tests/tokenizer/test_bpe.py \
+FALLBACK_TESTS := tests/workbench/test_native.py tests/tokenizer/test_native.py tests/tokenizer/test_encoder.py tests/tokenizer/test_bpe.py \
 	tests/pipeline/test_blocks_native.py tests/pipeline/test_distilled.py
 
 test: lint

@@ -16,9 +16,4 @@ CSRC = Path(__file__).with_name("csrc")
 SOURCES = ("bpe_native.c", "bpe_train.c", "bpe_train.h", "pretokenizer.h", "unicode_classes.h")  # setup.py's order
 
 
-def source_sha256() -> str | None:
-    """SHA-256 of the C sources in this checkout (``None`` when they are not shipped, as in a wheel)."""
-    return native.source_sha256(CSRC, SOURCES)
-
-
 NATIVE = native.load_extension("tokenizer._bpe_native", CSRC, SOURCES)

@@ -5,10 +5,7 @@ capitals) and, where ../shared is present, on the real pages of the evaluation s
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -21,27 +18,10 @@ from pipeline.web.distilled import context_features, context_features_reference,
 from pipeline.web.extract import decode_html
 from pipeline.web.trees import fit
 from pipeline.web.warc import iter_payloads
-from workbench.native import source_sha256
 
 ROOT = Path(__file__).resolve().parents[2]
 WEB = ROOT.parent / "shared" / "data" / "web"
 needs_native = pytest.mark.skipif(native.NATIVE is None, reason="compiled core not built or LMW_NO_NATIVE set")
-
-
-def test_native_core_is_built_unless_disabled():
-    """CI installs with `pip install -e .`, which must build the core; LMW_NO_NATIVE=1 is the only way to skip it."""
-    if os.environ.get("LMW_NO_NATIVE", "") not in ("", "0"):
-        assert native.NATIVE is None
-        return
-    assert native.NATIVE is not None, "pipeline.web._blocks_native missing or stale: run `pip install -e .`"
-    assert native.NATIVE.SOURCE_SHA256 == source_sha256(native.CSRC, native.SOURCES)
-
-
-def test_env_var_forces_the_references():
-    code = "from pipeline.web import native; print(native.NATIVE)"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "LMW_NO_NATIVE": "1"},
-                         capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "None"
 
 
 def assert_same_numbers(page: Page, model) -> None:

@@ -3,10 +3,7 @@
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,22 +21,6 @@ EOT = "<|endoftext|>"
 SURROGATES = range(0xD800, 0xE000)
 
 needs_native = pytest.mark.skipif(native.NATIVE is None, reason="compiled core not built or LMW_NO_NATIVE set")
-
-
-def test_native_core_is_built_unless_disabled():
-    """CI installs with `pip install -e .`, which must build the core; LMW_NO_NATIVE=1 is the only way to skip it."""
-    if os.environ.get("LMW_NO_NATIVE", "") not in ("", "0"):
-        assert native.NATIVE is None
-        return
-    assert native.NATIVE is not None, "tokenizer._bpe_native missing or stale: run `pip install -e .`"
-    assert native.NATIVE.SOURCE_SHA256 == native.source_sha256()
-
-
-def test_env_var_forces_the_reference():
-    code = "from tokenizer.encoder import Tokenizer; from tokenizer import native; print(native.NATIVE)"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "LMW_NO_NATIVE": "1"},
-                         capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "None"
 
 
 def _mixed_alphabet() -> list[str]:
