@@ -198,9 +198,10 @@ def bench_stage(warcs: list[Path], repeats: int = 2, extractors=("distilled", "c
     return rows
 
 
-def distilled_profile(pages, repeats: int) -> list[Result]:
+def distilled_profile(pages, repeats: int, name: str = "ours (distilled)") -> list[Result]:
     """Where the distilled extractor's time goes, page by page (decode, parse and walk, features, the trees, the
-    trafilatura fallback), the median of ``repeats`` passes; and the share of pages that fall back."""
+    trafilatura fallback), the median of ``repeats`` passes, as shares and in ms a page; and the share of pages
+    that fall back. Rows are named ``name``."""
     from pipeline.web.blocks import features, page_blocks
     from pipeline.web.distilled import keep_probabilities, kept_text, load_model
 
@@ -227,9 +228,12 @@ def distilled_profile(pages, repeats: int) -> list[Result]:
                 seconds[part] += b - a
         passes.append(seconds)
     total = statistics.median(sum(s.values()) for s in passes)
-    rows = [Result("ours (distilled)", f"time share: {part}", round(statistics.median(s[part] for s in passes) /
-                                                                    total, 3), "of its time") for part in parts]
-    rows.append(Result("ours (distilled)", "fallback_share", round(fallback / len(pages), 4), "of pages"))
+    rows = []
+    for part in parts:
+        seconds = statistics.median(s[part] for s in passes)
+        rows += [Result(name, f"time share: {part}", round(seconds / total, 3), "of its time"),
+                 Result(name, f"ms per page: {part}", round(1000 * seconds / len(pages), 3), "ms, one core")]
+    rows.append(Result(name, "fallback_share", round(fallback / len(pages), 4), "of pages"))
     return rows
 
 
@@ -350,8 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, help="only the first N pages (a smoke run; not recorded)")
     parser.add_argument("--plot", type=Path, help="write the speed-vs-quality PNG here")
     parser.add_argument("--stage", action="store_true",
-                        help="instead: time the extract stage on every WARC of --web-dir (and on --sample), each "
-                             "extractor against trafilatura")
+                        help="instead: time the extract stage on every WARC of --web-dir (and on --sample, with "
+                             "where the distilled extractor's time goes there), each extractor against trafilatura")
     parser.add_argument("--sample", type=Path, default=Path("data/raw/sample.warc.gz"),
                         help="with --stage: the pipeline's sample WARC too, where it exists (make repro writes it)")
     parser.add_argument("--scrapinghub", type=Path, metavar="DIR",
@@ -371,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
         stage_rows = bench_stage(sorted(args.web_dir.glob("*.warc.gz")), args.repeats)
         if args.sample.is_file():
             stage_rows += bench_stage([args.sample], args.repeats, label=" (sample)")
+            sample = [(p.body, p.charset, {}) for p in iter_payloads(args.sample, Counter()) if p.kind == "html"]
+            stage_rows += distilled_profile(sample, args.repeats, name="ours (distilled) on the sample")
         command = f"python -m bench.benchmarks.extract --stage --repeats {args.repeats}"
         return finish("extract", stage_rows, args, command)
     pages = load_eval_pages(args.web_dir)[0]
