@@ -26,6 +26,7 @@ import argparse
 import contextvars
 import dataclasses
 import difflib
+import functools
 import sys
 import types
 import typing
@@ -99,18 +100,81 @@ class ParamsError(ValueError):
         self.unknown = list(unknown)
 
 
-def setting(default, help: str, *, choices: Sequence[str] | None = None, positional: bool = False,
+def setting(default, help: str, *, choices: Sequence[Any] | None = None, at_least: float | None = None,
+            above: float | None = None, at_most: float | None = None, exists: bool = False, positional: bool = False,
             repeatable: bool = False, parse: Callable[[str], Any] | None = None, metavar: str | None = None):
-    """A dataclass field with its default and the help text its `--help` flag shows (``add_config_flags``); the only
-    way a CLI declares a setting (tests/workbench/test_config_style.py). ``choices``: the values it takes;
+    """A dataclass field with its default, the help text its `--help` flag shows (``add_config_flags``) and its
+    constraints; the only way a setting is declared (tests/workbench/test_config_style.py). Constraints, checked by
+    the parser (``config_from_args``) and, for a ``Checked`` dataclass, whenever one is made (``check_settings``):
+    ``choices``: the values it takes; ``at_least`` / ``above`` / ``at_most``: a number (an ``int`` where the
+    annotation says so; ``None`` passes where the annotation allows it) in that range; ``exists``: a path that must
+    exist (checked by the parser only: a config made in Python may name a file still to be written). Shape:
     ``positional``: a positional argument (a stage's inputs) instead of a ``--flag``; ``repeatable``: a tuple
     setting whose flag may be given several times, each adding values (``--model a=x --model b=y``); ``parse``: how
     one value's text is read when the annotation does not say (``64,4,2`` -> [64, 4, 2]), shown as ``metavar``.
     ``default=REQUIRED``: no default; a run must give it (a flag or the params section)."""
-    metadata = {"help": help, "choices": tuple(choices) if choices else None, "positional": positional,
-                "repeatable": repeatable, "parse": parse, "metavar": metavar}
-    metadata = {k: v for k, v in metadata.items() if v}
+    metadata = {"help": help, "choices": tuple(choices) if choices else None, "at_least": at_least, "above": above,
+                "at_most": at_most, "exists": exists, "positional": positional, "repeatable": repeatable,
+                "parse": parse, "metavar": metavar}
+    metadata = {k: v for k, v in metadata.items() if v is not None and v is not False}
     return dataclasses.field(default=dataclasses.MISSING if default is REQUIRED else default, metadata=metadata)
+
+
+def _range_text(meta) -> str:
+    low = f"> {meta['above']}" if "above" in meta else f">= {meta['at_least']}" if "at_least" in meta else ""
+    high = f"<= {meta['at_most']}" if "at_most" in meta else ""
+    return " and ".join(part for part in (low, high) if part)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def setting_problem(f: dataclasses.Field, value, annotation=None, check_paths: bool = False) -> str | None:
+    """What is wrong with ``value`` for the setting ``f`` declares ("must be >= 1, got 0"), or None."""
+    meta = f.metadata
+    if value is None:
+        return None
+    if (choices := meta.get("choices")) and value not in choices:
+        return f"must be one of {', '.join(map(str, choices))}, got {value!r}"
+    if any(k in meta for k in ("at_least", "above", "at_most")):
+        whole = annotation is int or (typing.get_origin(annotation) in (typing.Union, types.UnionType)
+                                      and int in typing.get_args(annotation) and float not in typing.get_args(annotation))
+        if not _is_number(value) or (whole and not isinstance(value, int)):
+            return f"must be {'an integer' if whole else 'a number'} {_range_text(meta)}, got {value!r}"
+        if (("at_least" in meta and value < meta["at_least"]) or ("above" in meta and value <= meta["above"])
+                or ("at_most" in meta and value > meta["at_most"])):
+            return f"must be {_range_text(meta)}, got {value!r}"
+    if check_paths and meta.get("exists") and not Path(value).exists():
+        return f"{value}: no such file or folder"
+    return None
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def check_settings(config, where: str = "") -> None:
+    """A ValueError naming the first setting of the dataclass ``config`` its declaration rules out
+    (``setting_problem``), as ``where`` + name (default: the class's ``SECTION`` or name, and a dot)."""
+    where = where or f"{getattr(config, 'SECTION', None) or type(config).__name__}."
+    hints = _hints(type(config))
+    for f in dataclasses.fields(config):
+        problem = setting_problem(f, getattr(config, f.name), hints.get(f.name))
+        if problem:
+            raise ValueError(f"{where}{f.name} {problem}")
+
+
+class Checked:
+    """A settings dataclass whose declared constraints (``setting(at_least=..., choices=...)``) hold for every
+    instance, however it was made: a flag, a params file, or Python. ``SECTION`` names it in errors
+    (``extract.workers must be >= 1, got 0``). A subclass with a rule across settings extends ``__post_init__``."""
+
+    SECTION: typing.ClassVar[str | None] = None
+
+    def __post_init__(self) -> None:
+        check_settings(self)
 
 
 def override(cls: type, name: str, default, help: str | None = None):
@@ -432,11 +496,32 @@ def config_from_args(config_cls: type, args: argparse.Namespace, section: str = 
         given = "on the command line" if set(missing) <= positional else "a flag"
         raise ParamsError(f"{flags} {'is' if len(missing) == 1 else 'are'} required ({given}{where})")
     for f in dataclasses.fields(config_cls):  # a flag's value and a params file's alike, in one line
-        choices = f.metadata.get("choices")
-        if choices and values.get(f.name) is not None and values[f.name] not in choices:
-            raise ParamsError(f"{section + '.' if section else '--'}{prefix}{f.name} must be one of "
-                              f"{', '.join(map(str, choices))}, got {values[f.name]!r}")
+        if f.name in values and not nested_config(hints[f.name]):
+            problem = setting_problem(f, values[f.name], hints[f.name], check_paths=True)
+            if problem:
+                name = prefix + f.name
+                raise ParamsError(f"{section + '.' + name if section else '--' + name.replace('_', '-')} {problem}")
     return config_cls(**values)
+
+
+def parse_flags(config_cls: type, argv: Sequence[str] | None = None, prog: str | None = None,
+                description: str = ""):
+    """The settings of a CLI that reads no params section (a benchmark, a checker): its flags over the dataclass
+    defaults, a ``bool`` setting as a ``--name / --no-name`` switch. A bad value is one line and exit 2."""
+    parser = Parser(prog=prog, description=description, formatter_class=OneDefaultFormatter)
+    add_config_flags(parser, config_cls, bool_switches=True)
+    args = parser.parse_args(argv)
+    try:
+        return config_from_args(config_cls, args)
+    except ValueError as e:
+        usage_error(str(e))
+
+
+def usage_error(message: str) -> typing.NoReturn:
+    """A bad setting found after parsing (a folder without the files a run needs): one line, exit 2, as the
+    parser's own errors."""
+    sys.stderr.write(f"error: {message}\n")
+    raise SystemExit(2)
 
 
 def parse_config(config_cls: type, section: str, argv: Sequence[str] | None = None, prog: str | None = None,

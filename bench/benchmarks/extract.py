@@ -25,14 +25,16 @@ import logging
 import statistics
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
-from bench.tools.results import Result, bench_parser, finish
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
 from pipeline.web.distill import HALVES, eval_half
 from pipeline.web.extract import ExtractConfig, decode_html, extract_text, main_text
 from pipeline.web.extract_cascade import DROP_TAGS, prune_html
 from pipeline.web.warc import iter_payloads
 from workbench.files import atomic_path
+from workbench.params import setting
 
 DEFAULT_WEB = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "web"
 BASELINE = "ours (trafilatura)"
@@ -345,22 +347,24 @@ def plot_frontier(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+@dataclass(frozen=True)
+class ExtractBench(BenchSettings):
+    web_dir: Path = setting(DEFAULT_WEB, "folder with trafilatura-pages-*.warc.gz and trafilatura-evaldata.json")
+    repeats: int = setting(2, "timed passes over the pages", at_least=1)
+    tried: bool = setting(True, "also the extractors that were tried (--no-tried: only the stage's extractors and "
+                                "the plain ones)")
+    limit: int | None = setting(None, "only the first N pages (a smoke run; not recorded)", at_least=1)
+    plot: Path | None = setting(None, "write the speed-vs-quality PNG here")
+    stage: bool = setting(False, "instead: time the extract stage on every WARC of --web-dir (and on --sample, with "
+                                 "where the distilled extractor's time goes there), each extractor against trafilatura")
+    sample: Path = setting(Path("data/raw/sample.warc.gz"),
+                           "with --stage: the pipeline's sample WARC too, where it exists (make repro writes it)")
+    scrapinghub: Path | None = setting(None, "instead: F1 on ScrapingHub's article-extraction benchmark checked out "
+                                             "in DIR", metavar="DIR")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = bench_parser("bench.benchmarks.extract", __doc__, "extract")
-    parser.add_argument("--web-dir", type=Path, default=DEFAULT_WEB,
-                        help="folder with trafilatura-pages-*.warc.gz and trafilatura-evaldata.json")
-    parser.add_argument("--repeats", type=int, default=2, help="timed passes over the pages (default: %(default)s)")
-    parser.add_argument("--no-tried", action="store_true", help="only the stage's extractors and the plain ones")
-    parser.add_argument("--limit", type=int, help="only the first N pages (a smoke run; not recorded)")
-    parser.add_argument("--plot", type=Path, help="write the speed-vs-quality PNG here")
-    parser.add_argument("--stage", action="store_true",
-                        help="instead: time the extract stage on every WARC of --web-dir (and on --sample, with "
-                             "where the distilled extractor's time goes there), each extractor against trafilatura")
-    parser.add_argument("--sample", type=Path, default=Path("data/raw/sample.warc.gz"),
-                        help="with --stage: the pipeline's sample WARC too, where it exists (make repro writes it)")
-    parser.add_argument("--scrapinghub", type=Path, metavar="DIR",
-                        help="instead: F1 on ScrapingHub's article-extraction benchmark checked out in DIR")
-    args = parser.parse_args(argv)
+    args = parse_bench(ExtractBench, argv)
     if args.scrapinghub:
         if not (args.scrapinghub / "ground-truth.json").is_file():
             print(f"error: {args.scrapinghub}/ground-truth.json not found (a checkout of "
@@ -380,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         command = f"python -m bench.benchmarks.extract --stage --repeats {args.repeats}"
         return finish("extract", stage_rows, args, command)
     pages = load_eval_pages(args.web_dir)[0]
-    rows = bench_extract(args.web_dir, repeats=args.repeats, tried=not args.no_tried, limit=args.limit, pages=pages)
+    rows = bench_extract(args.web_dir, repeats=args.repeats, tried=args.tried, limit=args.limit, pages=pages)
     print(format_rows(rows))
     if args.plot:
         plot_frontier(rows, args.plot)

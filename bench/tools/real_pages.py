@@ -2,34 +2,41 @@
 
 ``real_documents`` runs the extract stage (pipeline/web/extract.py, its default trafilatura extractor) over the WARCs
 into a folder (resumable: a second run reads what the first wrote) and returns the documents, each with the name of
-its WARC; ``is_english`` asks the default ``langid`` step of the filter chain. ``add_real_pages_flags`` and
+its WARC; ``is_english`` asks the default ``langid`` step of the filter chain. ``RealPagesSettings`` and
 ``real_warcs`` are the command line such a benchmark shares.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from bench.tools.results import BenchSettings
 from pipeline.filters.langid import LanguageFilter
 from pipeline.web.extract import ExtractConfig, output_name, run_extract
 from workbench.files import read_jsonl
+from workbench.params import setting, usage_error
+
+DEFAULT_WEB = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "web"
 
 
-def add_real_pages_flags(ap: argparse.ArgumentParser, web_dir: Path) -> None:
-    """A real-pages benchmark's flags: ``--web-dir`` (default ``web_dir``), ``--cache`` and ``--workers``."""
-    ap.add_argument("--web-dir", type=Path, default=web_dir, help="folder of real-page WARCs (*.warc.gz)")
-    ap.add_argument("--cache", type=Path, help="keep the extracted documents here (default: a temporary folder)")
-    ap.add_argument("--workers", type=int, default=2, help="extraction processes (default: %(default)s)")
+@dataclass(frozen=True, kw_only=True)
+class RealPagesSettings(BenchSettings):
+    """A real-pages benchmark's settings: the folder of WARCs, where the extracted documents are kept, how many
+    processes extract them."""
+
+    web_dir: Path = setting(DEFAULT_WEB, "folder of real-page WARCs (*.warc.gz)")
+    cache: Path | None = setting(None, "keep the extracted documents here (default: a temporary folder)")
+    workers: int = setting(2, "extraction processes", at_least=1)
 
 
-def real_warcs(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[Path]:
+def real_warcs(settings: RealPagesSettings) -> list[Path]:
     """The WARCs of ``--web-dir``; a usage error (exit 2) when it has none."""
-    warcs = sorted(args.web_dir.glob("*.warc.gz"))
+    warcs = sorted(settings.web_dir.glob("*.warc.gz"))
     if not warcs:
-        ap.error(f"no *.warc.gz in {args.web_dir}")
+        usage_error(f"no *.warc.gz in {settings.web_dir}")
     return warcs
 
 

@@ -11,14 +11,14 @@ what ``python -m bench.tools.report`` puts into the pages of docs/benchmarks/. `
 baseline in turns (ours, baseline, ours, ...) so drift on a shared machine hits both, and reports min/median/max and
 the ratio of medians within the one run.
 
-What every benchmark's command line shares is here too: ``bench_parser`` (its prog and description, ``--results-dir``
-and ``--no-record``) and ``finish`` (the printed table of rows, then the rows recorded unless ``--no-record``); a
-benchmark adds only its own flags and makes its own rows.
+What every benchmark's command line shares is here too: ``BenchSettings`` (``--results-dir`` and ``--no-record``),
+which a benchmark's settings dataclass extends, ``parse_bench`` (its prog and description) and ``finish`` (the printed
+table of rows, then the rows recorded unless ``--no-record``); a benchmark declares only its own settings and makes
+its own rows.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import functools
 import importlib.util
@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workbench.files import write_text
-from workbench.params import OneDefaultFormatter
+from workbench.params import parse_flags, setting
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "benchmarks" / "results"
@@ -195,16 +195,21 @@ def timing_result(name: str, metric: str, times: list[float], baseline: str | No
                   min(times) * scale, med, max(times) * scale)
 
 
-def bench_parser(module: str, doc: str | None, area: str) -> argparse.ArgumentParser:
-    """The parser a benchmark starts from: ``python -m <module>``, the first paragraph of its ``doc`` as the
-    description, defaults shown in ``--help``, and the flags every benchmark has: ``--results-dir`` (where
-    ``<area>.jsonl`` goes) and ``--no-record``."""
-    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=(doc or "").split("\n\n")[0],
-                                     formatter_class=OneDefaultFormatter)
-    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help=f"where the rows go, as {area}.jsonl")
-    parser.add_argument("--no-record", action="store_true", help="print only")
+@dataclass(frozen=True, kw_only=True)
+class BenchSettings:
+    """The settings every benchmark has; a benchmark's own settings dataclass extends it (``parse_bench``)."""
+
+    results_dir: Path = setting(RESULTS_DIR, "where the rows go, as AREA.jsonl (AREA: the benchmark's area)")
+    record: bool = setting(True, "append the rows to the results (--no-record: print only)")
+
+
+def parse_bench(settings_cls: type, argv: list[str] | None = None):
+    """A benchmark's settings from its command line (``workbench.params.parse_flags``): ``python -m <module>``, the
+    first paragraph of the module's docstring as the description. Pins the commit the rows will name."""
+    module = sys.modules[settings_cls.__module__]
+    name = module.__spec__.name if module.__spec__ else settings_cls.__module__
     commit_at_start()  # pinned now, at the bench's start
-    return parser
+    return parse_flags(settings_cls, argv, prog=f"python -m {name}", description=(module.__doc__ or "").split("\n\n")[0])
 
 
 def format_result(r: Result) -> str:
@@ -214,15 +219,15 @@ def format_result(r: Result) -> str:
     return f"{r.name:<28} {r.metric:<20} {r.value:>12.5g} {r.unit}{spread}{base}"
 
 
-def finish(area: str, results: list[Result], args: argparse.Namespace, command: str, show: bool = True,
+def finish(area: str, results: list[Result], settings: BenchSettings, command: str, show: bool = True,
            record_rows: bool | None = None) -> int:
     """A benchmark's ending: every row printed (unless ``show`` is False: the benchmark printed its own table), then
-    recorded in ``<args.results_dir>/<area>.jsonl`` with the ``command`` that reruns it, when ``record_rows``
-    (default: unless ``args.no_record``). Returns the exit status (0)."""
+    recorded in ``<settings.results_dir>/<area>.jsonl`` with the ``command`` that reruns it, when ``record_rows``
+    (default: ``settings.record``). Returns the exit status (0)."""
     for r in results if show else ():
         print(format_result(r))
-    if record_rows if record_rows is not None else not args.no_record:
-        print(f"{len(results)} rows appended to {record(area, results, command, args.results_dir)}")
+    if record_rows if record_rows is not None else settings.record:
+        print(f"{len(results)} rows appended to {record(area, results, command, settings.results_dir)}")
     return 0
 
 

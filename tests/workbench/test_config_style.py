@@ -10,7 +10,7 @@ import dataclasses
 
 import pytest
 
-from lmw_cli.cli_docs import USER_PACKAGES, capture_parser, cli_modules
+from lmw_cli.cli_docs import ALL_PACKAGES, capture_parser, cli_modules
 from workbench.params import add_config_flags, add_params_flag, setting
 
 PARSERS_OWN = ("params", "verbose")
@@ -34,7 +34,7 @@ def outside_settings(parser: argparse.ArgumentParser) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("module", cli_modules(USER_PACKAGES))
+@pytest.mark.parametrize("module", cli_modules(ALL_PACKAGES))
 def test_every_cli_setting_is_declared_once_with_its_help(module):
     assert outside_settings(capture_parser(module)) == []
 
