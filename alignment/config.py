@@ -8,10 +8,10 @@ by problem (alignment/tasks/digits.py), the `short` template, on the CPU with ou
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from model.training.run_settings import RunSettings
-from workbench.params import override, setting
+from workbench.params import REQUIRED, override, setting
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,7 @@ class TaskConfig:
 class LoopConfig(TaskConfig, RunSettings):
     """What a trainer starts from (model, task), how it evaluates and where it writes."""
 
-    model: str = field(kw_only=True, metadata={"help": "our run folder / ckpt-*.pt, or a local Hugging Face model "
-                                                       "folder"})
+    model: str = setting(REQUIRED, "our run folder / ckpt-*.pt, or a local Hugging Face model folder", kw_only=True)
     n_train: int = setting(2000, "training problems (SFT: demonstrations; DPO: pairs; RL: questions drawn)")
     n_test: int = setting(200, "held-out problems scored at each evaluation (validation for digits)")
     lr: float = setting(1e-4, "peak learning rate")

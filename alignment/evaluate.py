@@ -35,7 +35,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -52,7 +52,7 @@ from alignment.tasks.rewards import extract_answer, gsm8k_reward, parse_mmlu_let
 from model.training.checkpoint import check_tokenizer, load_model
 from tokenizer.encoder import Tokenizer
 from workbench.files import atomic_path, remove_stale_temps_of, tokenizer_identity, write_error, write_jsonl
-from workbench.params import add_config_flags, config_from_args, setting
+from workbench.params import REQUIRED, add_config_flags, config_from_args, setting
 
 TASKS = tasks_for("evaluate")
 CSV_COLUMNS = ("timestamp", "stage", "task", "model", "n", "accuracy", "format_rate", "refusal_rate",
@@ -246,9 +246,9 @@ def load_model_and_tokenizer(model_path: str, tokenizer_dir: str | None = None, 
 
 @dataclass(frozen=True)
 class EvalSettings:
-    task: str = field(metadata={"help": "what to evaluate on", "choices": TASKS})
-    model: str = field(metadata={"help": "our run folder or ckpt-*.pt, or a local Hugging Face model folder "
-                                         "(detected by config.json)"})
+    task: str = setting(REQUIRED, "what to evaluate on", choices=TASKS)
+    model: str = setting(REQUIRED, "our run folder or ckpt-*.pt, or a local Hugging Face model folder (detected by "
+                                   "config.json)")
     tokenizer: str | None = setting(None, "tokenizer folder (vocab.json + merges.txt); required for our "
                                           "checkpoints, optional for HF folders (none: the model folder)")
     n: int | None = setting(None, "evaluate the first N items (none: arithmetic 200, others all)")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -208,8 +208,7 @@ class ReportConfig(TaskConfig):
     pass_k_stages: str = setting("sft", "comma-separated stages that get pass@k (what sampling already contains)")
     model: tuple[str, ...] = setting((), "a stage's model as STAGE=PATH, repeatable (replaces the section's models "
                                          "mapping)", repeatable=True)
-    models: dict = field(default_factory=dict, metadata={"help": "stage -> model (params.yaml only)",
-                                                         "flag": False})
+    models: dict = setting({}, "stage -> model (params.yaml only)", params_only=True)
 
     def __post_init__(self) -> None:
         if self.task not in TASKS or self.task == "safety":

@@ -35,7 +35,7 @@ import json
 import math
 import os
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pandas as pd
@@ -43,7 +43,7 @@ import pandas as pd
 from leaderboard import plots
 from scaling.report import frontier_note
 from workbench.files import details_path, write_bytes, write_metrics
-from workbench.params import ParamsError, params_path, parse_config, read_params
+from workbench.params import ParamsError, params_path, parse_config, read_params, setting
 
 COLUMNS = ["run_id", "kind", "data_recipe", "tokenizer", "preset", "d_model", "n_layers", "n_heads", "params",
            "tokens", "flops", "wall_clock_s", "hardware", "val_loss", "val_perplexity", "task", "accuracy",
@@ -62,18 +62,17 @@ class ReportError(ValueError):
 class LeaderboardConfig:
     """The ``leaderboard:`` section of params.yaml; every field is also a flag."""
 
-    out_dir: str = field(default="reports", metadata={"help": "writes leaderboard.csv, summary.md, "
-                                                              "training_curves.png"})
-    metrics: str = field(default="metrics/report.json", metadata={"help": "headline metrics JSON for dvc (the "
-                                                                          "full report metrics go to details/)"})
-    metrics_dir: str = field(default="metrics", metadata={"help": "folder of stage metrics JSON (reads details/)"})
-    train_run: str = field(default="data/runs/default", metadata={"help": "the default training run folder"})
-    sweep_results: str = field(default="data/sweep/results.csv", metadata={"help": "the sweep's results CSV"})
-    sweep_runs: str = field(default="data/sweep/runs", metadata={"help": "the sweep's run folders (for hardware)"})
-    fit_dir: str = field(default="data/sweep/fit", metadata={"help": "scaling.fit output folder"})
-    alignment: str = field(default="reports/alignment.csv", metadata={"help": "alignment.report CSV"})
-    funnel: str = field(default="reports/data_funnel.csv", metadata={"help": "pipeline report data_funnel.csv"})
-    top: int = field(default=10, metadata={"help": "leaderboard rows in summary.md"})
+    out_dir: str = setting("reports", "writes leaderboard.csv, summary.md, training_curves.png")
+    metrics: str = setting("metrics/report.json", "headline metrics JSON for dvc (the full report metrics go to "
+                                                  "details/)")
+    metrics_dir: str = setting("metrics", "folder of stage metrics JSON (reads details/)")
+    train_run: str = setting("data/runs/default", "the default training run folder")
+    sweep_results: str = setting("data/sweep/results.csv", "the sweep's results CSV")
+    sweep_runs: str = setting("data/sweep/runs", "the sweep's run folders (for hardware)")
+    fit_dir: str = setting("data/sweep/fit", "scaling.fit output folder")
+    alignment: str = setting("reports/alignment.csv", "alignment.report CSV")
+    funnel: str = setting("reports/data_funnel.csv", "pipeline report data_funnel.csv")
+    top: int = setting(10, "leaderboard rows in summary.md")
 
     def __post_init__(self) -> None:
         if not isinstance(self.top, int) or isinstance(self.top, bool) or self.top < 1:

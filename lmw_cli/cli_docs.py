@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from lmw_cli.registry import ALL_PACKAGES, NOT_CLIS, USER_PACKAGES
-from workbench.params import CheckOnly, add_config_flags
+from workbench.params import CheckOnly, parse_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI_DOC = ROOT / "docs" / "cli.md"
@@ -132,9 +132,7 @@ def render(doc: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lmw_cli.cli_docs", description=__doc__.splitlines()[0])
-    add_config_flags(ap, CheckOnly, bool_switches=True)
-    args = ap.parse_args(argv)
+    args = parse_flags(CheckOnly, argv, prog="python -m lmw_cli.cli_docs", description=__doc__.splitlines()[0])
     os.chdir(ROOT)  # the CLIs read ./params.yaml for the defaults they show
     problems = [f"{m} {issue}" for m in cli_modules() for issue in undocumented(capture_parser(m))]
     doc = CLI_DOC.read_text(encoding="utf-8")

@@ -34,7 +34,9 @@ from workbench.params import (
     REQUIRED,
     SECTION_BASES,
     ParamsError,
+    Parser,
     add_config_flags,
+    add_params_flag,
     config_from_args,
     read_layers,
     setting,
@@ -115,9 +117,9 @@ class ShowSettings:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lmw_cli.config", description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m lmw_cli.config", description=__doc__.splitlines()[0])
     add_config_flags(ap, ShowSettings)
-    ap.add_argument("--params", default=str(DEFAULT_PARAMS), help="params file or profile (default: %(default)s)")
+    add_params_flag(ap)
     args = ap.parse_args(argv)
     try:
         key = config_from_args(ShowSettings, args).key  # the command and the key are required

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from lmw_cli.cli_docs import ROOT, capture_parser
 from workbench.import_names import PACKAGES
-from workbench.params import CheckOnly, add_config_flags
+from workbench.params import CheckOnly, parse_flags
 
 COMMAND = re.compile(r"python3? -m ([\w.]+)(.*)")
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
@@ -144,9 +144,7 @@ def check() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lmw_cli.doc_commands", description=__doc__.splitlines()[0])
-    add_config_flags(ap, CheckOnly, bool_switches=True)
-    args = ap.parse_args(argv)
+    args = parse_flags(CheckOnly, argv, prog="python -m lmw_cli.doc_commands", description=__doc__.splitlines()[0])
     problems = check()
     for line in problems:
         print(line, file=sys.stderr if args.check else sys.stdout)

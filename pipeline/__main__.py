@@ -7,7 +7,6 @@ from a section of ``params.yaml`` (``--params`` picks another file) and lets a f
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from pipeline import classify, report
@@ -16,7 +15,7 @@ from pipeline.filters import stage as filter_step
 from pipeline.web import extract
 from tokenizer import shards
 from tokenizer import train as train_tokenizer
-from workbench.params import invoked_as
+from workbench.params import invoked_as, parse_dispatch
 
 # step name -> (its main, one line of help)
 STEPS = {
@@ -31,25 +30,12 @@ STEPS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pipeline", description=__doc__.split("\n\n")[0],
-        epilog="steps:\n" + "\n".join(f"  {name:<17} {text}" for name, (_, text) in STEPS.items())
-               + "\n\n`python -m pipeline STEP --help` lists the step's flags.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--params", help="params file with the stage defaults (default: params.yaml)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
-    parser.add_argument("step", choices=STEPS, help="the step to run")
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="the step's flags")
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
-    forwarded = (["--params", args.params] if args.params else []) + (["-v"] if args.verbose else [])
-    token = invoked_as.set(f"python -m pipeline {args.step}")
+    step, args = parse_dispatch(sys.argv[1:] if argv is None else argv, "python -m pipeline",
+                                __doc__.split("\n\n")[0], {name: text for name, (_, text) in STEPS.items()})
+    token = invoked_as.set(f"python -m pipeline {step}")
     try:
-        return STEPS[args.step][0](forwarded + args.args)
+        return STEPS[step][0](args)
     finally:
         invoked_as.reset(token)
 

@@ -47,6 +47,8 @@ from workbench.params import (
     ParamsError,
     Parser,
     add_config_flags,
+    add_params_flag,
+    add_verbose_flag,
     config_from_args,
     load_section,
     params_path,
@@ -239,9 +241,8 @@ def build_parser(section: dict) -> argparse.ArgumentParser:
     for action in p._actions:  # the default a run would use, which the section may set per task
         if action.dest in shown:
             action.help = f"{action.setting.metadata['help']} {shown[action.dest]}"
-    p.add_argument("--params", type=Path, default=Path("params.yaml"),
-                   help="params file whose `classify` section gives the defaults (default: %(default)s)")
-    p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    add_params_flag(p, "classify")
+    add_verbose_flag(p)
     return p
 
 

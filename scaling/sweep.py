@@ -46,7 +46,7 @@ import multiprocessing
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
@@ -137,8 +137,8 @@ class SweepConfig:
     # (train.schedule must be wsd), equal to a straight run of that schedule; the FLOPs ledger charges the trunk once
     branches: bool = setting(False, "WSD cooldown branches: one constant-LR trunk per shape, each budget a cooldown "
                                     "off it")
-    train: dict = field(default_factory=dict, metadata={  # sweep_section: the train section's, less what a run sets
-        "help": "TrainConfig fields of every run (params.yaml only)", "flag": False})
+    # sweep_section: the train section's, less what a run sets
+    train: dict = setting({}, "TrainConfig fields of every run (params.yaml only)", params_only=True)
 
     def __post_init__(self) -> None:
         for name in ("data", "out_dir", "results"):

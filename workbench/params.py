@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextvars
+import copy
 import dataclasses
 import difflib
 import functools
@@ -102,7 +103,8 @@ class ParamsError(ValueError):
 
 def setting(default, help: str, *, choices: Sequence[Any] | None = None, at_least: float | None = None,
             above: float | None = None, at_most: float | None = None, exists: bool = False, positional: bool = False,
-            repeatable: bool = False, parse: Callable[[str], Any] | None = None, metavar: str | None = None):
+            repeatable: bool = False, parse: Callable[[str], Any] | None = None, metavar: str | None = None,
+            params_only: bool = False, factory: Callable[[], Any] | None = None, kw_only: bool = False):
     """A dataclass field with its default, the help text its `--help` flag shows (``add_config_flags``) and its
     constraints; the only way a setting is declared (tests/workbench/test_config_style.py). Constraints, checked by
     the parser (``config_from_args``) and, for a ``Checked`` dataclass, whenever one is made (``check_settings``):
@@ -112,12 +114,22 @@ def setting(default, help: str, *, choices: Sequence[Any] | None = None, at_leas
     ``positional``: a positional argument (a stage's inputs) instead of a ``--flag``; ``repeatable``: a tuple
     setting whose flag may be given several times, each adding values (``--model a=x --model b=y``); ``parse``: how
     one value's text is read when the annotation does not say (``64,4,2`` -> [64, 4, 2]), shown as ``metavar``.
-    ``default=REQUIRED``: no default; a run must give it (a flag or the params section)."""
+    ``params_only``: no flag; only a params file gives it (a mapping such as ``filter.steps``).
+    ``default=REQUIRED``: no default; a run must give it (a flag or the params section); ``kw_only``: such a
+    setting after ones with defaults. A mapping or list default is copied for each instance; ``factory`` makes the
+    default instead (``factory=ModelConfig``)."""
     metadata = {"help": help, "choices": tuple(choices) if choices else None, "at_least": at_least, "above": above,
                 "at_most": at_most, "exists": exists, "positional": positional, "repeatable": repeatable,
                 "parse": parse, "metavar": metavar}
     metadata = {k: v for k, v in metadata.items() if v is not None and v is not False}
-    return dataclasses.field(default=dataclasses.MISSING if default is REQUIRED else default, metadata=metadata)
+    if params_only:
+        metadata["flag"] = False
+    if factory is None and isinstance(default, dict | list):
+        factory = functools.partial(copy.deepcopy, default)
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=metadata, kw_only=kw_only)
+    return dataclasses.field(default=dataclasses.MISSING if default is REQUIRED else default, metadata=metadata,
+                             kw_only=kw_only)
 
 
 def _range_text(meta) -> str:
@@ -135,18 +147,35 @@ def setting_problem(f: dataclasses.Field, value, annotation=None, check_paths: b
     meta = f.metadata
     if value is None:
         return None
+    if isinstance(value, tuple | list):  # each value of a tuple setting (--presets xl 2.7B)
+        return next((why for item in value if (why := setting_problem(f, item, _element_type(annotation),
+                                                                      check_paths))), None)
+    if annotation is bool and not isinstance(value, bool):
+        return f"must be true or false, got {value!r}"
     if (choices := meta.get("choices")) and value not in choices:
         return f"must be one of {', '.join(map(str, choices))}, got {value!r}"
-    if any(k in meta for k in ("at_least", "above", "at_most")):
-        whole = annotation is int or (typing.get_origin(annotation) in (typing.Union, types.UnionType)
-                                      and int in typing.get_args(annotation) and float not in typing.get_args(annotation))
-        if not _is_number(value) or (whole and not isinstance(value, int)):
-            return f"must be {'an integer' if whole else 'a number'} {_range_text(meta)}, got {value!r}"
-        if (("at_least" in meta and value < meta["at_least"]) or ("above" in meta and value <= meta["above"])
-                or ("at_most" in meta and value > meta["at_most"])):
-            return f"must be {_range_text(meta)}, got {value!r}"
+    kinds = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
+        else (annotation,)
+    bounded = any(k in meta for k in ("at_least", "above", "at_most"))
+    whole = int in kinds and float not in kinds
+    if (whole and not (isinstance(value, int) and not isinstance(value, bool))) or (bounded and not _is_number(value)):
+        return f"must be {'an integer' if whole else 'a number'}{' ' + _range_text(meta) if bounded else ''}, " \
+               f"got {value!r}"
+    if bounded and (("at_least" in meta and value < meta["at_least"]) or ("above" in meta and value <= meta["above"])
+                    or ("at_most" in meta and value > meta["at_most"])):
+        return f"must be {_range_text(meta)}, got {value!r}"
     if check_paths and meta.get("exists") and not Path(value).exists():
         return f"{value}: no such file or folder"
+    return None
+
+
+def _element_type(annotation):
+    """X of a ``tuple[X, ...]`` / ``list[X]`` annotation (also ``| None``), else None (a fixed tuple's items differ)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        annotation = next((a for a in typing.get_args(annotation) if a is not type(None)), None)
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is list or (typing.get_origin(annotation) is tuple and args[1:] == (...,)):
+        return args[0] if args else None
     return None
 
 
@@ -157,8 +186,8 @@ def _hints(cls: type) -> dict[str, Any]:
 
 def check_settings(config, where: str = "") -> None:
     """A ValueError naming the first setting of the dataclass ``config`` its declaration rules out
-    (``setting_problem``), as ``where`` + name (default: the class's ``SECTION`` or name, and a dot)."""
-    where = where or f"{getattr(config, 'SECTION', None) or type(config).__name__}."
+    (``setting_problem``), as ``where`` + name (default: the class's name and a dot)."""
+    where = where or f"{type(config).__name__}."
     hints = _hints(type(config))
     for f in dataclasses.fields(config):
         problem = setting_problem(f, getattr(config, f.name), hints.get(f.name))
@@ -174,7 +203,10 @@ class Checked:
     SECTION: typing.ClassVar[str | None] = None
 
     def __post_init__(self) -> None:
-        check_settings(self)
+        check_settings(self, self.settings_prefix())
+
+    def settings_prefix(self) -> str:
+        return f"{self.SECTION or type(self).__name__}."
 
 
 def override(cls: type, name: str, default, help: str | None = None):
@@ -443,10 +475,32 @@ def params_path(argv: Sequence[str] | None) -> str:
     return pre.parse_known_args(list(sys.argv[1:] if argv is None else argv))[0].params
 
 
-def add_params_flag(parser: argparse.ArgumentParser, section: str) -> None:
+def add_params_flag(parser: argparse.ArgumentParser, section: str | None = None) -> None:
+    """``--params FILE``: the parser's own flag, which file the settings come from (not a setting itself)."""
+    whose = f"whose {section!r} section gives the defaults" if section else "or profile to run with"
     parser.add_argument("--params", default=str(DEFAULT_PARAMS),
-                        help=f"params file whose {section!r} section gives the defaults (default %(default)s; "
-                             f"flags win; 'none': only the built-in defaults)")
+                        help=f"params file {whose} (default %(default)s; flags win; 'none': only the built-in "
+                             "defaults)")
+
+
+def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
+    """``-v/--verbose``: the parser's own flag for logging, not a setting of the run."""
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+
+
+def parse_dispatch(argv: Sequence[str], prog: str, description: str, steps: dict[str, str]
+                   ) -> tuple[str, list[str]]:
+    """A dispatcher's command line (``python -m pipeline [--params F] [-v] STEP ...``): the step and the
+    arguments it gets, ``--params`` and ``-v`` given before the step passed on in front."""
+    parser = Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter,
+                    epilog="steps:\n" + "\n".join(f"  {name:<17} {text}" for name, text in steps.items())
+                           + f"\n\n`{prog} STEP --help` lists the step's flags.")
+    parser.add_argument("--params", help="params file with the stage defaults (default: params.yaml)")
+    add_verbose_flag(parser)
+    parser.add_argument("step", choices=steps, help="the step to run")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="the step's flags")
+    args = parser.parse_args(list(argv))
+    return args.step, (["--params", args.params] if args.params else []) + (["-v"] if args.verbose else []) + args.args
 
 
 def apply_section(parser: argparse.ArgumentParser, section: str, path: str | Path,

@@ -15,7 +15,6 @@ put back byte for byte afterwards, also after a failure or Ctrl-C (a run killed 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import csv
 import os
@@ -27,7 +26,7 @@ import time
 from pathlib import Path
 
 from workbench.files import atomic_path
-from workbench.params import read_params
+from workbench.params import Parser, add_params_flag, read_params
 
 RUNNING = re.compile(r"Running stage '([^']+)'")
 SKIPPED = re.compile(r"Stage '([^']+)' didn't change, skipping")
@@ -94,16 +93,15 @@ def params_profile(profile: Path, params: Path = Path("params.yaml")):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workbench.repro", description=__doc__.split("\n\n")[0],
-                                     epilog="Other arguments go to dvc repro.")
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"),
-                        help="params profile to run with, e.g. params-gpu.yaml (default %(default)s)")
+    parser = Parser(prog="python -m workbench.repro", description=__doc__.split("\n\n")[0],
+                    epilog="Other arguments go to dvc repro.")
+    add_params_flag(parser)
     args, dvc_args = parser.parse_known_args(sys.argv[1:] if argv is None else list(argv))
     if shutil.which("dvc") is None:
         print("error: dvc is not installed (make repro installs it into .venv)", file=sys.stderr)
         return 2
     try:
-        with params_profile(args.params):
+        with params_profile(Path(args.params)):
             # stage commands inherit stderr, so their progress bars draw live; DVC's stage lines come on stdout
             proc = subprocess.Popen(["dvc", "repro", *dvc_args], stdout=subprocess.PIPE, text=True, bufsize=1)
             rows, total = stage_times(proc.stdout)

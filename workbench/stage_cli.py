@@ -19,7 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.files import write_error
-from workbench.params import ParamsError, Parser, add_config_flags, add_params_flag, apply_section, params_path, setting
+from workbench.params import (
+    ParamsError,
+    Parser,
+    add_config_flags,
+    add_params_flag,
+    add_verbose_flag,
+    apply_section,
+    params_path,
+    setting,
+)
 
 # (parsed flags, the params section as read) -> the step's one-line summary
 Command = Callable[[argparse.Namespace, dict], str]
@@ -60,7 +69,7 @@ def stage_parser(prog: str, section: str, description: str, *settings: type) -> 
     ``settings`` dataclass (a bool is a ``--x / --no-x`` switch)."""
     parser = Parser(prog=prog, description=description)
     add_params_flag(parser, section)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    add_verbose_flag(parser)
     for config_cls in settings:
         add_config_flags(parser, config_cls, bool_switches=True)
     return parser

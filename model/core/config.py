@@ -53,7 +53,6 @@ def swiglu_hidden_size(d_model: int, multiple_of: int = 64) -> int:
 SHAPE_FIELDS = ("vocab_size", "context_length", "d_model", "n_layers", "n_heads")
 PRESET_FIELDS = ("d_model", "n_layers", "n_heads", "d_ff")  # what a preset sets (PRESETS)
 
-_f = setting  # short: every field below is one
 
 
 @dataclass(frozen=True)
@@ -62,34 +61,35 @@ class ModelConfig:
     ``model_config``) derives ``d_ff`` and ``n_kv_heads`` when they are None; a partial one (a SHAPE_FIELDS value
     None: a TrainConfig's ``model``) checks each value it has and derives nothing."""
 
-    vocab_size: int | None = _f(None, "vocabulary size (none: the shards' vocab_size)")
-    context_length: int = _f(128, "tokens per training sequence (also the RoPE table size)")
-    d_model: int | None = _f(None, "residual stream width (none: the preset's)")
-    n_layers: int | None = _f(None, "transformer blocks (none: the preset's)")
-    n_heads: int | None = _f(None, "attention heads (none: the preset's)")
-    d_ff: int | None = _f(None, "SwiGLU hidden size (none: the preset's, else 8/3·d_model rounded to 64)")
-    rope_theta: float = _f(10000.0, "RoPE base θ")
-    norm_eps: float = _f(1e-5, "RMSNorm ε")
-    attention: str = _f("naive", "attention implementation: naive | sdpa | triton")
-    norm: str = _f("torch", "RMSNorm implementation: torch | triton")
-    ffn: str = _f("torch", "SwiGLU activation silu(a)·b: torch | triton (fused kernel)")
-    loss: str = _f("torch", "LM head + cross-entropy: torch | fused (chunked; the logits never exist)")
-    fused_projections: bool = _f(False, "Q/K/V and SwiGLU's W1/W3 as one GEMM each (same math, wider GEMMs)")
-    kernels: str | None = _f(None, "set attention/norm/ffn/loss at once: auto (the fastest per op on this GPU, from "
-                                   "lmw_kernels/selection.json) | all (every Triton kernel) | none (PyTorch + SDPA)")
-    tie_embeddings: bool = _f(False, "share the token embedding and LM head weights")
-    qk_norm: bool = _f(False, "RMSNorm on queries and keys per head")
+    vocab_size: int | None = setting(None, "vocabulary size (none: the shards' vocab_size)")
+    context_length: int = setting(128, "tokens per training sequence (also the RoPE table size)")
+    d_model: int | None = setting(None, "residual stream width (none: the preset's)")
+    n_layers: int | None = setting(None, "transformer blocks (none: the preset's)")
+    n_heads: int | None = setting(None, "attention heads (none: the preset's)")
+    d_ff: int | None = setting(None, "SwiGLU hidden size (none: the preset's, else 8/3·d_model rounded to 64)")
+    rope_theta: float = setting(10000.0, "RoPE base θ")
+    norm_eps: float = setting(1e-5, "RMSNorm ε")
+    attention: str = setting("naive", "attention implementation: naive | sdpa | triton")
+    norm: str = setting("torch", "RMSNorm implementation: torch | triton")
+    ffn: str = setting("torch", "SwiGLU activation silu(a)·b: torch | triton (fused kernel)")
+    loss: str = setting("torch", "LM head + cross-entropy: torch | fused (chunked; the logits never exist)")
+    fused_projections: bool = setting(False, "Q/K/V and SwiGLU's W1/W3 as one GEMM each (same math, wider GEMMs)")
+    kernels: str | None = setting(None, "set attention/norm/ffn/loss at once: auto (the fastest per op on this GPU, "
+                                        "from lmw_kernels/selection.json) | all (every Triton kernel) | none (PyTorch "
+                                        "+ SDPA)")
+    tie_embeddings: bool = setting(False, "share the token embedding and LM head weights")
+    qk_norm: bool = setting(False, "RMSNorm on queries and keys per head")
     # attention variants
-    n_kv_heads: int | None = _f(None, "grouped-query attention: K/V heads (none: n_heads; 1 = multi-query)")
-    sliding_window: int | None = _f(None, "attend to at most this many most recent tokens (none: all)")
+    n_kv_heads: int | None = setting(None, "grouped-query attention: K/V heads (none: n_heads; 1 = multi-query)")
+    sliding_window: int | None = setting(None, "attend to at most this many most recent tokens (none: all)")
     # mixture of experts (0 experts = dense SwiGLU); each expert is a SwiGLU of width d_ff
-    n_experts: int = _f(0, "mixture of experts: experts per FFN layer (0 = dense SwiGLU)")
-    moe_top_k: int = _f(2, "MoE: experts per token")
-    moe_capacity_factor: float | None = _f(1.25, "MoE: expert capacity = factor · tokens · top_k / experts "
-                                                 "(none or 0: no limit)")
-    moe_aux_loss_coef: float = _f(0.01, "MoE: load-balancing loss weight (Switch Transformer)")
-    moe_z_loss_coef: float = _f(0.001, "MoE: router z-loss weight (ST-MoE)")
-    checkpoint_every: int = _f(0, "activation checkpointing: recompute every k-th block in backward (0 = off)")
+    n_experts: int = setting(0, "mixture of experts: experts per FFN layer (0 = dense SwiGLU)")
+    moe_top_k: int = setting(2, "MoE: experts per token")
+    moe_capacity_factor: float | None = setting(1.25, "MoE: expert capacity = factor · tokens · top_k / experts "
+                                                      "(none or 0: no limit)")
+    moe_aux_loss_coef: float = setting(0.01, "MoE: load-balancing loss weight (Switch Transformer)")
+    moe_z_loss_coef: float = setting(0.001, "MoE: router z-loss weight (ST-MoE)")
+    checkpoint_every: int = setting(0, "activation checkpointing: recompute every k-th block in backward (0 = off)")
 
     def __post_init__(self) -> None:
         if self.moe_capacity_factor == 0:  # "no limit" in a profile, where `null` drops the key instead

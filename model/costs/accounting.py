@@ -49,9 +49,9 @@ from model.costs.memory import (
     check_stage,
     zero_model_state_bytes,
 )
-from model.costs.napkin import NapkinSettings, add_arguments, run, wants_report
+from model.costs.napkin import NapkinSettings, add_report_flags, run, wants_report
 from workbench.hardware import HARDWARE, Hardware, get_hardware
-from workbench.params import add_config_flags, config_from_args, setting
+from workbench.params import Parser, add_config_flags, config_from_args, setting
 
 STRATEGIES: dict[str, dict] = {  # name -> Layout fields (gpus comes from the table)
     "ddp": dict(zero_stage=0),
@@ -215,7 +215,7 @@ peak; micro-batch = the largest divisor of the per-rank sequences that fits; GB 
 @dataclass(frozen=True)
 class ScaleOutSettings:
     scale_out: bool = setting(False, "print memory/communication tables per strategy (ddp, zero1-3, tp8) and GPU count")
-    presets: tuple[str, ...] = setting(("xl", "2.7B"), "model presets")
+    presets: tuple[str, ...] = setting(("xl", "2.7B"), "model presets", choices=tuple(PRESETS))
     gpus: tuple[int, ...] | None = setting(None, "GPU counts (none: 8 64 256 1024 for --scale-out, 1 for the report)")
     hardware: str = setting("h100", f"one of {', '.join(HARDWARE)}")
     global_batch_tokens: int = setting(2**22, "tokens per optimizer step across all GPUs (2^22)")
@@ -228,10 +228,10 @@ class ScaleOutSettings:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m model.costs.accounting", description=__doc__.split("\n\n")[0],
-                                epilog="--scale-out " + ASSUMPTIONS)
+    p = Parser(prog="python -m model.costs.accounting", description=__doc__.split("\n\n")[0],
+               epilog="--scale-out " + ASSUMPTIONS)
     add_config_flags(p, ScaleOutSettings, bool_switches=True)
-    add_arguments(p)  # the single-run report's flags (model/costs/napkin.py)
+    add_report_flags(p)  # the single-run report's flags (model/costs/napkin.py)
     return p
 
 
@@ -254,9 +254,6 @@ def main(argv: list[str] | None = None) -> int:
     args.seq_len = 2048 if args.seq_len is None else args.seq_len
     try:
         hw = get_hardware(args.hardware)
-        for preset in args.presets:
-            if preset not in PRESETS:
-                raise ValueError(f"unknown model preset {preset!r}; choose from {', '.join(PRESETS)}")
         tables = [scale_out_table(preset, args.gpus, hw, global_batch_tokens=args.global_batch_tokens,
                                   seq_len=args.seq_len, micro_batch=args.micro_batch, vocab_size=args.vocab,
                                   mfu=args.mfu, recompute=args.recompute) for preset in args.presets]

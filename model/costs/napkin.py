@@ -319,7 +319,7 @@ class NapkinSettings:
                                                "checkpoint_every=1")
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def add_report_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("napkin report (--preset / --config / --params / --d-model; or --fit)")
     add_config_flags(g, NapkinSettings, bool_switches=True)
 

@@ -24,56 +24,55 @@ TRACKERS = ("none", "tensorboard", "wandb")
 PARALLEL_MODES = ("none", "ddp", "zero1", "zero2", "fsdp")
 
 
-_f = setting  # short: every field below is one
 
 
 @dataclass(frozen=True)
 class TrainConfig(RunSettings):
-    data: str = _f("shards", "folder with train.bin, val.bin and meta.json (`python -m pipeline tokenize` writes them)")
-    out_dir: str = _f("runs/train", "run folder: config.json (model, settings, tokenizer identity), checkpoints, "
-                                    "latest, metrics.csv; --resume continues the run found here")
-    metrics: str | None = _f(None, "also write the run summary JSON here (e.g. metrics/train.json)")
+    data: str = setting("shards", "folder with train.bin, val.bin and meta.json (`python -m pipeline tokenize` "
+                                  "writes them)")
+    out_dir: str = setting("runs/train", "run folder: config.json (model, settings, tokenizer identity), checkpoints, "
+                                         "latest, metrics.csv; --resume continues the run found here")
+    metrics: str | None = setting(None, "also write the run summary JSON here (e.g. metrics/train.json)")
     # the model: preset, then the `model` mapping's fields over it (model.train.model_config)
-    preset: str = _f("micro", "model preset from model.core.config.PRESETS (nano, micro, tiny, small, ...): the "
-                              "model's d_model, n_layers, n_heads and d_ff where --model.* gives none")
-    model: ModelConfig = dataclasses.field(
-        default_factory=ModelConfig, metadata={"help": "the model (model.core.config.ModelConfig): --model.FIELD"})
+    preset: str = setting("micro", "model preset from model.core.config.PRESETS (nano, micro, tiny, small, ...): the "
+                                   "model's d_model, n_layers, n_heads and d_ff where --model.* gives none")
+    model: ModelConfig = setting(None, "the model (model.core.config.ModelConfig): --model.FIELD", factory=ModelConfig)
     # optimisation
-    batch_size: int = _f(32, "sequences per micro-batch")
-    grad_accum: int = _f(1, "micro-batches per optimizer step")
-    max_steps: int = _f(1000, "optimizer steps (the schedule's length)")
-    max_tokens: int | None = _f(None, "if set, max_steps = ceil(max_tokens / tokens per step)")
-    time_budget_s: float | None = _f(None, "stop early (with a final eval and checkpoint) after this many seconds")
-    lr: float = _f(1e-3, "peak learning rate")
-    min_lr: float = _f(1e-4, "final learning rate (cosine floor / WSD end)")
-    warmup_steps: int = _f(100, "linear warmup steps")
-    schedule: str = _f("cosine", "learning-rate schedule: cosine | wsd | constant")
-    decay_fraction: float = _f(0.2, "WSD: share of steps spent decaying")
-    decay_shape: str = _f("linear", "WSD: the decay's shape: linear | 1-sqrt (Hägele et al. 2024's cooldown)")
-    weight_decay: float = _f(0.1, "AdamW decoupled weight decay (not applied to norm weights)")
-    beta1: float = _f(0.9, "AdamW β1")
-    beta2: float = _f(0.95, "AdamW β2")
-    eps: float = _f(1e-8, "AdamW ε")
-    grad_clip: float = _f(1.0, "clip the global gradient norm to this (0 = off)")
-    max_bad_steps: int = _f(3, "non-finite loss/gradient steps skipped before the run stops")
+    batch_size: int = setting(32, "sequences per micro-batch")
+    grad_accum: int = setting(1, "micro-batches per optimizer step")
+    max_steps: int = setting(1000, "optimizer steps (the schedule's length)")
+    max_tokens: int | None = setting(None, "if set, max_steps = ceil(max_tokens / tokens per step)")
+    time_budget_s: float | None = setting(None, "stop early (with a final eval and checkpoint) after this many seconds")
+    lr: float = setting(1e-3, "peak learning rate")
+    min_lr: float = setting(1e-4, "final learning rate (cosine floor / WSD end)")
+    warmup_steps: int = setting(100, "linear warmup steps")
+    schedule: str = setting("cosine", "learning-rate schedule: cosine | wsd | constant")
+    decay_fraction: float = setting(0.2, "WSD: share of steps spent decaying")
+    decay_shape: str = setting("linear", "WSD: the decay's shape: linear | 1-sqrt (Hägele et al. 2024's cooldown)")
+    weight_decay: float = setting(0.1, "AdamW decoupled weight decay (not applied to norm weights)")
+    beta1: float = setting(0.9, "AdamW β1")
+    beta2: float = setting(0.95, "AdamW β2")
+    eps: float = setting(1e-8, "AdamW ε")
+    grad_clip: float = setting(1.0, "clip the global gradient norm to this (0 = off)")
+    max_bad_steps: int = setting(3, "non-finite loss/gradient steps skipped before the run stops")
     # bookkeeping
-    eval_interval: int = _f(100, "steps between validation passes (and always at the end)")
-    eval_batches: int = _f(10, "validation batches per pass (windows of val.bin drawn from the seed, the same at "
-                               "every pass); 0 = every non-overlapping window of val.bin, the same for every seed")
-    log_interval: int = _f(10, "steps between metrics.csv rows / log lines")
-    seed: int = _f(0, "seed of the initial weights and of the batch order")
+    eval_interval: int = setting(100, "steps between validation passes (and always at the end)")
+    eval_batches: int = setting(10, "validation batches per pass (windows of val.bin drawn from the seed, the same at "
+                                    "every pass); 0 = every non-overlapping window of val.bin, the same for every seed")
+    log_interval: int = setting(10, "steps between metrics.csv rows / log lines")
+    seed: int = setting(0, "seed of the initial weights and of the batch order")
     # hardware
-    device: str = _f("auto", "auto | cpu | cuda | cuda:N | mps")
-    dtype: str = _f("bf16", "autocast dtype on CUDA: bf16 | fp16 | fp32 (CPU always runs fp32)")
-    compile: bool = _f(False, "torch.compile the model")
-    peak_flops: float | None = _f(None, "peak FLOP/s for MFU (default: looked up from the GPU name)")
-    tracker: str = _f("none", "also log to: none | tensorboard | wandb (if installed)")
-    profile: bool = _f(False, "torch.profiler trace of a few steps (Chrome trace + top-kernels table)")
-    profile_steps: int = _f(5, "steps recorded by --profile (after 1 wait and 1 warmup step)")
+    device: str = setting("auto", "auto | cpu | cuda | cuda:N | mps")
+    dtype: str = setting("bf16", "autocast dtype on CUDA: bf16 | fp16 | fp32 (CPU always runs fp32)")
+    compile: bool = setting(False, "torch.compile the model")
+    peak_flops: float | None = setting(None, "peak FLOP/s for MFU (default: looked up from the GPU name)")
+    tracker: str = setting("none", "also log to: none | tensorboard | wandb (if installed)")
+    profile: bool = setting(False, "torch.profiler trace of a few steps (Chrome trace + top-kernels table)")
+    profile_steps: int = setting(5, "steps recorded by --profile (after 1 wait and 1 warmup step)")
     # distributed (under torchrun)
-    parallel: str = _f("none", "data parallelism: none | ddp | zero1 | zero2 | fsdp (launch with torchrun)")
-    bucket_size_mb: float = _f(25.0, "DDP gradient bucket size in MiB (0 = one all-reduce per parameter)")
-    dist_timeout_s: float = _f(300.0, "seconds a collective may wait before the job fails")
+    parallel: str = setting("none", "data parallelism: none | ddp | zero1 | zero2 | fsdp (launch with torchrun)")
+    bucket_size_mb: float = setting(25.0, "DDP gradient bucket size in MiB (0 = one all-reduce per parameter)")
+    dist_timeout_s: float = setting(300.0, "seconds a collective may wait before the job fails")
 
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):  # params.yaml's nested `model:` mapping

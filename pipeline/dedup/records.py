@@ -26,14 +26,14 @@ from pipeline.dedup.minhash import (
 )
 from workbench.bad_input import InputIssues
 from workbench.documents import read_lines
-from workbench.params import setting
+from workbench.params import Checked, setting
 from workbench.stage import TaskWriter, sum_counts, sum_stats
 
 ENGINES = ("single", "sharded")
 
 
 @dataclass(frozen=True)
-class DedupConfig:
+class DedupConfig(Checked):
     """Dedup stage settings. Defaults: FineWeb's MinHash (5-grams, 14 bands x 8 rows), Jaccard-verified at 0.8.
 
     With 14 x 8 banding a pair becomes a candidate with probability 0.50 at Jaccard 0.68, 0.92 at 0.8 and
@@ -42,39 +42,29 @@ class DedupConfig:
     cost of more comparisons.
     """
 
-    ngrams: int = setting(5, "word n-gram shingle size")
-    num_hashes: int = setting(112, "MinHash permutations (bands x rows)")
-    num_bands: int = setting(14, "LSH bands")
-    jaccard_threshold: float = setting(0.8, "verified Jaccard similarity to call a pair duplicates")
+    SECTION = "dedup"
+
+    ngrams: int = setting(5, "word n-gram shingle size", at_least=1)
+    num_hashes: int = setting(112, "MinHash permutations (bands x rows)", at_least=1)
+    num_bands: int = setting(14, "LSH bands", at_least=1)
+    jaccard_threshold: float = setting(0.8, "verified Jaccard similarity to call a pair duplicates", above=0,
+                                       at_most=1)
     exact: bool = setting(True, "drop exact duplicates (normalized text) before MinHash")
     line_dedup: str = setting("none", "first: drop lines an earlier kept document had; none", choices=("none", "first"))
     seed: int = setting(0, "hash seed")
     workers: int = setting(1, "single: signature processes; sharded: local task processes (outputs do not depend "
-                              "on it)")
+                              "on it)", at_least=1)
     engine: str = setting("single", "single: one process (the reference); sharded: resumable tasks over "
                                     "intermediate files on --executor (pipeline/dedup/sharded.py), the same outputs "
                                     "byte for byte", choices=ENGINES)
     shards: int = setting(4, "sharded: hash-range shards of exact dedup, line dedup and each LSH band (outputs do "
-                             "not depend on it)")
+                             "not depend on it)", at_least=1)
 
     def __post_init__(self):
-        for name in ("ngrams", "num_hashes", "num_bands", "workers", "shards"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"dedup.{name} must be an integer >= 1, got {value!r}")
-        if self.num_hashes % self.num_bands:
+        super().__post_init__()
+        if self.num_hashes % self.num_bands:  # a rule across two settings: no one declaration states it
             raise ValueError(f"dedup.num_hashes ({self.num_hashes}) must be a multiple of dedup.num_bands "
                              f"({self.num_bands})")
-        if not isinstance(self.jaccard_threshold, (int, float)) or not 0.0 < self.jaccard_threshold <= 1.0:
-            raise ValueError(f"dedup.jaccard_threshold must be in (0, 1], got {self.jaccard_threshold!r}")
-        if self.line_dedup not in ("none", "first"):
-            raise ValueError(f"dedup.line_dedup must be 'none' or 'first', got {self.line_dedup!r}")
-        if not isinstance(self.exact, bool):
-            raise ValueError(f"dedup.exact must be true or false, got {self.exact!r}")
-        if self.engine not in ENGINES:
-            raise ValueError(f"dedup.engine must be one of {ENGINES}, got {self.engine!r}")
-        if not isinstance(self.seed, int):
-            raise ValueError(f"dedup.seed must be an integer, got {self.seed!r}")
 
     @property
     def rows(self) -> int:

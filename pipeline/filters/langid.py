@@ -221,22 +221,20 @@ class LanguageFilter(Step):
     """
 
     name: ClassVar[str] = "langid"
-    languages: tuple[str, ...] | None = ("en",)
-    min_score: float = 0.65
-    backend: str = DEFAULT_BACKEND
-    model_path: str | None = None
+    languages: tuple[str, ...] | None = setting(("en",), "ISO 639-1 codes kept (none: every language)")
+    min_score: float = setting(0.65, "lowest identification score kept", at_least=0, at_most=1)
+    backend: str = setting(DEFAULT_BACKEND, "the language identifier", choices=BACKENDS)
+    model_path: str | None = setting(None, "the identifier's model file (none: its default)")
 
     def __post_init__(self):
-        if self.languages is not None:
+        super().__post_init__()
+        if self.languages is not None:  # a params file's one code or a list, as the codes the identifier returns
             langs = (self.languages,) if isinstance(self.languages, str) else tuple(self.languages)
             bad = [x for x in langs if not isinstance(x, str) or normalize_code(x) == UNKNOWN]
             if not langs or bad:
                 raise ValueError(f"languages must be None or non-empty ISO 639-1 codes, got {self.languages!r}")
             object.__setattr__(self, "languages", tuple(dict.fromkeys(normalize_code(x) for x in langs)))
-        if isinstance(self.min_score, bool) or not isinstance(self.min_score, int | float) or not (
-                0.0 <= self.min_score <= 1.0):
-            raise ValueError(f"min_score must be a number in [0, 1], got {self.min_score!r}")
-        get_identifier(self.backend, self.model_path)  # validates backend and model_path now, loads lazily
+        get_identifier(self.backend, self.model_path)  # the model file is checked now, loaded lazily
 
     def reject(self, doc: dict) -> str | None:
         lang, score = get_identifier(self.backend, self.model_path).predict(doc.get("text"))

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from pipeline.runtime.steps import Step, as_text
+from workbench.params import setting
 
 EMAIL_TOKEN = "|||EMAIL_ADDRESS|||"
 PHONE_TOKEN = "|||PHONE_NUMBER|||"
@@ -172,14 +173,9 @@ class PIIMasker(Step):
     """Mask PII in ``doc["text"]`` and record ``doc["pii"] = {"email": n, "phone": n, "ip": n}``; never rejects."""
 
     name: ClassVar[str] = "pii"
-    emails: bool = True
-    phones: bool = True
-    ips: bool = True
-
-    def __post_init__(self):
-        for f in ("emails", "phones", "ips"):
-            if not isinstance(getattr(self, f), bool):
-                raise ValueError(f"{f} must be True or False, got {getattr(self, f)!r}")
+    emails: bool = setting(True, "mask e-mail addresses")
+    phones: bool = setting(True, "mask phone numbers")
+    ips: bool = setting(True, "mask IP addresses")
 
     def reject(self, doc: dict) -> str | None:
         text = doc.get("text")

@@ -38,6 +38,7 @@ import regex
 
 from pipeline.filters.words import count_sentences, is_symbol, words
 from pipeline.runtime.steps import Step, as_text
+from workbench.params import setting
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")  # Gopher App. A.1.1
 ALPHA_WORDS = ("paper", "datatrove")  # what the alphabetic-word rule counts as words (module docstring)
@@ -49,17 +50,8 @@ def _text(doc: dict) -> str:
     return as_text(text) if isinstance(text, str | bytes | bytearray) else ""
 
 
-def _check(ok: bool, field: str, value, want: str) -> None:
-    if not ok:
-        raise ValueError(f"{field} must be {want}, got {value!r}")
-
-
 def _is_ratio(v) -> bool:
     return v is None or isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 1
-
-
-def _is_int(v, low: int) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= low
 
 
 # -- Gopher quality ---------------------------------------------------------------------------------------------
@@ -81,34 +73,29 @@ class GopherQualityFilter(Step):
     ``min_doc_words`` disabled) is skipped where datatrove raises ZeroDivisionError."""
 
     name: ClassVar[str] = "gopher"
-    min_doc_words: int | None = 50
-    max_doc_words: int | None = 100_000
-    min_avg_word_length: float | None = 3
-    max_avg_word_length: float | None = 10
-    max_symbol_word_ratio: float | None = 0.1  # '#' and '...'/'…' per word
-    max_bullet_lines_ratio: float | None = 0.9
-    max_ellipsis_lines_ratio: float | None = 0.3
-    min_alpha_words_ratio: float | None = 0.8  # datatrove: max_non_alpha_words_ratio (a misnomer)
-    alpha_words: str = "paper"  # "paper": whitespace words; "datatrove": its tokens, punctuation included
-    min_stop_words: int | None = 2
-    stop_words: tuple[str, ...] = STOP_WORDS
+    min_doc_words: int | None = setting(50, "fewest words a document may have", at_least=0)
+    max_doc_words: int | None = setting(100_000, "most words a document may have", at_least=0)
+    min_avg_word_length: float | None = setting(3, "shortest mean word length", at_least=0)
+    max_avg_word_length: float | None = setting(10, "longest mean word length", at_least=0)
+    max_symbol_word_ratio: float | None = setting(0.1, "'#' and '...'/'…' per word", at_least=0, at_most=1)
+    max_bullet_lines_ratio: float | None = setting(0.9, "share of lines starting with a bullet", at_least=0, at_most=1)
+    max_ellipsis_lines_ratio: float | None = setting(0.3, "share of lines ending in an ellipsis", at_least=0,
+                                                     at_most=1)
+    min_alpha_words_ratio: float | None = setting(0.8, "share of words with a letter (datatrove: "
+                                                       "max_non_alpha_words_ratio, a misnomer)", at_least=0, at_most=1)
+    alpha_words: str = setting("paper", "paper: whitespace words; datatrove: its tokens, punctuation included",
+                               choices=ALPHA_WORDS)
+    min_stop_words: int | None = setting(2, "fewest stop words a document must have", at_least=0)
+    stop_words: tuple[str, ...] = setting(STOP_WORDS, "the stop words counted")
 
     def __post_init__(self):
-        for f in ("min_doc_words", "max_doc_words", "min_stop_words"):
-            _check(getattr(self, f) is None or _is_int(getattr(self, f), 0), f, getattr(self, f), "an int >= 0 or None")
-        for f in ("max_symbol_word_ratio", "max_bullet_lines_ratio", "max_ellipsis_lines_ratio",
-                  "min_alpha_words_ratio"):
-            _check(_is_ratio(getattr(self, f)), f, getattr(self, f), "in [0, 1] or None")
-        for f in ("min_avg_word_length", "max_avg_word_length"):
-            v = getattr(self, f)
-            _check(v is None or isinstance(v, int | float) and not isinstance(v, bool) and v >= 0, f, v,
-                   "a number >= 0 or None")
-        _check(not (self.min_doc_words and self.max_doc_words and self.min_doc_words > self.max_doc_words),
-               "min_doc_words", self.min_doc_words, f"<= max_doc_words ({self.max_doc_words})")
-        _check(self.alpha_words in ALPHA_WORDS, "alpha_words", self.alpha_words, " or ".join(map(repr, ALPHA_WORDS)))
-        _check(not isinstance(self.stop_words, str) and all(isinstance(w, str) for w in self.stop_words),
-               "stop_words", self.stop_words, "a tuple of strings")
-        object.__setattr__(self, "stop_words", tuple(self.stop_words))
+        super().__post_init__()
+        if self.min_doc_words and self.max_doc_words and self.min_doc_words > self.max_doc_words:  # across two
+            raise ValueError(f"filter.steps.gopher.min_doc_words must be <= max_doc_words ({self.max_doc_words}), "
+                             f"got {self.min_doc_words}")
+        if isinstance(self.stop_words, str) or not all(isinstance(w, str) for w in self.stop_words):  # a str is
+            raise ValueError(f"filter.steps.gopher.stop_words must be a list of words, got {self.stop_words!r}")
+        object.__setattr__(self, "stop_words", tuple(self.stop_words))  # a params file's list, as the tuple
 
     def reject(self, doc: dict) -> str | None:
         text = _text(doc)
@@ -224,21 +211,26 @@ class GopherRepetitionFilter(Step):
     """Gopher Table A1 repetition rules with datatrove's defaults; fractions of characters are of ``len(text)``."""
 
     name: ClassVar[str] = "gopher_rep"
-    dup_line_frac: float | None = 0.3
-    dup_para_frac: float | None = 0.3
-    dup_line_char_frac: float | None = 0.2
-    dup_para_char_frac: float | None = 0.2
-    top_n_grams: tuple[tuple[int, float], ...] = ((2, 0.2), (3, 0.18), (4, 0.16))
-    dup_n_grams: tuple[tuple[int, float], ...] = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
+    dup_line_frac: float | None = setting(0.3, "most lines that repeat an earlier line", at_least=0, at_most=1)
+    dup_para_frac: float | None = setting(0.3, "most paragraphs that repeat an earlier one", at_least=0, at_most=1)
+    dup_line_char_frac: float | None = setting(0.2, "most characters in repeated lines", at_least=0, at_most=1)
+    dup_para_char_frac: float | None = setting(0.2, "most characters in repeated paragraphs", at_least=0, at_most=1)
+    top_n_grams: tuple[tuple[int, float], ...] = setting(((2, 0.2), (3, 0.18), (4, 0.16)),
+                                                         "(n, most characters in the top n-gram) pairs")
+    dup_n_grams: tuple[tuple[int, float], ...] = setting(
+        ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)),
+        "(n, most characters in repeated n-grams) pairs")
 
     def __post_init__(self):
-        for f in ("dup_line_frac", "dup_para_frac", "dup_line_char_frac", "dup_para_char_frac"):
-            _check(_is_ratio(getattr(self, f)), f, getattr(self, f), "in [0, 1] or None")
-        for f in ("top_n_grams", "dup_n_grams"):
+        super().__post_init__()
+        for f in ("top_n_grams", "dup_n_grams"):  # pairs: a shape no single bound states; a params list -> tuple
             pairs = getattr(self, f)
             ok = isinstance(pairs, tuple | list) and all(
-                isinstance(p, tuple | list) and len(p) == 2 and _is_int(p[0], 1) and _is_ratio(p[1]) for p in pairs)
-            _check(ok, f, pairs, "(n >= 1, fraction in [0, 1]) pairs")
+                isinstance(p, tuple | list) and len(p) == 2 and isinstance(p[0], int) and not isinstance(p[0], bool)
+                and p[0] >= 1 and _is_ratio(p[1]) for p in pairs)
+            if not ok:
+                raise ValueError(f"filter.steps.gopher_rep.{f} must be (n >= 1, fraction in [0, 1]) pairs, got "
+                                 f"{pairs!r}")
             object.__setattr__(self, f, tuple(tuple(p) for p in pairs))
 
     def reject(self, doc: dict) -> str | None:
@@ -279,22 +271,15 @@ class C4LineFilter(Step):
     spaCy sentences instead of lines) is not offered."""
 
     name: ClassVar[str] = "c4"
-    remove_citations: bool = True
-    filter_no_terminal_punct: bool = True
-    min_num_sentences: int = 5
-    min_words_per_line: int = 3
-    max_word_length: int = 1000
-    filter_lorem_ipsum: bool = True
-    filter_javascript: bool = True
-    filter_curly_bracket: bool = True
-    filter_policy: bool = True
-
-    def __post_init__(self):
-        for f in ("min_num_sentences", "min_words_per_line", "max_word_length"):
-            _check(_is_int(getattr(self, f), -1), f, getattr(self, f), "an int >= -1 (-1 disables the rule)")
-        for f in ("remove_citations", "filter_no_terminal_punct", "filter_lorem_ipsum", "filter_javascript",
-                  "filter_curly_bracket", "filter_policy"):
-            _check(isinstance(getattr(self, f), bool), f, getattr(self, f), "a bool")
+    remove_citations: bool = setting(True, "remove Wikipedia-style citations ([1], [citation needed])")
+    filter_no_terminal_punct: bool = setting(True, "drop lines without terminal punctuation")
+    min_num_sentences: int = setting(5, "fewest sentences a page keeps (-1: off)", at_least=-1)
+    min_words_per_line: int = setting(3, "drop lines of fewer words (-1: off)", at_least=-1)
+    max_word_length: int = setting(1000, "drop lines with a longer word (-1: off)", at_least=-1)
+    filter_lorem_ipsum: bool = setting(True, "reject pages with lorem ipsum")
+    filter_javascript: bool = setting(True, "drop lines mentioning javascript")
+    filter_curly_bracket: bool = setting(True, "reject pages with a curly bracket")
+    filter_policy: bool = setting(True, "drop lines of cookie and terms-of-use boilerplate")
 
     def reject(self, doc: dict) -> str | None:
         sentences, kept = 0, []

@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.classifiers.models import ClassifierFilter, provenance_path, trained_on_generated
@@ -38,7 +38,7 @@ from workbench.bad_input import summary_note
 from workbench.documents import from_generated_crawl, input_files
 from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
 from workbench.ledger import identity
-from workbench.params import config_from_args, override, setting
+from workbench.params import Checked, config_from_args, override, setting
 from workbench.stage_cli import RejectingStageFiles, need, optional_path, paths, run_step, stage_parser
 
 log = logging.getLogger(__name__)
@@ -58,16 +58,18 @@ CLASSIFIER_STEPS = ("quality", "toxicity", "nsfw")
 
 
 @dataclass(frozen=True)
-class FilterConfig:
-    steps: dict = field(default_factory=lambda: {"langid": True, "gopher": True, "gopher_rep": True, "pii": True},
-                        metadata={"help": "the chain: step name -> true/false/settings (params.yaml only)",
-                                  "flag": False})
-    workers: int = setting(1, "processes; each input file is one task")
+class FilterConfig(Checked):
+    SECTION = "filter"
+
+    steps: dict = setting({"langid": True, "gopher": True, "gopher_rep": True, "pii": True},
+                          "the chain: step name -> true/false/settings (params.yaml only)", params_only=True)
+    workers: int = setting(1, "processes; each input file is one task", at_least=1)
     allow_generated_classifiers: bool = setting(False, "apply classifiers trained on generated text to documents "
                                                        "that do not come from the generated crawl (refused by "
                                                        "default: their scores on real pages are arbitrary)")
 
-    def __post_init__(self):
+    def __post_init__(self):  # the chain's mapping: its keys are step names, its values a step's own settings
+        super().__post_init__()
         if not isinstance(self.steps, dict):
             raise ValueError(f"filter.steps must be a mapping of step name -> true/false/settings, got {self.steps!r}")
         unknown = sorted(set(self.steps) - set(STEPS))
@@ -76,8 +78,6 @@ class FilterConfig:
         for name, chosen in self.steps.items():
             if not isinstance(chosen, (bool, dict)):
                 raise ValueError(f"filter.steps.{name} must be true, false or a mapping, got {chosen!r}")
-        if self.workers < 1:
-            raise ValueError(f"filter.workers must be >= 1, got {self.workers}")
 
     def enabled(self) -> list[tuple[str, dict]]:
         """(name, constructor kwargs) of every step switched on, in chain order."""

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.params import Checked
+
 
 def as_text(text) -> str:
     """``text`` as a str: bytes decoded as UTF-8 (invalid bytes replaced), ``None`` as "", anything else ``str()``."""
@@ -25,10 +27,14 @@ def as_text(text) -> str:
     return "" if text is None else str(text)
 
 
-class Step:
-    """One document step. Subclasses set ``name`` and implement ``reject``."""
+class Step(Checked):
+    """One document step. Subclasses set ``name`` and implement ``reject``; a dataclass step declares its settings
+    with ``setting()``, whose constraints hold for every instance (``Checked``)."""
 
     name = "step"
+
+    def settings_prefix(self) -> str:
+        return f"filter.steps.{self.name}."
 
     def reject(self, doc: dict) -> str | None:  # pragma: no cover - interface
         raise NotImplementedError

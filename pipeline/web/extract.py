@@ -36,7 +36,7 @@ from workbench.bad_input import InputIssues, merged_stats, summary_note
 from workbench.executor import ExecutorSettings, LocalExecutor, alarm_time_limit, make_executor, thread_time_limit
 from workbench.files import check_unique_outputs, expand_inputs
 from workbench.ledger import Ledger
-from workbench.params import config_from_args, override, setting
+from workbench.params import Checked, config_from_args, override, setting
 from workbench.stage import FileStage, TaskWriter, sum_counts, sum_stats
 from workbench.stage_cli import StageFiles, funnel_headline, need, optional_path, paths, run_step, stage_parser
 
@@ -51,22 +51,14 @@ _MAX_REPLACEMENT_SHARE = 0.02  # more U+FFFD than this after decoding: the chars
 
 
 @dataclass(frozen=True)
-class ExtractConfig:
-    extractor: str = setting("distilled", "main-text extractor", choices=EXTRACTORS)
-    workers: int = setting(1, "extraction processes")
-    max_bytes: int = setting(4 << 20, "per-record byte cap, also after Content-Encoding")
-    timeout_s: float = setting(10.0, "per-record extraction time limit in seconds; a worker still busy at twice this "
-                                     "(stuck in C code) is killed and replaced")
+class ExtractConfig(Checked):
+    SECTION = "extract"
 
-    def __post_init__(self):
-        if self.extractor not in EXTRACTORS:
-            raise ValueError(f"extract.extractor must be one of {EXTRACTORS}, got {self.extractor!r}")
-        if self.workers < 1:
-            raise ValueError(f"extract.workers must be >= 1, got {self.workers}")
-        if self.max_bytes < 1:
-            raise ValueError(f"extract.max_bytes must be >= 1, got {self.max_bytes}")
-        if self.timeout_s <= 0:
-            raise ValueError(f"extract.timeout_s must be > 0, got {self.timeout_s}")
+    extractor: str = setting("distilled", "main-text extractor", choices=EXTRACTORS)
+    workers: int = setting(1, "extraction processes", at_least=1)
+    max_bytes: int = setting(4 << 20, "per-record byte cap, also after Content-Encoding", at_least=1)
+    timeout_s: float = setting(10.0, "per-record extraction time limit in seconds; a worker still busy at twice this "
+                                     "(stuck in C code) is killed and replaced", above=0)
 
     def settings(self) -> dict:
         """The fields that decide the documents (not ``workers``: any count writes the same bytes); the time limit
