@@ -126,6 +126,7 @@ def setting(default, help: str, *, choices: Sequence[Any] | None = None, at_leas
         metadata["flag"] = False
     if factory is None and isinstance(default, dict | list):
         factory = functools.partial(copy.deepcopy, default)
+    kw_only = True if kw_only else dataclasses.MISSING  # MISSING: the class's own kw_only applies
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata, kw_only=kw_only)
     return dataclasses.field(default=dataclasses.MISSING if default is REQUIRED else default, metadata=metadata,
@@ -455,7 +456,7 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls: type, bool_swi
                                          help=help_text)
         elif f.metadata.get("repeatable"):  # None when not given: config_from_args puts the default back
             action = parser.add_argument(flag, dest=dest, type=kind, nargs="+", action="extend", default=None,
-                                         metavar=f.name.upper(), help=help_text)
+                                         metavar=f.metadata.get("metavar", f.name.upper()), help=help_text)
         elif bool_switches and hints[f.name] is bool:
             action = parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=default,
                                          help=help_text)

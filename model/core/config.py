@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.params import setting
+from workbench.params import Checked, setting
 
 ATTENTION_IMPLS = ("naive", "sdpa", "triton")
 NORM_IMPLS = ("torch", "triton")
@@ -56,46 +56,50 @@ PRESET_FIELDS = ("d_model", "n_layers", "n_heads", "d_ff")  # what a preset sets
 
 
 @dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(Checked):
     """A TransformerLM's shape, implementations and variants. A complete one (``from_preset``, a checkpoint's
     ``model_config``) derives ``d_ff`` and ``n_kv_heads`` when they are None; a partial one (a SHAPE_FIELDS value
     None: a TrainConfig's ``model``) checks each value it has and derives nothing."""
 
-    vocab_size: int | None = setting(None, "vocabulary size (none: the shards' vocab_size)")
-    context_length: int = setting(128, "tokens per training sequence (also the RoPE table size)")
-    d_model: int | None = setting(None, "residual stream width (none: the preset's)")
-    n_layers: int | None = setting(None, "transformer blocks (none: the preset's)")
-    n_heads: int | None = setting(None, "attention heads (none: the preset's)")
-    d_ff: int | None = setting(None, "SwiGLU hidden size (none: the preset's, else 8/3·d_model rounded to 64)")
-    rope_theta: float = setting(10000.0, "RoPE base θ")
-    norm_eps: float = setting(1e-5, "RMSNorm ε")
-    attention: str = setting("naive", "attention implementation: naive | sdpa | triton")
-    norm: str = setting("torch", "RMSNorm implementation: torch | triton")
-    ffn: str = setting("torch", "SwiGLU activation silu(a)·b: torch | triton (fused kernel)")
-    loss: str = setting("torch", "LM head + cross-entropy: torch | fused (chunked; the logits never exist)")
+    vocab_size: int | None = setting(None, "vocabulary size (none: the shards' vocab_size)", at_least=1)
+    context_length: int = setting(128, "tokens per training sequence (also the RoPE table size)", at_least=1)
+    d_model: int | None = setting(None, "residual stream width (none: the preset's)", at_least=1)
+    n_layers: int | None = setting(None, "transformer blocks (none: the preset's)", at_least=1)
+    n_heads: int | None = setting(None, "attention heads (none: the preset's)", at_least=1)
+    d_ff: int | None = setting(None, "SwiGLU hidden size (none: the preset's, else 8/3·d_model rounded to 64)",
+                               at_least=1)
+    rope_theta: float = setting(10000.0, "RoPE base θ", above=0)
+    norm_eps: float = setting(1e-5, "RMSNorm ε", above=0)
+    attention: str = setting("naive", "attention implementation: naive | sdpa | triton", choices=ATTENTION_IMPLS)
+    norm: str = setting("torch", "RMSNorm implementation: torch | triton", choices=NORM_IMPLS)
+    ffn: str = setting("torch", "SwiGLU activation silu(a)·b: torch | triton (fused kernel)", choices=FFN_IMPLS)
+    loss: str = setting("torch", "LM head + cross-entropy: torch | fused (chunked; the logits never exist)",
+                        choices=LOSS_IMPLS)
     fused_projections: bool = setting(False, "Q/K/V and SwiGLU's W1/W3 as one GEMM each (same math, wider GEMMs)")
     kernels: str | None = setting(None, "set attention/norm/ffn/loss at once: auto (the fastest per op on this GPU, "
                                         "from lmw_kernels/selection.json) | all (every Triton kernel) | none (PyTorch "
-                                        "+ SDPA)")
+                                        "+ SDPA)", choices=KERNEL_SETS)
     tie_embeddings: bool = setting(False, "share the token embedding and LM head weights")
     qk_norm: bool = setting(False, "RMSNorm on queries and keys per head")
     # attention variants
-    n_kv_heads: int | None = setting(None, "grouped-query attention: K/V heads (none: n_heads; 1 = multi-query)")
-    sliding_window: int | None = setting(None, "attend to at most this many most recent tokens (none: all)")
+    n_kv_heads: int | None = setting(None, "grouped-query attention: K/V heads (none: n_heads; 1 = multi-query)",
+                                     at_least=1)
+    sliding_window: int | None = setting(None, "attend to at most this many most recent tokens (none: all)", at_least=1)
     # mixture of experts (0 experts = dense SwiGLU); each expert is a SwiGLU of width d_ff
-    n_experts: int = setting(0, "mixture of experts: experts per FFN layer (0 = dense SwiGLU)")
+    n_experts: int = setting(0, "mixture of experts: experts per FFN layer (0 = dense SwiGLU)", at_least=0)
     moe_top_k: int = setting(2, "MoE: experts per token")
     moe_capacity_factor: float | None = setting(1.25, "MoE: expert capacity = factor · tokens · top_k / experts "
-                                                      "(none or 0: no limit)")
-    moe_aux_loss_coef: float = setting(0.01, "MoE: load-balancing loss weight (Switch Transformer)")
-    moe_z_loss_coef: float = setting(0.001, "MoE: router z-loss weight (ST-MoE)")
-    checkpoint_every: int = setting(0, "activation checkpointing: recompute every k-th block in backward (0 = off)")
+                                                      "(none or 0: no limit)", above=0)
+    moe_aux_loss_coef: float = setting(0.01, "MoE: load-balancing loss weight (Switch Transformer)", at_least=0)
+    moe_z_loss_coef: float = setting(0.001, "MoE: router z-loss weight (ST-MoE)", at_least=0)
+    checkpoint_every: int = setting(0, "activation checkpointing: recompute every k-th block in backward (0 = off)",
+                                    at_least=0)
 
     def __post_init__(self) -> None:
         if self.moe_capacity_factor == 0:  # "no limit" in a profile, where `null` drops the key instead
             object.__setattr__(self, "moe_capacity_factor", None)
+        super().__post_init__()
         self._check_shape()
-        self._check_implementations()
         self._check_variants()
 
     @property
@@ -104,10 +108,7 @@ class ModelConfig:
         return all(getattr(self, name) is not None for name in SHAPE_FIELDS)
 
     def _check_shape(self) -> None:
-        for name in (*SHAPE_FIELDS, "d_ff"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value <= 0):
-                raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
+        """Rules across the shape's settings, and the d_ff a complete shape derives."""
         if self.d_model is None or self.n_heads is None:
             return
         if self.d_model % self.n_heads:
@@ -117,38 +118,17 @@ class ModelConfig:
         if self.d_ff is None and self.is_complete:
             object.__setattr__(self, "d_ff", swiglu_hidden_size(self.d_model))
 
-    def _check_implementations(self) -> None:
-        for name, allowed in (("attention", ATTENTION_IMPLS), ("norm", NORM_IMPLS), ("ffn", FFN_IMPLS),
-                              ("loss", LOSS_IMPLS)):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r}: expected one of {allowed}")
-        if self.kernels not in KERNEL_SETS:
-            raise ValueError(f"ModelConfig.kernels={self.kernels!r}: expected one of {KERNEL_SETS}")
-        if self.rope_theta <= 0:
-            raise ValueError(f"ModelConfig.rope_theta must be > 0, got {self.rope_theta}")
-        if self.norm_eps <= 0:
-            raise ValueError(f"ModelConfig.norm_eps must be > 0, got {self.norm_eps}")
-
     def _check_variants(self) -> None:
-        """Grouped-query attention, the sliding window, mixture of experts, activation checkpointing."""
+        """Rules across the variants' settings (grouped-query attention, mixture of experts), and the n_kv_heads a
+        complete shape derives."""
         if self.n_kv_heads is None and self.is_complete:
             object.__setattr__(self, "n_kv_heads", self.n_heads)
-        if self.n_kv_heads is not None and (not isinstance(self.n_kv_heads, int) or self.n_kv_heads <= 0
-                                            or self.n_heads is not None and self.n_heads % self.n_kv_heads):
+        if self.n_kv_heads is not None and self.n_heads is not None and self.n_heads % self.n_kv_heads:
             raise ValueError(f"ModelConfig.n_kv_heads={self.n_kv_heads!r} must be a positive divisor of "
                              f"n_heads={self.n_heads}")
-        if self.sliding_window is not None and (not isinstance(self.sliding_window, int) or self.sliding_window <= 0):
-            raise ValueError(f"ModelConfig.sliding_window must be a positive integer or None, "
-                             f"got {self.sliding_window!r}")
-        if self.n_experts < 0 or (self.n_experts and not 1 <= self.moe_top_k <= self.n_experts):
-            raise ValueError(f"ModelConfig: need n_experts >= 0 and 1 <= moe_top_k <= n_experts, got "
-                             f"n_experts={self.n_experts}, moe_top_k={self.moe_top_k}")
-        if self.moe_capacity_factor is not None and self.moe_capacity_factor <= 0:
-            raise ValueError(f"ModelConfig.moe_capacity_factor must be > 0 or None, got {self.moe_capacity_factor}")
-        if self.moe_aux_loss_coef < 0 or self.moe_z_loss_coef < 0:
-            raise ValueError("ModelConfig.moe_aux_loss_coef and moe_z_loss_coef must be >= 0")
-        if self.checkpoint_every < 0:
-            raise ValueError(f"ModelConfig.checkpoint_every must be >= 0, got {self.checkpoint_every}")
+        if self.n_experts and not 1 <= self.moe_top_k <= self.n_experts:
+            raise ValueError(f"ModelConfig: need 1 <= moe_top_k <= n_experts, got n_experts={self.n_experts}, "
+                             f"moe_top_k={self.moe_top_k}")
 
     @property
     def d_head(self) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from model.core.config import ModelConfig
+from workbench.params import REQUIRED, Checked, setting
 
 GB = 1e9  # decimal gigabytes, as in the ZeRO paper
 
@@ -42,25 +43,20 @@ def check_precision(precision) -> None:
 
 
 @dataclass(frozen=True)
-class Layout:
+class Layout(Checked):
     """gpus = tp × dp; ZeRO ``zero_stage`` shards over the dp axis; TP uses sequence parallelism."""
 
-    gpus: int
-    tp: int = 1
-    zero_stage: int = 0
-    precision: str = "mixed"
-    recompute: str = "none"  # none | full (activation checkpointing of every layer)
-    sequence_parallel: bool = True
+    gpus: int = setting(REQUIRED, "GPUs in all", at_least=1)
+    tp: int = setting(1, "tensor-parallel degree", at_least=1)
+    zero_stage: int = setting(0, "ZeRO stage", choices=(0, 1, 2, 3))
+    precision: str = setting("mixed", "bytes per parameter: mixed or fp32", choices=tuple(PRECISIONS))
+    recompute: str = setting("none", "activation checkpointing: none, or full (every layer)", choices=RECOMPUTE)
+    sequence_parallel: bool = setting(True, "TP shards the norms' and dropout's activations too")
 
     def __post_init__(self) -> None:
-        check_int("Layout.gpus", self.gpus, 1)
-        check_int("Layout.tp", self.tp, 1)
-        if self.gpus % self.tp:
+        super().__post_init__()
+        if self.gpus % self.tp:  # a rule across two settings
             raise ValueError(f"Layout.gpus={self.gpus} is not divisible by Layout.tp={self.tp}")
-        check_stage(self.zero_stage)
-        check_precision(self.precision)
-        if self.recompute not in RECOMPUTE:
-            raise ValueError(f"Layout.recompute={self.recompute!r}: expected one of {RECOMPUTE}")
 
     @property
     def dp(self) -> int:

@@ -20,24 +20,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from model.core.config import ModelConfig
+from workbench.params import REQUIRED, Checked, setting
 
 
 @dataclass(frozen=True)
-class Matmul:
+class Matmul(Checked):
     """``count`` identical (m × k) @ (k × n) matmuls, operands and result ``bytes_per_value`` wide."""
 
-    name: str
-    m: float  # tokens (rows of the activations)
-    k: int
-    n: int
-    count: int = 1
-    bytes_per_value: int = 2
-
-    def __post_init__(self) -> None:
-        for field in ("m", "k", "n", "count", "bytes_per_value"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"Matmul.{field} must be > 0, got {value!r}")
+    name: str = setting(REQUIRED, "what the matmul computes")
+    m: float = setting(REQUIRED, "rows: tokens of the activations", above=0)
+    k: float = setting(REQUIRED, "the inner dimension", above=0)
+    n: float = setting(REQUIRED, "columns: the weight's output width", above=0)
+    count: float = setting(1, "identical matmuls", above=0)
+    bytes_per_value: float = setting(2, "bytes of one operand value", above=0)
 
     @property
     def flops(self) -> float:

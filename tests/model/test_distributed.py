@@ -260,4 +260,4 @@ def test_parallel_mode_needs_torchrun(shards, tmp_path):
 
 def test_config_rejects_unknown_parallel_mode(shards, tmp_path):
     result = single(_train_args(shards, tmp_path / "run", "--parallel", "tp"))
-    assert result.returncode == 2 and "TrainConfig.parallel='tp'" in result.stderr
+    assert result.returncode == 2 and "train.parallel must be one of" in result.stderr
