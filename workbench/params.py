@@ -102,13 +102,14 @@ class ParamsError(ValueError):
 
 
 def setting(default, help: str, *, choices: Sequence[Any] | None = None, at_least: float | None = None,
-            above: float | None = None, at_most: float | None = None, exists: bool = False, positional: bool = False,
-            repeatable: bool = False, parse: Callable[[str], Any] | None = None, metavar: str | None = None,
-            params_only: bool = False, factory: Callable[[], Any] | None = None, kw_only: bool = False):
+            above: float | None = None, at_most: float | None = None, below: float | None = None, exists: bool = False,
+            positional: bool = False, repeatable: bool = False, parse: Callable[[str], Any] | None = None,
+            metavar: str | None = None, params_only: bool = False, factory: Callable[[], Any] | None = None,
+            kw_only: bool = False):
     """A dataclass field with its default, the help text its `--help` flag shows (``add_config_flags``) and its
     constraints; the only way a setting is declared (tests/workbench/test_config_style.py). Constraints, checked by
     the parser (``config_from_args``) and, for a ``Checked`` dataclass, whenever one is made (``check_settings``):
-    ``choices``: the values it takes; ``at_least`` / ``above`` / ``at_most``: a number (an ``int`` where the
+    ``choices``: the values it takes; ``at_least`` / ``above`` / ``at_most`` / ``below``: a number (an ``int`` where the
     annotation says so; ``None`` passes where the annotation allows it) in that range; ``exists``: a path that must
     exist (checked by the parser only: a config made in Python may name a file still to be written). Shape:
     ``positional``: a positional argument (a stage's inputs) instead of a ``--flag``; ``repeatable``: a tuple
@@ -119,8 +120,8 @@ def setting(default, help: str, *, choices: Sequence[Any] | None = None, at_leas
     setting after ones with defaults. A mapping or list default is copied for each instance; ``factory`` makes the
     default instead (``factory=ModelConfig``)."""
     metadata = {"help": help, "choices": tuple(choices) if choices else None, "at_least": at_least, "above": above,
-                "at_most": at_most, "exists": exists, "positional": positional, "repeatable": repeatable,
-                "parse": parse, "metavar": metavar}
+                "at_most": at_most, "below": below, "exists": exists, "positional": positional,
+                "repeatable": repeatable, "parse": parse, "metavar": metavar}
     metadata = {k: v for k, v in metadata.items() if v is not None and v is not False}
     if params_only:
         metadata["flag"] = False
@@ -135,7 +136,7 @@ def setting(default, help: str, *, choices: Sequence[Any] | None = None, at_leas
 
 def _range_text(meta) -> str:
     low = f"> {meta['above']}" if "above" in meta else f">= {meta['at_least']}" if "at_least" in meta else ""
-    high = f"<= {meta['at_most']}" if "at_most" in meta else ""
+    high = f"<= {meta['at_most']}" if "at_most" in meta else f"< {meta['below']}" if "below" in meta else ""
     return " and ".join(part for part in (low, high) if part)
 
 
@@ -157,13 +158,13 @@ def setting_problem(f: dataclasses.Field, value, annotation=None, check_paths: b
         return f"must be one of {', '.join(map(str, choices))}, got {value!r}"
     kinds = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
         else (annotation,)
-    bounded = any(k in meta for k in ("at_least", "above", "at_most"))
+    bounded = any(k in meta for k in ("at_least", "above", "at_most", "below"))
     whole = int in kinds and float not in kinds
     if (whole and not (isinstance(value, int) and not isinstance(value, bool))) or (bounded and not _is_number(value)):
         return f"must be {'an integer' if whole else 'a number'}{' ' + _range_text(meta) if bounded else ''}, " \
                f"got {value!r}"
     if bounded and (("at_least" in meta and value < meta["at_least"]) or ("above" in meta and value <= meta["above"])
-                    or ("at_most" in meta and value > meta["at_most"])):
+                    or ("at_most" in meta and value > meta["at_most"]) or ("below" in meta and value >= meta["below"])):
         return f"must be {_range_text(meta)}, got {value!r}"
     if check_paths and meta.get("exists") and not Path(value).exists():
         return f"{value}: no such file or folder"

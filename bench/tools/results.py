@@ -92,7 +92,7 @@ def git_commit() -> str:
 
 @functools.cache
 def commit_at_start() -> str:
-    """The commit when the bench started (``bench_parser`` asks first): ``record`` runs at the end, and a long bench
+    """The commit when the bench started (``parse_bench`` asks first): ``record`` runs at the end, and a long bench
     must not stamp its rows with a commit made while it ran."""
     return git_commit()
 
