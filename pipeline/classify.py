@@ -44,6 +44,7 @@ from pipeline.classifiers.models import (
 from pipeline.sample.labels import write_labelled_data
 from workbench.files import file_sha256, write_json, write_metrics
 from workbench.params import (
+    Checked,
     ParamsError,
     Parser,
     add_config_flags,
@@ -64,19 +65,15 @@ SOURCES = ("generated", "files", "davidson", "jigsaw", "pages")
 
 # -- data -------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Source:
+class Source(Checked):
     """Where a task's labelled data comes from. ``kind``: generated (``n`` examples), files (``paths`` = train
     [, valid] in fastText format), davidson / jigsaw (``paths`` = the CSV), pages (``paths`` = reference pages,
     ``negatives`` = crawl pages, at most ``n`` a class)."""
 
-    kind: str = "generated"
-    paths: tuple[Path, ...] = ()
-    negatives: tuple[Path, ...] = ()
-    n: int = 4000
-
-    def __post_init__(self):
-        if self.kind not in SOURCES:
-            raise ValueError(f"data source must be one of {SOURCES}, got {self.kind!r}")
+    kind: str = setting("generated", "what the data is", choices=SOURCES)
+    paths: tuple[Path, ...] = setting((), "its files")
+    negatives: tuple[Path, ...] = setting((), "pages: the crawl pages")
+    n: int = setting(4000, "generated: examples; pages: most pages a class", at_least=1)
 
 
 def write_data(task: str, source: Source, data_dir: Path, seed: int) -> tuple[Path, Path, list[Path]]:

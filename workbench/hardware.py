@@ -16,26 +16,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workbench.params import REQUIRED, Checked, setting
+
 
 @dataclass(frozen=True)
-class Hardware:
+class Hardware(Checked):
     """One accelerator in its node. Bandwidths are bytes/s per GPU in one direction."""
 
-    name: str
-    peak_flops: float  # dense bf16 FLOP/s (no sparsity)
-    hbm_bytes: float  # memory per GPU
-    hbm_bandwidth: float  # bytes/s
-    intra_node_bandwidth: float  # NVLink, per GPU per direction, usable by collectives
-    inter_node_bandwidth: float  # InfiniBand NIC per GPU per direction
-    gpus_per_node: int = 8
-
-    def __post_init__(self) -> None:
-        for field in ("peak_flops", "hbm_bytes", "hbm_bandwidth", "intra_node_bandwidth", "inter_node_bandwidth"):
-            value = getattr(self, field)
-            if not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"Hardware.{field} must be > 0, got {value!r}")
-        if not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1:
-            raise ValueError(f"Hardware.gpus_per_node must be a positive integer, got {self.gpus_per_node!r}")
+    name: str = setting(REQUIRED, "the accelerator's name")
+    peak_flops: float = setting(REQUIRED, "dense bf16 FLOP/s (no sparsity)", above=0)
+    hbm_bytes: float = setting(REQUIRED, "memory per GPU", above=0)
+    hbm_bandwidth: float = setting(REQUIRED, "memory bytes/s", above=0)
+    intra_node_bandwidth: float = setting(REQUIRED, "NVLink, per GPU per direction, usable by collectives", above=0)
+    inter_node_bandwidth: float = setting(REQUIRED, "InfiniBand NIC per GPU per direction", above=0)
+    gpus_per_node: int = setting(8, "GPUs in one node", at_least=1)
 
     def link_bandwidth(self, group_size: int) -> float:
         """Bandwidth of a ring over ``group_size`` consecutive ranks: NVLink inside a node, else the NIC."""

@@ -76,7 +76,7 @@ class Ledger:
     out_dir: Path
     settings: dict = field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self):  # normalizes (a str folder, settings as plain JSON values); validates nothing
         object.__setattr__(self, "out_dir", Path(self.out_dir))
         object.__setattr__(self, "settings", _plain(self.settings))
 

@@ -73,8 +73,8 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         flags = [s for a in self._actions for s in a.option_strings]
-        wrong = next((w for w in message.replace(",", " ").split() if w.startswith("--")), None)
-        hint = nearest(wrong.split("=")[0], flags) if wrong else ""
+        wrong = next((w for w in message.replace(",", " ").replace(":", " ").split() if w.startswith("--")), None)
+        hint = nearest(wrong.split("=")[0], flags) if wrong and wrong.split("=")[0] not in flags else ""
         self.exit(2, f"error: {message}{hint} ({self.prog} --help lists the flags)\n")
 
 
@@ -179,6 +179,13 @@ def _element_type(annotation):
     if typing.get_origin(annotation) is list or (typing.get_origin(annotation) is tuple and args[1:] == (...,)):
         return args[0] if args else None
     return None
+
+
+def _is_tuple(annotation) -> bool:
+    """A ``tuple[...]`` annotation, or one ``| None``."""
+    kinds = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
+        else (annotation,)
+    return any(typing.get_origin(kind) is tuple for kind in kinds)
 
 
 @functools.cache
@@ -543,6 +550,8 @@ def config_from_args(config_cls: type, args: argparse.Namespace, section: str = 
                 values[f.name] = tuple(values[f.name])
             else:
                 values[f.name] = REQUIRED if f.default is dataclasses.MISSING else f.default
+        elif isinstance(values[f.name], list) and _is_tuple(hints[f.name]):
+            values[f.name] = tuple(values[f.name])  # a tuple setting's flag values, as the annotation says
     positional = {f.name for f in dataclasses.fields(config_cls) if f.metadata.get("positional")}
     missing = [prefix + name for name, value in values.items() if value is REQUIRED]
     if missing:

@@ -20,10 +20,10 @@ After datatrove's ``PipelineStep``: the base owns the iteration, the writers and
 
 A stage that keeps, changes or drops documents one at a time is a ``DocumentStage``
 (pipeline/runtime/document_stage.py: a chain of document steps over each file, on this base). Dedup is global
-(sketch everything, cluster, then write) and tokenize joins its files' parts into one pair of shards, so each keeps
-one record for the whole stage in the same ledger (and a work folder keyed on the same identities for its tasks)
-instead of a record per file, and the writers and the metrics, not the per-file map of ``FileStage``; both map their
-tasks with ``map_tasks``.
+(sketch everything, cluster, then write): a ``CorpusStage`` keeps one record for the whole stage in the same ledger
+(and a work folder keyed on the same identities for its tasks) instead of a record per file. Tokenize joins its
+files' parts into one pair of shards and keeps its own record; both use the writers and the metrics, not the
+per-file map of ``FileStage``, and map their tasks with ``map_tasks``.
 """
 
 from __future__ import annotations
@@ -216,5 +216,59 @@ class FileStage:
         metrics = self.summarize(list(done.values()) + fresh)
         self.add_timings(metrics, fresh, len(done), time.perf_counter() - start)
         write_stage_metrics(metrics_path, metrics, self.headline(metrics))
+        require_readable(metrics, len(self.files))
+        return metrics
+
+
+class CorpusStage:
+    """A stage over all its inputs at once (dedup: sketch everything, cluster, then write), with one record in its
+    ``ledger`` for the whole stage, named ``name``, and a work folder (``ledger.work``) for tasks of its own.
+
+    A stage sets ``name``, ``timings`` (the metrics that say how this run went, left out of the record) and
+    ``nothing_ran`` (their values when the record stands), and decides: ``settings``, ``outputs`` (every file it
+    writes; all must exist for the record to count), ``output_dirs`` and ``compute(ledger, record)`` (the work:
+    writes the outputs, returns the metrics). ``run`` does the rest: a stage whose record holds its inputs and
+    settings as they are now, with every output there, is not run again (its recorded metrics count); otherwise the
+    record goes first (a kill from then on leaves none to trust), then the leftovers, the work, the metrics, the
+    record, the work folder."""
+
+    name = "stage"
+    timings: tuple[str, ...] = ("seconds",)
+    nothing_ran: dict = {"seconds": 0.0}
+
+    def __init__(self, files: list[Path], out_dir: Path, force: bool = False):
+        self.files, self.out_dir, self.force = list(files), Path(out_dir), force
+
+    def settings(self) -> dict:
+        return {}
+
+    def outputs(self) -> list[Path]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def output_dirs(self) -> list[Path]:
+        return [self.out_dir]
+
+    def compute(self, ledger: Ledger, record: Record) -> dict:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def headline(self, metrics: dict) -> dict:
+        return funnel_headline(metrics)
+
+    def run(self, metrics_path: Path | None) -> dict:
+        """The stage's metrics, from its record or from the work done now; a ValueError when no input was readable."""
+        ledger = Ledger(self.name, self.out_dir, self.settings())
+        record = ledger.record(self.name, self.files)
+        done = record.done(*self.outputs()) if not self.force else None
+        if done is not None:
+            ledger.remove_work()  # left by a kill after the record was written
+            metrics = {**done["metrics"], **self.nothing_ran}
+            write_stage_metrics(metrics_path, metrics, self.headline(metrics))
+        else:
+            record.path.unlink(missing_ok=True)
+            remove_leftovers(*self.output_dirs())
+            metrics = self.compute(ledger, record)
+            write_stage_metrics(metrics_path, metrics, self.headline(metrics))
+            record.write(metrics={k: v for k, v in metrics.items() if k not in self.timings})
+            ledger.remove_work()  # the stage's tasks, once the record holds
         require_readable(metrics, len(self.files))
         return metrics

@@ -31,8 +31,8 @@ by ``bench.tools.alignment_engines_rows``) unless ``--no-record``; ``python -m b
 
 from __future__ import annotations
 
-import argparse
 import csv
+import dataclasses
 import json
 import os
 import statistics
@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -49,7 +50,7 @@ from alignment.evaluate import build_prompt, score
 from alignment.grpo import GRPOConfig, train_grpo
 from alignment.tasks.data import load_task
 from bench.tools.alignment_engines_rows import results_rows
-from bench.tools.results import bench_parser, finish
+from bench.tools.results import BenchSettings, finish, parse_bench
 from bench.tools.timing import format_table, timed  # median-of-N timing and the shared table layout
 from model.core.config import ModelConfig
 from model.core.transformer import TransformerLM
@@ -58,6 +59,7 @@ from model.inference.generate import generate
 from model.training.checkpoint import load_model, save_checkpoint
 from tokenizer.encoder import Tokenizer
 from workbench.memory import peak_rss_mb
+from workbench.params import setting, usage_error
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parents[2]
@@ -283,7 +285,7 @@ def bench_grpo(args, workdir: Path, device: torch.device) -> dict:
             "threads": args.threads}
     (workdir / "spec.json").write_text(json.dumps(spec))
     results, rows = {}, []
-    for engine in args.engines:
+    for engine in listed(args.engines):
         out = workdir / f"result-{engine}.json"
         cmd = [sys.executable, "-m", "bench.benchmarks.alignment_engines", "--worker", engine,
                str(workdir / "spec.json"), str(out)]
@@ -322,38 +324,9 @@ def bench_grpo(args, workdir: Path, device: torch.device) -> dict:
 
 # ---- CLI ------------------------------------------------------------------------------------------
 
-def build_parser() -> argparse.ArgumentParser:
-    p = bench_parser("bench.benchmarks.alignment_engines", __doc__, "alignment_engines")
-    p.add_argument("--parts", default="rollout,grpo", help="comma-separated parts: rollout, grpo (default both)")
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available; default)")
-    p.add_argument("--quick", action="store_true", help="smoke-test sizes (seconds on CPU)")
-    p.add_argument("--out", default=None, help="also write all numbers as JSON to this file")
-    p.add_argument("--model", default=None, help="our run folder / ckpt-*.pt to use instead of a random preset")
-    p.add_argument("--preset", default=None, help="model preset (default: micro CPU, tiny CUDA, nano --quick)")
-    p.add_argument("--context", type=int, default=None, help="context length (default 256 CPU, 512 CUDA)")
-    p.add_argument("--vocab", type=int, default=0,
-                   help="min vocab size of a preset model (default 0: the tokenizer's, so that every sampled id is "
-                        "a token and the engines train the same work; larger: see the module doc)")
-    p.add_argument("--tokenizer", default=str(REPO / "data" / "tokenizer"),
-                   help="folder with vocab.json + merges.txt (default data/tokenizer; bytes if absent)")
-    p.add_argument("--prompts", type=int, default=None, help="rollout: prompts per batch (default 64 CPU, 256 CUDA)")
-    p.add_argument("--prompt-len", type=int, default=None, help="rollout: tokens per random prompt (default 32)")
-    p.add_argument("--new-tokens", type=int, default=None, help="rollout: new tokens per prompt (default 32 / 128)")
-    p.add_argument("--repeats", type=int, default=None, help="rollout: timed repeats, median taken (default 5)")
-    p.add_argument("--engines", default=",".join(ENGINES), help=f"grpo: engines to run (default {','.join(ENGINES)})")
-    p.add_argument("--steps", type=int, default=None, help="grpo: steps per engine, first is warmup (default 6)")
-    p.add_argument("--rollout-batch", type=int, default=None, help="grpo: rollouts per step (default 16 / 64)")
-    p.add_argument("--group", type=int, default=None, help="grpo: rollouts per question (default 4 / 8)")
-    p.add_argument("--grad-accum", type=int, default=None, help="grpo: microbatches per optimizer step (default 2)")
-    p.add_argument("--grpo-tokens", type=int, default=None, help="grpo: max new tokens (default 32 CPU, 128 CUDA)")
-    p.add_argument("--template", default=None, help="grpo: prompt template short | r1_zero (default short / r1_zero)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
-    p.add_argument("--timeout", type=int, default=3600, help="grpo: seconds allowed per engine subprocess")
-    p.add_argument("--area", default=None, help="results area, i.e. file name (default alignment_engines, "
-                   "gpu_alignment_engines on CUDA): another for a run whose rows must not replace the default's")
-    p.add_argument("--worker", nargs=3, metavar=("ENGINE", "SPEC", "OUT"), help=argparse.SUPPRESS)
-    return p
+def listed(text: str) -> list[str]:
+    """The names of a comma-separated setting (``--parts``, ``--engines``)."""
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def recorded_command(argv: list[str]) -> str:
@@ -363,41 +336,69 @@ def recorded_command(argv: list[str]) -> str:
         ["python -m bench.benchmarks.alignment_engines", *argv])
 
 
-def settle_args(args, device: torch.device) -> str | None:
-    """Split ``--parts``/``--engines`` into lists and fill unset sizes from ``SIZES``; the usage error, if any."""
-    args.parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    bad = [p for p in args.parts if p not in ("rollout", "grpo")] + [e for e in args.engines if e not in ENGINES]
-    if bad or not args.parts:
-        return f"unknown part/engine {bad} (parts: rollout, grpo; engines: {', '.join(ENGINES)})"
-    for key, value in SIZES["quick" if args.quick else device.type].items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
+def settle_args(args: AlignmentEnginesBench, device: torch.device) -> AlignmentEnginesBench:
+    """The settings with the sizes left unset taken from ``SIZES``; a bad ``--parts``/``--engines`` or batch is a usage
+    error."""
+    parts, engines = listed(args.parts), listed(args.engines)
+    bad = [p for p in parts if p not in ("rollout", "grpo")] + [e for e in engines if e not in ENGINES]
+    if bad or not parts:
+        usage_error(f"unknown part/engine {bad} (parts: rollout, grpo; engines: {', '.join(ENGINES)})")
+    sizes = SIZES["quick" if args.quick else device.type]
+    args = dataclasses.replace(args, **{key: value for key, value in sizes.items() if getattr(args, key) is None})
     if args.rollout_batch % args.group or args.rollout_batch % args.grad_accum:
-        return (f"--rollout-batch {args.rollout_batch} must be a multiple of --group {args.group} and "
-                f"--grad-accum {args.grad_accum}")
-    return None
+        usage_error(f"--rollout-batch {args.rollout_batch} must be a multiple of --group {args.group} and "
+                    f"--grad-accum {args.grad_accum}")
+    return args
+
+
+@dataclass(frozen=True)
+class AlignmentEnginesBench(BenchSettings):
+    parts: str = setting("rollout,grpo", "comma-separated parts: rollout, grpo")
+    device: str = setting("auto", "cpu, cuda or auto (cuda when available)")
+    quick: bool = setting(False, "smoke-test sizes (seconds on CPU)")
+    out: Path | None = setting(None, "also write all numbers as JSON to this file")
+    model: str | None = setting(None, "our run folder / ckpt-*.pt to use instead of a random preset")
+    preset: str | None = setting(None, "model preset (default: micro CPU, tiny CUDA, nano --quick)")
+    context: int | None = setting(None, "context length (default 256 CPU, 512 CUDA)", at_least=1)
+    vocab: int = setting(0, "min vocab size of a preset model (default 0: the tokenizer's, so that every sampled id "
+                            "is a token and the engines train the same work; larger: see the module doc)", at_least=0)
+    tokenizer: str = setting(str(REPO / "data" / "tokenizer"),
+                             "folder with vocab.json + merges.txt (default data/tokenizer; bytes if absent)")
+    prompts: int | None = setting(None, "rollout: prompts per batch (default 64 CPU, 256 CUDA)", at_least=1)
+    prompt_len: int | None = setting(None, "rollout: tokens per random prompt (default 32)", at_least=1)
+    new_tokens: int | None = setting(None, "rollout: new tokens per prompt (default 32 / 128)", at_least=1)
+    repeats: int | None = setting(None, "rollout: timed repeats, median taken (default 5)", at_least=1)
+    engines: str = setting(",".join(ENGINES), "grpo: engines to run")
+    steps: int | None = setting(None, "grpo: steps per engine, first is warmup (default 6)", at_least=1)
+    rollout_batch: int | None = setting(None, "grpo: rollouts per step (default 16 / 64)", at_least=1)
+    group: int | None = setting(None, "grpo: rollouts per question (default 4 / 8)", at_least=1)
+    grad_accum: int | None = setting(None, "grpo: microbatches per optimizer step (default 2)", at_least=1)
+    grpo_tokens: int | None = setting(None, "grpo: max new tokens (default 32 CPU, 128 CUDA)", at_least=1)
+    template: str | None = setting(None, "grpo: prompt template short | r1_zero (default short / r1_zero)")
+    seed: int = setting(0, "random seed")
+    threads: int | None = setting(None, "CPU threads for torch (default: torch's choice)", at_least=1)
+    timeout: int = setting(3600, "grpo: seconds allowed per engine subprocess", at_least=1)
+    area: str | None = setting(None, "results area, i.e. file name (default alignment_engines, gpu_alignment_engines "
+                                     "on CUDA): another for a run whose rows must not replace the default's")
+    worker: tuple[str, ...] = setting((), "internal: run one engine of the grpo part in this process (what the "
+                                          "benchmark's subprocesses are given)", metavar="ENGINE SPEC OUT")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_bench(AlignmentEnginesBench, argv)
     if args.worker:
+        if len(args.worker) != 3:
+            usage_error("--worker needs ENGINE SPEC OUT")
         return worker_main(*args.worker)
-    if args.device == "auto":
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    wanted = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     try:
-        device = torch.device(args.device)
+        device = torch.device(wanted)
     except RuntimeError as exc:
-        print(f"error: --device {args.device!r}: {exc}", file=sys.stderr)
-        return 2
+        usage_error(f"--device {args.device!r}: {exc}")
     if device.type == "cuda" and not torch.cuda.is_available():
-        print("error: --device cuda but CUDA is not available", file=sys.stderr)
-        return 2
-    error = settle_args(args, device)
-    if error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    parts = args.parts
+        usage_error("--device cuda but CUDA is not available")
+    args = settle_args(args, device)
+    parts = listed(args.parts)
     if args.threads:
         torch.set_num_threads(args.threads)
     if device.type == "cuda":
@@ -414,8 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             report["model"] = prepare(args, workdir)
         except (ValueError, FileNotFoundError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            usage_error(str(exc))
         m = report["model"]
         print(f"model: {m['model']}: d_model={m['d_model']}, n_layers={m['n_layers']}, vocab {m['vocab']}, "
               f"context {m['context']}, {m['params_m']}M params; tokenizer vocab {m['tokenizer_vocab']}")
@@ -424,8 +424,8 @@ def main(argv: list[str] | None = None) -> int:
         if "grpo" in parts:
             report["grpo"] = bench_grpo(args, workdir, device)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=2, default=str) + "\n")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
         print(f"\nwrote {args.out}")
     area = args.area or ("gpu_alignment_engines" if device.type == "cuda" else "alignment_engines")
     finish(area, results_rows(report), args, recorded_command(report["argv"]))

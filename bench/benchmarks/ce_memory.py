@@ -13,14 +13,16 @@ tests/lmw_kernels/test_cross_entropy.py asserts the goal (both ratios >= 3) with
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 
 import torch
 from torch.autograd.graph import saved_tensors_hooks
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from bench.tools.results import Result, bench_parser, finish
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
 from lmw_kernels.cross_entropy import fused_linear_cross_entropy, linear_cross_entropy_torch
 from lmw_kernels.runtime import INTERPRET
+from workbench.params import setting, usage_error
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
@@ -116,16 +118,19 @@ def measure(n: int, d: int, v: int, device: str) -> list[Result]:
     return rows
 
 
+@dataclass(frozen=True)
+class CeMemoryBench(BenchSettings):
+    tokens: int = setting(256, "N, rows of hidden states", at_least=1)
+    d_model: int = setting(64, "d, the hidden size", at_least=1)
+    vocab: int = setting(32768, "V, the vocabulary", at_least=1)
+    area: str | None = setting(None, "results file (default ce_memory on CPU, gpu_ce_memory on CUDA)")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser("bench.benchmarks.ce_memory", __doc__, "ce_memory")
-    ap.add_argument("--tokens", type=int, default=256, help="N, rows of hidden states")
-    ap.add_argument("--d-model", type=int, default=64, help="d, the hidden size")
-    ap.add_argument("--vocab", type=int, default=32768, help="V, the vocabulary")
-    ap.add_argument("--area", help="results file (default ce_memory on CPU, gpu_ce_memory on CUDA)")
-    args = ap.parse_args(argv)
+    args = parse_bench(CeMemoryBench, argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu" and not INTERPRET:
-        ap.error("on CPU set TRITON_INTERPRET=1, or the fused side would not run the Triton kernel")
+        usage_error("on CPU set TRITON_INTERPRET=1, or the fused side would not run the Triton kernel")
     rows = measure(args.tokens, args.d_model, args.vocab, device)
     command = ("TRITON_INTERPRET=1 python -m bench.benchmarks.ce_memory" if device == "cpu"
                else "python -m bench.benchmarks.ce_memory")

@@ -26,17 +26,20 @@ import json
 import os
 import tempfile
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
-from bench.tools.results import Result, bench_parser, finish
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
 from pipeline import classify
 from pipeline.classifiers.models import FastTextClassifier, load_task_model
 from pipeline.classify import Source, train_source
 from pipeline.filters import stage as filter_step
 from pipeline.web import extract
+from workbench.params import setting, usage_error
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "data"
+PARTS = ("labels", "crawl")
 PROFILE = ROOT / "params-cc.yaml"
 ADULT_HOSTS = ("0513mt.com", "05925.net", "096355.com")  # the adult pages of cc-main-2020-34-sample.warc.gz
 CLASSIFIER_REASONS = ("quality_", "toxicity_", "nsfw_")
@@ -201,18 +204,21 @@ def crawl_results(r: dict) -> list[Result]:
     return out
 
 
+@dataclass(frozen=True)
+class ClassifiersRealBench(BenchSettings):
+    data: Path = setting(SHARED, "the shared data folder")
+    only: tuple[str, ...] = setting(PARTS, "parts to run: labelled sets and/or the real-crawl profile", choices=PARTS)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser("bench.benchmarks.classifiers_real", __doc__, "classifiers_real")
-    ap.add_argument("--data", type=Path, default=SHARED, help="the shared data folder (default: %(default)s)")
-    ap.add_argument("--only", nargs="+", choices=("labels", "crawl"), default=("labels", "crawl"),
-                    help="parts to run: labelled sets and/or the real-crawl profile")
-    args = ap.parse_args(argv)
+    args = parse_bench(ClassifiersRealBench, argv)
+    if not args.only:
+        usage_error("--only needs at least one value")
     davidson = args.data / "toxicity" / "davidson_labeled_data.csv"
     jigsaw = args.data / "toxicity" / "jigsaw_train_head.csv"
     missing = [p for p in (davidson, jigsaw, args.data / "web") if not p.exists()]
     if missing:
-        print(f"error: {missing[0]} not found (--data points at the shared data folder)")
-        return 2
+        usage_error(f"{missing[0]} not found (--data points at the shared data folder)")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)

@@ -21,9 +21,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-from bench.tools.results import ROOT, Result, bench_parser, finish
+from bench.tools.results import ROOT, BenchSettings, Result, finish, parse_bench
+from workbench.params import setting, usage_error
 
 BUSY_LOOP = "while True: pass"
 
@@ -89,17 +91,20 @@ def results(runs: dict, torch_default: str) -> list[Result]:
     return rows
 
 
+@dataclass(frozen=True)
+class CpuContentionBench(BenchSettings):
+    params: Path = setting(ROOT / "params.yaml", "params file whose train run is timed", exists=True)
+    seconds: float = setting(25.0, "wall time of each training run", above=0)
+    repeats: int = setting(2, "runs of each configuration", at_least=1)
+    threads: tuple[str, ...] = setting(("1", str(os.cpu_count() or 1), "auto"),
+                                       "thread settings to time: counts, and auto (the default policy)")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser("bench.benchmarks.cpu_contention", __doc__, "cpu_contention")
-    ap.add_argument("--params", type=Path, default=ROOT / "params.yaml", help="params file whose train run is timed")
-    ap.add_argument("--seconds", type=float, default=25.0, help="wall time of each training run")
-    ap.add_argument("--repeats", type=int, default=2, help="runs of each configuration")
-    ap.add_argument("--threads", nargs="+", default=["1", str(os.cpu_count() or 1), "auto"],
-                    help="thread settings to time: counts, and auto (the default policy)")
-    args = ap.parse_args(argv)
+    args = parse_bench(CpuContentionBench, argv)
     torch_default = str(os.cpu_count() or 1)  # torch's intra-op pool: one thread per core
     if torch_default not in args.threads:
-        ap.error(f"--threads must include {torch_default}, torch's own choice on this machine (the baseline)")
+        usage_error(f"--threads must include {torch_default}, torch's own choice on this machine (the baseline)")
     runs = measure(args.params, args.threads, args.seconds, args.repeats)
     rows = results(runs, torch_default)
     command = f"python -m bench.benchmarks.cpu_contention --seconds {args.seconds:g} --repeats {args.repeats}"

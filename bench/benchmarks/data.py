@@ -18,18 +18,20 @@ from __future__ import annotations
 import platform
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.benchmarks import dedup as bench_dedup
 from bench.benchmarks import filter as bench_filter
 from bench.benchmarks.extract import DEFAULT_WEB, bench_extract, format_rows
 from bench.benchmarks.tokenizer import DEFAULT_CORPUS, DEFAULT_GPT2, EOT, bench_bpe_training, bench_encode, rows_table
-from bench.tools.results import Result, bench_parser, finish
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
 from pipeline.classifiers.models import DAVIDSON_CONFIG
 from pipeline.classify import Source, train_source
 from pipeline.sample.crawl import generate_sample
 from pipeline.web.extract import ExtractConfig, run_extract
 from tokenizer.train import write_corpus
+from workbench.params import setting
 
 PARTS = ("extract", "bpe", "encode", "filter", "dedup", "classify")
 
@@ -46,20 +48,22 @@ def sample_corpus(docs_dir: Path, scratch: Path, pages: int) -> Path:
     return corpus
 
 
+@dataclass(frozen=True)
+class DataBench(BenchSettings):
+    web_dir: Path = setting(DEFAULT_WEB, "shared web folder (trafilatura eval pages)")
+    tinystories: Path = setting(DEFAULT_CORPUS, "TinyStories text for BPE/encoding")
+    docs: Path = setting(Path("data/documents"), "generated-crawl documents (made on the fly when absent)")
+    pages: int = setting(3000, "pages to generate when --docs is empty", at_least=1)
+    vocab_size: int = setting(10000, "BPE vocabulary size")
+    davidson: Path = setting(DEFAULT_WEB.parent / "toxicity" / "davidson_labeled_data.csv",
+                             "Davidson et al. labeled_data.csv for the toxicity classifier")
+    filter_pages: int = setting(600, "pages per input set for the filter chain", at_least=1)
+    dedup_docs: int = setting(20_000, "documents for the dedup stage run", at_least=10)
+    only: tuple[str, ...] = setting((), "run only these parts (default: all)", choices=PARTS)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = bench_parser("bench.benchmarks.data", __doc__, "classifiers")
-    parser.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="shared web folder (trafilatura eval pages)")
-    parser.add_argument("--tinystories", type=Path, default=DEFAULT_CORPUS, help="TinyStories text for BPE/encoding")
-    parser.add_argument("--docs", type=Path, default=Path("data/documents"),
-                        help="generated-crawl documents (made on the fly when absent)")
-    parser.add_argument("--pages", type=int, default=3000, help="pages to generate when --docs is empty")
-    parser.add_argument("--vocab-size", type=int, default=10000, help="BPE vocabulary size")
-    parser.add_argument("--davidson", type=Path, default=DEFAULT_WEB.parent / "toxicity" / "davidson_labeled_data.csv",
-                        help="Davidson et al. labeled_data.csv for the toxicity classifier")
-    parser.add_argument("--filter-pages", type=int, default=600, help="pages per input set for the filter chain")
-    parser.add_argument("--dedup-docs", type=int, default=20_000, help="documents for the dedup stage run")
-    parser.add_argument("--only", choices=PARTS, nargs="*", help="run only these parts")
-    args = parser.parse_args(argv)
+    args = parse_bench(DataBench, argv)
     parts = set(args.only or PARTS)
     print(f"# bench.benchmarks.data {time.strftime('%Y-%m-%d')} on {platform.node()} "
           f"({platform.processor() or platform.machine()}, python {platform.python_version()})\n")
@@ -80,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             print("## Encoding with the GPT-2 vocabulary\n" + rows_table(rows) + "\n")
         else:
             print("## Encoding: skipped, shared TinyStories / GPT-2 files absent\n")
-    shared = ["--results-dir", str(args.results_dir)] + (["--no-record"] if args.no_record else [])
+    shared = ["--results-dir", str(args.results_dir)] + ([] if args.record else ["--no-record"])
     if "filter" in parts:
         bench_filter.main(["--web-dir", str(args.web_dir), "--limit", str(args.filter_pages)] + shared)
     if "dedup" in parts:

@@ -29,12 +29,14 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
-from bench.tools.results import Result, bench_parser, finish, interleaved
+from bench.tools.results import BenchSettings, Result, finish, interleaved, parse_bench
 from pipeline.dedup.minhash import UnionFind, jaccard, minhash_signatures, normalize_text, shingle_hash_set
 from pipeline.dedup.stage import DedupConfig, near_duplicate_clusters
 from pipeline.sample.text import TOPICS, EnglishProse
+from workbench.params import setting
 
 
 def generate(n_docs: int, seed: int = 0, near_share: float = 0.10, exact_share: float = 0.03,
@@ -211,17 +213,18 @@ def bench_stage(docs: list[dict], truths: dict[str, list[int]], scratch: Path, w
     return {**metrics, **{k: pair_scores(t, pred) for k, t in truths.items()}}
 
 
+@dataclass(frozen=True)
+class DedupBench(BenchSettings):
+    docs: int = setting(20_000, "documents for the stage run", at_least=10)
+    sig_docs: int = setting(2000, "documents for the signature comparison", at_least=1)
+    cluster_docs: int = setting(10_000, "documents for ours vs MinHashLSH", at_least=10)
+    workers: int = setting(1, "signature processes in the stage run", at_least=1)
+    seed: int = setting(0, "generator seed")
+    repeats: int = setting(3, "timed repeats (ours and datasketch interleaved)", at_least=1)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = bench_parser("bench.benchmarks.dedup", __doc__, "dedup")
-    parser.add_argument("--docs", type=int, default=20_000, help="documents for the stage run")
-    parser.add_argument("--sig-docs", type=int, default=2000, help="documents for the signature comparison")
-    parser.add_argument("--cluster-docs", type=int, default=10_000, help="documents for ours vs MinHashLSH")
-    parser.add_argument("--workers", type=int, default=1, help="signature processes in the stage run")
-    parser.add_argument("--seed", type=int, default=0, help="generator seed")
-    parser.add_argument("--repeats", type=int, default=3, help="timed repeats (ours and datasketch interleaved)")
-    args = parser.parse_args(argv)
-    if args.docs < 10 or args.sig_docs < 1 or args.cluster_docs < 10 or args.workers < 1:
-        parser.error("--docs and --cluster-docs must be >= 10, --sig-docs and --workers >= 1")
+    args = parse_bench(DedupBench, argv)
     cfg = DedupConfig(workers=1)
     start = time.perf_counter()
     docs, truth, kinds = generate(args.docs, args.seed)

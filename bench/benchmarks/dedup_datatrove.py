@@ -36,11 +36,13 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.benchmarks.dedup_scale import replicate
-from bench.tools.results import ROOT, Result, bench_parser, finish
+from bench.tools.results import ROOT, BenchSettings, Result, finish, parse_bench
 from workbench.files import read_jsonl
+from workbench.params import setting, usage_error
 
 NGRAMS, BANDS, ROWS = 5, 14, 8
 
@@ -216,21 +218,24 @@ def measure(source: Path, tmp: Path, workers: int, repeats: int, label: str, thr
     return rows
 
 
+@dataclass(frozen=True)
+class DedupDatatroveBench(BenchSettings):
+    source: Path = setting(ROOT / "data" / "filtered", "documents (gzip JSONL) to replicate (from make repro)")
+    scales: tuple[int, ...] = setting((1, 10), "replication factors; copies after the first have a few words edited",
+                                      at_least=1)
+    label: str = setting("crawl", "row name prefix for this source")
+    workers: int = setting(2, "worker processes on both sides", at_least=1)
+    repeats: int = setting(3, "runs per side, median reported", at_least=1)
+    jaccard_threshold: float = setting(0.8, "our verification threshold (the stage's default 0.8); a tiny one such as "
+                                            "1e-9 joins every LSH candidate, as datatrove does", above=0, at_most=1.0)
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = bench_parser("bench.benchmarks.dedup_datatrove", __doc__, "dedup_datatrove")
-    p.add_argument("--source", type=Path, default=ROOT / "data" / "filtered",
-                   help="documents (gzip JSONL) to replicate (default: %(default)s, from make repro)")
-    p.add_argument("--scales", type=int, nargs="+", default=[1, 10],
-                   help="replication factors; copies after the first have a few words edited (default: %(default)s)")
-    p.add_argument("--label", default="crawl", help="row name prefix for this source (default: %(default)s)")
-    p.add_argument("--workers", type=int, default=2, help="worker processes on both sides (default: %(default)s)")
-    p.add_argument("--repeats", type=int, default=3, help="runs per side, median reported (default: %(default)s)")
-    p.add_argument("--jaccard-threshold", type=float, default=0.8,
-                   help="our verification threshold (the stage's default 0.8); a tiny one such as 1e-9 joins every "
-                        "LSH candidate, as datatrove does (default: %(default)s)")
-    args = p.parse_args(argv)
+    args = parse_bench(DedupDatatroveBench, argv)
+    if not args.scales:
+        usage_error("--scales needs at least one value")
     if not any(args.source.glob("*.jsonl*")):
-        raise SystemExit(f"error: no documents (*.jsonl.gz) in {args.source}: run make repro or give --source")
+        usage_error(f"no documents (*.jsonl.gz) in {args.source}: run make repro or give --source")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for scale in args.scales:

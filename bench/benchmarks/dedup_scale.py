@@ -19,10 +19,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-from bench.tools.results import ROOT, Result, bench_parser, finish
+from bench.tools.results import ROOT, BenchSettings, Result, finish, parse_bench
 from workbench.files import read_jsonl
+from workbench.params import setting, usage_error
 
 _RUN = """
 import json, resource, sys
@@ -105,21 +107,25 @@ def _tree(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.glob("*.jsonl*"))}
 
 
+@dataclass(frozen=True)
+class DedupScaleBench(BenchSettings):
+    source: Path = setting(ROOT / "data" / "filtered", "documents to replicate (from make repro)")
+    scales: tuple[int, ...] = setting((1, 10), "replication factors", at_least=1)
+    workers: int = setting(2, "sharded: local pool processes or Ray workers", at_least=1)
+    engines: tuple[str, ...] = setting(ENGINES, "single: one process; sharded: tasks on the local pool; sharded-ray: "
+                                                "the same tasks on a local Ray cluster of --workers CPUs",
+                                       choices=ENGINES)
+    plot: Path = setting(ROOT / "docs" / "benchmarks" / "dedup_scale.png",
+                         "time and peak RSS against documents, per engine")
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = bench_parser("bench.benchmarks.dedup_scale", __doc__, "dedup_scale")
-    p.add_argument("--source", type=Path, default=ROOT / "data" / "filtered",
-                   help="documents to replicate (default: %(default)s, from make repro)")
-    p.add_argument("--scales", type=int, nargs="+", default=[1, 10], help="replication factors (default: %(default)s)")
-    p.add_argument("--workers", type=int, default=2,
-                   help="sharded: local pool processes or Ray workers (default: %(default)s)")
-    p.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES,
-                   help="single: one process; sharded: tasks on the local pool; sharded-ray: the same tasks on a "
-                        "local Ray cluster of --workers CPUs (default: %(default)s)")
-    p.add_argument("--plot", type=Path, default=ROOT / "docs" / "benchmarks" / "dedup_scale.png",
-                   help="time and peak RSS against documents, per engine (default: %(default)s)")
-    args = p.parse_args(argv)
+    args = parse_bench(DedupScaleBench, argv)
+    for name in ("scales", "engines"):
+        if not getattr(args, name):
+            usage_error(f"--{name} needs at least one value")
     if not args.source.is_dir():
-        raise SystemExit(f"error: no documents at {args.source}: run make repro or give --source")
+        usage_error(f"no documents at {args.source}: run make repro or give --source")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for scale in args.scales:

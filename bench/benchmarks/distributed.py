@@ -26,9 +26,7 @@ after warmup, each started after a barrier, the modes taking turns step by step;
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import dataclasses
 import datetime
 import json
 import os
@@ -45,7 +43,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from bench.tools.results import Result, bench_parser, finish
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
 from bench.tools.timing import format_table
 from model.core.config import ModelConfig
 from model.core.loss import cross_entropy
@@ -54,55 +52,12 @@ from model.costs.memory import zero_model_state_bytes
 from model.parallelism.distributed import DDP, NaiveDDP, apply_fsdp, broadcast_module, unique_parameters
 from model.parallelism.zero import ShardedOptimizer
 from model.training.optim import AdamW
+from workbench.params import Checked, setting
 
 MEMORY_MODES = ("ddp", "zero1", "zero2", "fsdp")  # ZeRO stage 0, 1, 2, 3
 TIME_MODES = ("local", "naive", "per_param", "bucketed", "zero1", "zero2", "fsdp")  # local: no communication
 OPT = dict(lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
 GOAL = 1.3  # bucketed should beat naive by at least this factor on the many-small-parameters model
-
-
-@dataclass(frozen=True)
-class DistBenchConfig:
-    world: int = 2
-    device: str = "cpu"
-    preset: str = "micro"  # the memory model
-    vocab: int = 8192  # the memory model's vocabulary
-    depth: int = 16  # the timing model: n_layers ...
-    width: int = 64  # ... and d_model (deep and narrow: ~9 small parameters per block)
-    time_vocab: int = 512
-    context: int = 64
-    batch: int = 4  # sequences per rank per step
-    steps: int = 20
-    warmup: int = 3
-    bucket_mb: float = 25.0
-
-    def __post_init__(self) -> None:
-        for name in ("world", "vocab", "depth", "width", "time_vocab", "context", "batch", "steps"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"DistBenchConfig.{name} must be a positive integer, got {value!r}")
-        if self.world < 2:
-            raise ValueError(f"DistBenchConfig.world must be >= 2 to compare data-parallel modes, got {self.world}")
-        if not isinstance(self.warmup, int) or self.warmup < 0:
-            raise ValueError(f"DistBenchConfig.warmup must be an integer >= 0, got {self.warmup!r}")
-        if not self.bucket_mb > 0:
-            raise ValueError(f"DistBenchConfig.bucket_mb must be > 0 (per_param is the 0 case), got {self.bucket_mb}")
-        if self.device not in ("cpu", "cuda"):
-            raise ValueError(f"DistBenchConfig.device must be 'cpu' or 'cuda', got {self.device!r}")
-        if self.device == "cuda" and torch.cuda.device_count() < self.world:
-            raise ValueError(f"DistBenchConfig: --device cuda with world={self.world} needs {self.world} GPUs, "
-                             f"found {torch.cuda.device_count()}")
-        if self.width % 4 or (self.width // 4) % 2:
-            raise ValueError(f"DistBenchConfig.width must be a multiple of 8 (4 heads of even size), "
-                             f"got {self.width}")
-        self.memory_model()  # validates the preset
-
-    def memory_model(self) -> ModelConfig:
-        return ModelConfig.from_preset(self.preset, vocab_size=self.vocab, context_length=self.context)
-
-    def time_model(self) -> ModelConfig:
-        return ModelConfig(vocab_size=self.time_vocab, context_length=self.context, d_model=self.width,
-                           n_layers=self.depth, n_heads=4)
 
 
 # ---- counting collectives --------------------------------------------------------------------
@@ -212,13 +167,13 @@ def _state_bytes(opt) -> int:
     return sum(_nbytes(_local(v)) for s in opt.state.values() for v in s.values() if torch.is_tensor(v))
 
 
-def _batch(cfg: ModelConfig, bench: DistBenchConfig, rank: int, step: int, device):
+def _batch(cfg: ModelConfig, bench: DistributedBench, rank: int, step: int, device):
     g = torch.Generator().manual_seed(1000 * step + rank)
     data = torch.randint(cfg.vocab_size, (bench.batch, cfg.context_length + 1), generator=g).to(device)
     return data[:, :-1], data[:, 1:]
 
 
-def measure_memory(mode: str, bench: DistBenchConfig, rank: int, device) -> dict:
+def measure_memory(mode: str, bench: DistributedBench, rank: int, device) -> dict:
     cfg = bench.memory_model()
     fwd, syncer, opt, params = _build(mode, cfg, device, bench.bucket_mb)
     x, y = _batch(cfg, bench, rank, 0, device)
@@ -236,7 +191,7 @@ def measure_memory(mode: str, bench: DistBenchConfig, rank: int, device) -> dict
     return out
 
 
-def measure_time(bench: DistBenchConfig, rank: int, device) -> dict[str, dict]:
+def measure_time(bench: DistributedBench, rank: int, device) -> dict[str, dict]:
     """Every mode's step time and traffic. The modes take turns step by step (round robin), so a
     change in machine load between them shifts all modes alike instead of favouring one."""
     cfg = bench.time_model()
@@ -262,7 +217,7 @@ def measure_time(bench: DistBenchConfig, rank: int, device) -> dict[str, dict]:
             for mode, c in counters.items()}
 
 
-def _worker(rank: int, world: int, port: int, bench: DistBenchConfig, out_dir: str) -> None:
+def _worker(rank: int, world: int, port: int, bench: DistributedBench, out_dir: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     cuda = bench.device == "cuda"
     if cuda:
@@ -281,7 +236,7 @@ def _worker(rank: int, world: int, port: int, bench: DistBenchConfig, out_dir: s
         dist.destroy_process_group()
 
 
-def run(bench: DistBenchConfig) -> list[dict]:
+def run(bench: DistributedBench) -> list[dict]:
     """Spawn ``bench.world`` ranks; return each rank's results."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -365,40 +320,48 @@ def results_rows(results: list[dict], world: int) -> list[Result]:
     return rows
 
 
-def build_parser() -> argparse.ArgumentParser:
-    d = DistBenchConfig()
-    p = bench_parser("bench.benchmarks.model_train --distributed", __doc__, "distributed")
-    p.add_argument("--world", type=int, default=d.world, help=f"ranks to spawn (default {d.world})")
-    p.add_argument("--device", default=d.device, help="cpu (gloo, default) or cuda (NCCL, needs --world GPUs)")
-    p.add_argument("--preset", default=d.preset, help=f"memory model preset (default {d.preset})")
-    p.add_argument("--vocab", type=int, default=d.vocab, help=f"memory model vocabulary (default {d.vocab})")
-    p.add_argument("--depth", type=int, default=d.depth, help=f"timing model n_layers (default {d.depth})")
-    p.add_argument("--width", type=int, default=d.width, help=f"timing model d_model (default {d.width})")
-    p.add_argument("--time-vocab", type=int, default=d.time_vocab,
-                   help=f"timing model vocabulary (default {d.time_vocab})")
-    p.add_argument("--context", type=int, default=d.context, help=f"sequence length (default {d.context})")
-    p.add_argument("--batch", type=int, default=d.batch, help=f"sequences per rank per step (default {d.batch})")
-    p.add_argument("--steps", type=int, default=d.steps, help=f"timed steps per mode (default {d.steps})")
-    p.add_argument("--warmup", type=int, default=d.warmup, help=f"untimed steps per mode (default {d.warmup})")
-    p.add_argument("--bucket-mb", type=float, default=d.bucket_mb,
-                   help=f"DDP bucket size in MB for 'bucketed' and zero1 (default {d.bucket_mb:g})")
-    p.add_argument("--json", default=None, help="also write every rank's raw results to this JSON file")
-    return p
+@dataclass(frozen=True)
+class DistributedBench(BenchSettings, Checked):
+    world: int = setting(2, "ranks to spawn", at_least=2)
+    device: str = setting("cpu", "cpu (gloo) or cuda (NCCL, needs --world GPUs)", choices=("cpu", "cuda"))
+    preset: str = setting("micro", "memory model preset")
+    vocab: int = setting(8192, "memory model vocabulary", at_least=1)
+    depth: int = setting(16, "timing model n_layers", at_least=1)  # deep and narrow: ~9 small parameters per block
+    width: int = setting(64, "timing model d_model (a multiple of 8: 4 heads of even size)", at_least=1)
+    time_vocab: int = setting(512, "timing model vocabulary", at_least=1)
+    context: int = setting(64, "sequence length", at_least=1)
+    batch: int = setting(4, "sequences per rank per step", at_least=1)
+    steps: int = setting(20, "timed steps per mode", at_least=1)
+    warmup: int = setting(3, "untimed steps per mode", at_least=0)
+    bucket_mb: float = setting(25.0, "DDP bucket size in MB for 'bucketed' and zero1 (per_param is the 0 case)",
+                               above=0)
+    json: Path | None = setting(None, "also write every rank's raw results to this JSON file")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.device == "cuda" and torch.cuda.device_count() < self.world:
+            raise ValueError(f"--device cuda with --world {self.world} needs {self.world} GPUs, "
+                             f"found {torch.cuda.device_count()}")
+        if self.width % 4 or (self.width // 4) % 2:
+            raise ValueError(f"--width must be a multiple of 8 (4 heads of even size), got {self.width}")
+        self.memory_model()  # validates the preset
+
+    def memory_model(self) -> ModelConfig:
+        return ModelConfig.from_preset(self.preset, vocab_size=self.vocab, context_length=self.context)
+
+    def time_model(self) -> ModelConfig:
+        return ModelConfig(vocab_size=self.time_vocab, context_length=self.context, d_model=self.width,
+                           n_layers=self.depth, n_heads=4)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        bench = DistBenchConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(DistBenchConfig)})
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    bench = parse_bench(DistributedBench, argv)
     cuda = bench.device == "cuda"
     name = torch.cuda.get_device_name(0) if cuda else "CPU, 1 thread per rank"
     print(f"device: {name}; torch {torch.__version__}; world {bench.world} ({'nccl' if cuda else 'gloo'}); fp32")
     results = run(bench)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
+    if bench.json:
+        bench.json.write_text(json.dumps(results, indent=1))
     mem, n = memory_table(results, bench.world)
     mcfg = bench.memory_model()
     print(f"\n(1) model-state memory per rank after one step: preset {bench.preset} (d_model={mcfg.d_model}, "
@@ -416,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     verdict = "met" if speedup >= GOAL else "NOT met"
     print(f"\ngoal: bucketed >= {GOAL}x faster than naive: {verdict} ({speedup:.2f}x)")
     command = "python -m bench.benchmarks.model_train --distributed" + (" " + " ".join(argv) if argv else "")
-    return finish("distributed", results_rows(results, bench.world), args, command)
+    return finish("distributed", results_rows(results, bench.world), bench, command)
 
 
 if __name__ == "__main__":

@@ -22,16 +22,17 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.benchmarks.extract import DEFAULT_WEB
 from bench.benchmarks.filter_datatrove import datatrove_extractor, datatrove_step, quiet_datatrove
-from bench.tools.results import Result, bench_parser, finish, interleaved
+from bench.tools.results import BenchSettings, Result, finish, interleaved, parse_bench
 from pipeline.filters.stage import CLASSIFIER_STEPS, FilterConfig, build_parser, build_steps
 from pipeline.runtime.steps import run_steps
 from pipeline.web.extract import decode_html, extract_text
 from pipeline.web.warc import iter_payloads
-from workbench.params import ParamsError, apply_section
+from workbench.params import ParamsError, apply_section, setting, usage_error
 
 SETS = {"real": "real pages", "generated": "generated crawl"}
 
@@ -145,37 +146,40 @@ def default_steps(params: Path, classifiers: Path, alpha_words: str = "datatrove
     steps = dict(apply_section(build_parser(), "filter", params, extra_keys=("steps",)).get("steps")
                  or FilterConfig().steps)
     for task in CLASSIFIER_STEPS:
-        setting = steps.get(task)
-        if not setting:
+        chosen = steps.get(task)
+        if not chosen:
             continue
-        setting = dict(setting) if isinstance(setting, dict) else {}
-        setting.setdefault("model_path", str(classifiers / f"{task}.bin"))
-        steps[task] = setting if Path(setting["model_path"]).is_file() else False
+        chosen = dict(chosen) if isinstance(chosen, dict) else {}
+        chosen.setdefault("model_path", str(classifiers / f"{task}.bin"))
+        steps[task] = chosen if Path(chosen["model_path"]).is_file() else False
     if steps.get("gopher"):
         steps["gopher"] = {**(steps["gopher"] if isinstance(steps["gopher"], dict) else {}), "alpha_words": alpha_words}
     return steps
 
 
+@dataclass(frozen=True)
+class FilterBench(BenchSettings):
+    web_dir: Path = setting(DEFAULT_WEB, "folder of real-page WARCs (*.warc.gz)")
+    sample: Path = setting(Path("data/raw/sample.warc.gz"), "generated crawl WARC")
+    limit: int = setting(600, "pages per input set", at_least=1)
+    repeats: int = setting(3, "timed repeats of each side, interleaved", at_least=1)
+    params: Path = setting(Path("params.yaml"), "params file with the filter chain")
+    classifiers: Path = setting(Path("data/classifiers"), "trained models folder")
+    alpha_words: str = setting("datatrove", "our Gopher alpha-words rule (datatrove: the same decisions as "
+                                            "datatrove's filter)", choices=("datatrove", "paper"))
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = bench_parser("bench.benchmarks.filter", __doc__, "filter")
-    parser.add_argument("--web-dir", type=Path, default=DEFAULT_WEB, help="folder of real-page WARCs (*.warc.gz)")
-    parser.add_argument("--sample", type=Path, default=Path("data/raw/sample.warc.gz"), help="generated crawl WARC")
-    parser.add_argument("--limit", type=int, default=600, help="pages per input set")
-    parser.add_argument("--repeats", type=int, default=3, help="timed repeats of each side, interleaved")
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file with the filter chain")
-    parser.add_argument("--classifiers", type=Path, default=Path("data/classifiers"), help="trained models folder")
-    parser.add_argument("--alpha-words", choices=("datatrove", "paper"), default="datatrove",
-                        help="our Gopher alpha-words rule (datatrove: the same decisions as datatrove's filter)")
-    args = parser.parse_args(argv)
-    if args.repeats < 3 and not args.no_record:
-        parser.error("--repeats: at least 3 for recorded rows (or --no-record)")
+    args = parse_bench(FilterBench, argv)
+    if args.repeats < 3 and args.record:
+        usage_error("--repeats: at least 3 for recorded rows (or --no-record)")
     try:
         chains = Chains(default_steps(args.params, args.classifiers, args.alpha_words))
     except ImportError as e:
         print(f"datatrove not installed ({e}): nothing to compare")
         return 0
     except (ParamsError, ValueError) as e:
-        parser.error(str(e))
+        usage_error(str(e))
     sets = {"real": sorted(args.web_dir.glob("*.warc.gz")), "generated": [args.sample]}
     rows = []
     for label, warcs in sets.items():

@@ -16,11 +16,11 @@ captures, the Common Crawl sample) go through the extract stage; for each defini
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-from bench.benchmarks.extract import DEFAULT_WEB
-from bench.tools.real_pages import add_real_pages_flags, is_english, real_documents, real_warcs
-from bench.tools.results import Result, bench_parser, finish
+from bench.tools.real_pages import RealPagesSettings, is_english, real_documents, real_warcs
+from bench.tools.results import Result, finish, parse_bench
 from pipeline.filters.quality_rules import ALPHA_WORDS, GopherQualityFilter, alpha_words_ratio
 
 THRESHOLD = GopherQualityFilter.min_alpha_words_ratio
@@ -90,11 +90,14 @@ def report(m: dict) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class GopherWordsBench(RealPagesSettings):
+    """The real-pages settings alone: ``--web-dir``, ``--cache``, ``--workers``."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser("bench.benchmarks.gopher_words", __doc__, "gopher_words")
-    add_real_pages_flags(ap, DEFAULT_WEB)
-    args = ap.parse_args(argv)
-    warcs = real_warcs(ap, args)
+    args = parse_bench(GopherWordsBench, argv)
+    warcs = real_warcs(args)
     with tempfile.TemporaryDirectory() as tmp:
         m = measure(real_documents(warcs, args.cache or Path(tmp), args.workers))
     print(report(m))

@@ -15,14 +15,16 @@ import contextlib
 import json
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from bench.benchmarks.kernel_select import add_shape_flags
-from bench.tools.results import Result, bench_parser, finish
+from bench.benchmarks.kernel_select import ShapeSettings
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
 from model.core.config import ModelConfig
 from model.core.transformer import TransformerLM
+from workbench.params import setting
 
 TOLERANCE = 0.01
 LAST = 20  # steps averaged into the final loss
@@ -71,26 +73,24 @@ def train(kernels: str, args, device) -> list[float]:
     return [float(v) for v in torch.stack(losses).cpu()]
 
 
+@dataclass(frozen=True)
+class KernelConvergenceBench(ShapeSettings, BenchSettings):
+    steps: int = setting(200, "training steps per run", above=LAST)
+    seed: int = setting(0, "seed of the weights, the stream and its order (both runs)")
+    kernels: str = setting("all", "the kernel set compared with none", choices=("all", "auto"))
+    out: Path = setting(Path("data/gpu_check"), "folder for kernel_convergence.json")
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = bench_parser("bench.benchmarks.kernel_convergence", __doc__, "gpu_convergence")
-    add_shape_flags(p)
-    p.add_argument("--steps", type=int, default=200, help="training steps per run")
-    p.add_argument("--seed", type=int, default=0, help="seed of the weights, the stream and its order (both runs)")
-    p.add_argument("--kernels", default="all", choices=("all", "auto"), help="the kernel set compared with none")
-    p.add_argument("--out", default="data/gpu_check", help="folder for kernel_convergence.json")
-    args = p.parse_args(argv)
-    if args.steps <= LAST:
-        print(f"error: --steps must exceed {LAST}", file=sys.stderr)
-        return 2
+    args = parse_bench(KernelConvergenceBench, argv)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     curves = {name: train(name, args, device) for name in ("none", args.kernels)}
     final = {name: sum(c[-LAST:]) / LAST for name, c in curves.items()}
     rel = final[args.kernels] / final["none"] - 1
     ok = abs(rel) < TOLERANCE
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "kernel_convergence.json").write_text(json.dumps({"final": final, "relative_difference": rel,
-                                                             "curves": curves}, indent=1))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "kernel_convergence.json").write_text(json.dumps({"final": final, "relative_difference": rel,
+                                                                  "curves": curves}, indent=1))
     rows = [Result(f"{args.preset} ctx{args.context} B{args.batch} {args.steps} steps", "final_loss",
                    final[args.kernels], "nats", "kernels: none", final["none"], repeats=LAST,
                    extra={"kernels": args.kernels, "relative_difference": rel})]

@@ -21,17 +21,19 @@ from __future__ import annotations
 import contextlib
 import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from bench.benchmarks.model_train import RefGPT
-from bench.tools.results import Result, bench_parser, finish
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
 from bench.tools.timing import event_times_ms, percentiles, table, timed
 from model.core.config import ModelConfig
 from model.core.transformer import TransformerLM
 from model.train import peak_flops
+from workbench.params import setting, usage_error
 
 VARIANTS = ("reference", "none", "all", "auto")
 
@@ -83,7 +85,7 @@ def run_shape(args, preset: str, context: int, batch: int, device, variants) -> 
         torch.manual_seed(0)
         model, loss_in_model, switches = build(variant, cfg, device)
         model = model.to(device).train()
-        compiled = model if args.no_compile else torch.compile(model, mode=mode)
+        compiled = torch.compile(model, mode=mode) if args.compile else model
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), fused=cuda)
         step = _step_fn(compiled, x, y, optimizer, autocast, loss_in_model)
         if cuda:
@@ -93,8 +95,8 @@ def run_shape(args, preset: str, context: int, batch: int, device, variants) -> 
         p20, med, p80 = percentiles(times)
         name = variant + (" + CUDA graphs" if mode else "")
         if args.profile and cuda:
-            Path(args.profile).mkdir(parents=True, exist_ok=True)
-            profile_table(step, Path(args.profile) / f"e2e_{preset}_{context}_{batch}_{name.replace(' ', '')}.txt")
+            args.profile.mkdir(parents=True, exist_ok=True)
+            profile_table(step, args.profile / f"e2e_{preset}_{context}_{batch}_{name.replace(' ', '')}.txt")
         tps = x.numel() / med
         out.append({"shape": f"{preset} ctx{context} B{batch}", "variant": name, "switches": switches,
                     "ms": 1000 * med, "p20_ms": 1000 * p20, "p80_ms": 1000 * p80, "tokens_per_s": tps,
@@ -107,18 +109,14 @@ def run_shape(args, preset: str, context: int, batch: int, device, variants) -> 
     return out
 
 
-def bench_end_to_end(args, device: torch.device) -> list[dict]:
-    variants = [(v, None) for v in getattr(args, "variants", VARIANTS)]
-    if getattr(args, "cuda_graphs", False):
+def bench_end_to_end(args: KernelE2EBench, device: torch.device) -> list[dict]:
+    """Each variant of ``args`` at each of its shapes, and their table (bench.benchmarks.kernel_ops makes a
+    KernelE2EBench of its shapes for its section (5))."""
+    variants = [(v, None) for v in variant_names(args.variants)]
+    if args.cuda_graphs:
         variants += [(v, "reduce-overhead") for v in ("none", "auto")]
-    if not hasattr(args, "vocab"):
-        args.vocab = 32768
-    if not hasattr(args, "steps"):
-        args.steps = 20
-    if not hasattr(args, "profile"):
-        args.profile = None
     results = []
-    for preset, context, batch in args.e2e:
+    for preset, context, batch in args.shape:
         results += run_shape(args, preset, context, batch, device, variants)
     rows = []
     for r in results:
@@ -130,7 +128,7 @@ def bench_end_to_end(args, device: torch.device) -> list[dict]:
                      "-" if none is None else f"{r['tokens_per_s'] / none['tokens_per_s']:.2f}x"])
     cuda = device.type == "cuda"
     print(table(f"(5) training step (forward, backward, fused AdamW), vocab {args.vocab if cuda else 300}, "
-                f"{'bf16 autocast' if cuda else 'fp32'}{'' if args.no_compile else ', torch.compile'}",
+                f"{'bf16 autocast' if cuda else 'fp32'}{', torch.compile' if args.compile else ''}",
                 ["shape", "model", "ms/step", "p20-p80", "tokens/s", "MFU", f"vs {results[0]['variant']}",
                  "vs none"], rows))
     return results
@@ -141,23 +139,27 @@ def _shape(text: str) -> tuple[str, int, int]:
     return preset, int(context), int(batch)
 
 
+def variant_names(text: str) -> list[str]:
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+@dataclass(frozen=True)
+class KernelE2EBench(BenchSettings):
+    shape: tuple[tuple[str, int, int], ...] = setting((("small", 1024, 16),), "preset:context:batch, repeatable "
+                                                      "(default: small:1024:16)", repeatable=True, parse=_shape)
+    variants: str = setting(",".join(VARIANTS), "comma-separated from " + ", ".join(VARIANTS))
+    cuda_graphs: bool = setting(False, "also none and auto under mode=reduce-overhead")
+    steps: int = setting(20, "timed steps per variant (median, p20/p80)", at_least=10)
+    vocab: int = setting(32768, "vocabulary size", at_least=1)
+    compile: bool = setting(True, "torch.compile the models (--no-compile: run them eagerly)")
+    profile: Path | None = setting(None, "folder for each variant's top-kernels table")
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = bench_parser("bench.benchmarks.kernel_e2e", __doc__, "gpu_kernel_e2e")
-    p.add_argument("--shape", dest="e2e", type=_shape, action="append", default=None,
-                   help="preset:context:batch (repeatable; default small:1024:16)")
-    p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated from " + ", ".join(VARIANTS))
-    p.add_argument("--cuda-graphs", action="store_true", help="also none and auto under mode=reduce-overhead")
-    p.add_argument("--steps", type=int, default=20, help="timed steps per variant (median, p20/p80)")
-    p.add_argument("--vocab", type=int, default=32768, help="vocabulary size")
-    p.add_argument("--no-compile", action="store_true", help="run the models eagerly")
-    p.add_argument("--profile", default=None, help="folder for each variant's top-kernels table")
-    args = p.parse_args(argv)
-    args.e2e = args.e2e or [("small", 1024, 16)]
-    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    unknown = sorted(set(args.variants) - set(VARIANTS))
-    if unknown or args.steps < 10:
-        print(f"error: unknown variant(s) {unknown} or --steps < 10", file=sys.stderr)
-        return 2
+    args = parse_bench(KernelE2EBench, argv)
+    unknown = sorted(set(variant_names(args.variants)) - set(VARIANTS))
+    if unknown or not variant_names(args.variants):
+        usage_error(f"--variants {args.variants!r}: expected a comma-separated list from {', '.join(VARIANTS)}")
     if not torch.cuda.is_available():
         print("error: bench.benchmarks.kernel_e2e needs a CUDA GPU", file=sys.stderr)
         return 2

@@ -17,12 +17,13 @@ GPU times are medians of triton.testing.do_bench (CUDA events, L2 flushed betwee
 
 from __future__ import annotations
 
-import argparse
 import functools
 import math
 import statistics
 import sys
 import time
+from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -30,13 +31,13 @@ import triton
 import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bench.benchmarks.kernel_e2e import bench_end_to_end
+from bench.benchmarks.kernel_e2e import KernelE2EBench, bench_end_to_end
 from bench.tools.timing import cuda_graph_ms, peak_memory_mb, table
 from lmw_kernels.cross_entropy import fused_linear_cross_entropy
 from lmw_kernels.flash_attention import flash_attention, naive_attention
 from lmw_kernels.rmsnorm import rms_norm, rms_norm_torch
 from lmw_kernels.swiglu import swiglu
-from workbench.params import OneDefaultFormatter
+from workbench.params import parse_flags, setting, usage_error
 
 HBM_BYTES_PER_S = {"H200": 4.8e12, "H100 PCIe": 2.0e12, "H100": 3.35e12, "A100": 2.0e12}  # first match wins
 
@@ -149,7 +150,7 @@ def _bandwidth_rows(label: str, impls: dict, make_inputs, bytes_moved: int, devi
 def _bandwidth_section(title: str, eager, fused, cases: list, args, device) -> list[list]:
     """Rows for every (label, make_inputs, bytes moved) case: fused vs eager vs compiled eager."""
     impls = {"triton": fused, "eager": eager}
-    if not args.no_compile:
+    if args.compile:
         impls["compiled"] = torch.compile(eager)
     rows, hbm = [], _hbm(device)
     for label, make_inputs, bytes_moved in cases:
@@ -219,51 +220,49 @@ def bench_cross_entropy(args, device, dtype) -> list[list]:
 SECTIONS = ("attention", "rmsnorm", "swiglu", "ce", "e2e")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        formatter_class=OneDefaultFormatter,
-        prog="python -m bench.benchmarks.kernel_ops", description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="a subset of shapes: < 5 minutes on an H100")
-    p.add_argument("--smoke", action="store_true", help="tiny shapes on CPU (TRITON_INTERPRET=1): code paths only")
-    p.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")
-    p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baselines and compiled e2e")
-    return p
-
-
-def configure(args) -> None:
+def configure(args: KernelOpsBench) -> SimpleNamespace:
     """Shapes per mode: full (the issue's grid), quick (its corners), smoke (CPU interpreter)."""
-    args.attn_heads, args.attn_dims, args.naive_max_seq = 16, (64, 128), 8192
-    args.attn_seqs = (1024, 2048, 4096, 8192, 16384)
-    args.norm_rows, args.norm_hidden = 4096, (1024, 2048, 4096, 8192)
-    args.swiglu_rows, args.swiglu_width = 16384, (2048, 4096)
-    args.ce_tokens, args.ce_shapes = 8192, ((768, 32768), (1024, 50304))
-    args.e2e = [("small", 1024, 16), ("small", 2048, 8), ("medium", 1024, 16), ("medium", 2048, 8)]
+    run = SimpleNamespace(compile=args.compile)
+    run.attn_heads, run.attn_dims, run.naive_max_seq = 16, (64, 128), 8192
+    run.attn_seqs = (1024, 2048, 4096, 8192, 16384)
+    run.norm_rows, run.norm_hidden = 4096, (1024, 2048, 4096, 8192)
+    run.swiglu_rows, run.swiglu_width = 16384, (2048, 4096)
+    run.ce_tokens, run.ce_shapes = 8192, ((768, 32768), (1024, 50304))
+    run.e2e = (("small", 1024, 16), ("small", 2048, 8), ("medium", 1024, 16), ("medium", 2048, 8))
     if args.quick:
         # the acceptance shapes: S1k (the model's) and S16k at d64; the norm at 1k and 8k hidden
-        args.attn_seqs, args.attn_dims = (1024, 16384), (64,)
-        args.norm_hidden, args.swiglu_width = (1024, 8192), (4096,)
-        args.ce_shapes, args.e2e = ((768, 32768),), [("small", 1024, 16)]
+        run.attn_seqs, run.attn_dims = (1024, 16384), (64,)
+        run.norm_hidden, run.swiglu_width = (1024, 8192), (4096,)
+        run.ce_shapes, run.e2e = ((768, 32768),), (("small", 1024, 16),)
     if args.smoke:
-        args.attn_heads, args.attn_dims, args.attn_seqs, args.naive_max_seq = 2, (16,), (40,), 64
-        args.norm_rows, args.norm_hidden, args.swiglu_rows, args.swiglu_width = 8, (48,), 8, (40,)
-        args.ce_tokens, args.ce_shapes, args.e2e = 16, ((16, 300),), [("nano", 32, 2)]
-        args.no_compile = True
+        run.attn_heads, run.attn_dims, run.attn_seqs, run.naive_max_seq = 2, (16,), (40,), 64
+        run.norm_rows, run.norm_hidden, run.swiglu_rows, run.swiglu_width = 8, (48,), 8, (40,)
+        run.ce_tokens, run.ce_shapes, run.e2e = 16, ((16, 300),), (("nano", 32, 2),)
+        run.compile = False
+    return run
+
+
+@dataclass(frozen=True)
+class KernelOpsBench:
+    quick: bool = setting(False, "a subset of shapes: < 5 minutes on an H100")
+    smoke: bool = setting(False, "tiny shapes on CPU (TRITON_INTERPRET=1): code paths only")
+    only: str = setting(",".join(SECTIONS), f"comma-separated sections of {SECTIONS}")
+    compile: bool = setting(True, "the torch.compile baselines and compiled e2e (--no-compile: skip them)")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_flags(KernelOpsBench, argv, prog="python -m bench.benchmarks.kernel_ops",
+                       description=__doc__.split("\n\n")[0])
     sections = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = sorted(set(sections) - set(SECTIONS))
     if unknown:
-        print(f"error: --only: unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}",
-              file=sys.stderr)
-        return 2
+        usage_error(f"--only: unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
     cuda = torch.cuda.is_available()
     if not cuda and not args.smoke:
         print("error: the kernel benchmark needs a CUDA GPU (use --smoke with TRITON_INTERPRET=1 to check the "
               "code paths on CPU)", file=sys.stderr)
         return 2
-    configure(args)
+    run = configure(args)
     device = torch.device("cuda" if cuda else "cpu")
     dtype = torch.bfloat16 if cuda else torch.float32  # the interpreter computes bf16 wrongly
     if cuda:
@@ -275,9 +274,9 @@ def main(argv: list[str] | None = None) -> int:
                "ce": bench_cross_entropy}
     for section in sections:
         if section == "e2e":
-            bench_end_to_end(args, device)
+            bench_end_to_end(KernelE2EBench(shape=run.e2e, compile=run.compile), device)
         else:
-            benches[section](args, device, dtype)
+            benches[section](run, device, dtype)
         sys.stdout.flush()
     print(f"\ntotal {time.time() - start:.0f} s")
     return 0

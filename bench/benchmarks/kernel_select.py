@@ -25,17 +25,17 @@ alternative's median. `--attention-sweep` also times every FlashAttention candid
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bench.tools.results import Result, bench_parser, finish
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
 from bench.tools.timing import cuda_graph_ms, event_times_ms, format_table, peak_memory_mb, percentiles
 from lmw_kernels import flash_attention as fa
 from lmw_kernels import selection
@@ -45,6 +45,7 @@ from lmw_kernels.swiglu import swiglu, swiglu_packed
 from model.core.config import ModelConfig
 from model.core.layers import fused_linear, rms_norm_ref, silu_mul
 from model.core.loss import cross_entropy
+from workbench.params import setting
 
 WARMUP, ITERS = 5, 20
 
@@ -282,39 +283,38 @@ def _fwd_bwd_ms(swept: dict, tensors: tuple) -> dict:
     return {name: percentiles(event_times_ms(fn, 3, 10))[1] for name, fn in result.items()}
 
 
-def add_shape_flags(p: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True)
+class ShapeSettings:
     """--preset, --context, --batch, --vocab: the training shape a kernel bench runs the model at."""
-    p.add_argument("--preset", default="small", help="model preset (model.core.config.PRESETS)")
-    p.add_argument("--context", type=int, default=1024, help="tokens per sequence")
-    p.add_argument("--batch", type=int, default=16, help="sequences per step")
-    p.add_argument("--vocab", type=int, default=32768, help="vocabulary size (the LM head)")
+
+    preset: str = setting("small", "model preset (model.core.config.PRESETS)")
+    context: int = setting(1024, "tokens per sequence", at_least=1)
+    batch: int = setting(16, "sequences per step", at_least=1)
+    vocab: int = setting(32768, "vocabulary size (the LM head)", at_least=1)
 
 
-def parse_args(argv):
-    p = bench_parser("bench.benchmarks.kernel_select", __doc__, "gpu_kernel_select")
-    add_shape_flags(p)
-    p.add_argument("--table", default=None, help="selection table to update (default lmw_kernels/selection.json)")
-    p.add_argument("--out", default="data/gpu_check", help="folder for kernel_select.json and attention_sweep.json")
-    p.add_argument("--attention-sweep", action="store_true", help="time every FlashAttention candidate config")
-    p.add_argument("--cuda-graphs", action="store_true", help="also time each call replayed from a CUDA graph")
-    return p.parse_args(argv)
+@dataclass(frozen=True)
+class KernelSelectBench(ShapeSettings, BenchSettings):
+    table: Path | None = setting(None, "selection table to update (default: lmw_kernels/selection.json)")
+    out: Path = setting(Path("data/gpu_check"), "folder for kernel_select.json and attention_sweep.json")
+    attention_sweep: bool = setting(False, "time every FlashAttention candidate config")
+    cuda_graphs: bool = setting(False, "also time each call replayed from a CUDA graph")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = parse_bench(KernelSelectBench, argv)
     if not torch.cuda.is_available():
         print("error: bench.benchmarks.kernel_select needs a CUDA GPU", file=sys.stderr)
         return 2
     device = torch.device("cuda")
     name = torch.cuda.get_device_name(device)
     cfg = ModelConfig.from_preset(args.preset, vocab_size=args.vocab, context_length=args.context)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     print(f"device: {name}; torch {torch.__version__}; {args.preset} context {args.context} batch {args.batch}")
     entries, rows = measure_ops(cfg, args.batch, device, args.cuda_graphs)
     print(format_table(["op", "impl", "median ms", "p20-p80", "CUDA graph ms", "peak MB", "choice"], rows))
     path = selection.update(name, entries, args.table)
-    (out / "kernel_select.json").write_text(json.dumps({name: entries}, indent=1))
+    (args.out / "kernel_select.json").write_text(json.dumps({name: entries}, indent=1))
     results = []
     for op, by_shape in entries.items():
         for key, e in by_shape.items():
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     finish("gpu_kernel_select", results, args, command, show=False)  # its table is printed above
     print(f"selection table: {path}")  # the summary (or the sweep's) last: bench.tools.gpu_check keeps the last line
     if args.attention_sweep:
-        (out / "attention_sweep.json").write_text(json.dumps(attention_sweep(device), indent=1))
+        (args.out / "attention_sweep.json").write_text(json.dumps(attention_sweep(device), indent=1))
     return 0
 
 

@@ -13,13 +13,15 @@ import logging
 import statistics
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.benchmarks.extract import DEFAULT_WEB
-from bench.tools.results import Result, bench_parser, finish
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
 from pipeline.filters.langid import BACKENDS, UNKNOWN, LanguageFilter, bundled_lid176, declared_language, get_identifier
 from pipeline.web.extract import extract_text
 from pipeline.web.warc import iter_payloads
+from workbench.params import setting, usage_error
 
 MIN_SCORE = LanguageFilter.min_score  # the filter's default cut
 
@@ -63,16 +65,19 @@ def speeds(pages: list[tuple[str, str]], identifiers: dict, repeats: int = 3) ->
     return rates
 
 
+@dataclass(frozen=True)
+class LangidBench(BenchSettings):
+    warcs: tuple[Path, ...] = setting((), f"WARC files (default: {DEFAULT_WEB}/*.warc.gz)", positional=True)
+    model_path: str | None = setting(None, "lid.176.bin/.ftz for the fasttext backend (default: the bundled "
+                                           "lid.176.ftz)")
+    repeats: int = setting(3, "timed passes per backend, the backends taking turns", at_least=1)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser("bench.benchmarks.langid", __doc__, "langid")
-    ap.add_argument("warcs", nargs="*", type=Path, help=f"WARC files (default: {DEFAULT_WEB}/*.warc.gz)")
-    ap.add_argument("--model-path", default=None,
-                    help="lid.176.bin/.ftz for the fasttext backend (default: the bundled lid.176.ftz)")
-    ap.add_argument("--repeats", type=int, default=3, help="timed passes per backend, the backends taking turns")
-    args = ap.parse_args(argv)
+    args = parse_bench(LangidBench, argv)
     paths = args.warcs or sorted(DEFAULT_WEB.glob("*.warc.gz"))
     if not paths:
-        ap.error("no WARC files to benchmark")
+        usage_error("no WARC files to benchmark")
     pages = real_pages(paths)
     print(f"{len(pages)} pages with <html lang> and >= 50 words")
     measured, identifiers = {}, {}

@@ -19,11 +19,11 @@ Each number is the median over timed iterations after warmup iterations.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import statistics
 import sys
 import time
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -31,12 +31,13 @@ from torch import nn
 
 from bench.benchmarks.distributed import main as distributed_main
 from bench.benchmarks.variants import main as variants_main
-from bench.tools.results import Result, bench_parser, finish
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
 from bench.tools.timing import format_table
 from model.core.config import ModelConfig
 from model.core.transformer import TransformerLM
 from model.inference.generate import generate
 from model.train import peak_flops
+from workbench.params import invoked_as, setting, usage_error
 
 # ---- the plain-PyTorch reference ----------------------------------------------------------------
 
@@ -177,56 +178,53 @@ def bench_generate(cfg: ModelConfig, args, device: torch.device) -> list[Result]
     return results
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = bench_parser("bench.benchmarks.model_train", __doc__, "model_train")
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available; default)")
-    p.add_argument("--preset", default=None, help="model preset (default: micro on CPU, small on CUDA)")
-    p.add_argument("--context", type=int, default=None, help="context length (default: 256 CPU, 1024 CUDA)")
-    p.add_argument("--batch", type=int, default=8, help="training batch size in sequences (default 8)")
-    p.add_argument("--vocab", type=int, default=8192, help="vocabulary size (default 8192)")
-    p.add_argument("--steps", type=int, default=None, help="timed training steps (default: 5 CPU, 20 CUDA)")
-    p.add_argument("--warmup", type=int, default=None, help="untimed warmup steps (default: 2 CPU, 5 CUDA)")
-    p.add_argument("--compile", action="store_true", help="torch.compile the models for the training benchmark")
-    p.add_argument("--gen-tokens", type=int, default=256, help="new tokens per generation (default 256)")
-    p.add_argument("--gen-iters", type=int, default=3, help="timed generations per row, interleaved (default 3)")
-    p.add_argument("--gen-warmup", type=int, default=0, help="untimed full-length generations per row (default 0)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
-    p.add_argument("--skip-train", action="store_true", help="skip the training benchmark (a)")
-    p.add_argument("--skip-generate", action="store_true", help="skip the generation benchmark (b)")
-    p.add_argument("--variants", action="store_true",
-                   help="run the architecture-variant benchmark instead (MoE, GQA, checkpointing, speculative "
-                        "decoding, int8; its own flags: python -m bench.benchmarks.model_train --variants --help)")
-    p.add_argument("--distributed", action="store_true",
-                   help="run the data-parallel benchmark instead (DDP/ZeRO/FSDP memory and step time; its own "
-                        "flags: python -m bench.benchmarks.model_train --distributed --help)")
-    return p
+@dataclass(frozen=True)
+class ModelTrainBench(BenchSettings):
+    device: str = setting("auto", "cpu, cuda or auto (cuda when available)")
+    preset: str | None = setting(None, "model preset (default: micro on CPU, small on CUDA)")
+    context: int | None = setting(None, "context length (default: 256 CPU, 1024 CUDA)", at_least=1)
+    batch: int = setting(8, "training batch size in sequences", at_least=1)
+    vocab: int = setting(8192, "vocabulary size", at_least=1)
+    steps: int | None = setting(None, "timed training steps (default: 5 CPU, 20 CUDA)", at_least=1)
+    warmup: int | None = setting(None, "untimed warmup steps (default: 2 CPU, 5 CUDA)", at_least=0)
+    compile: bool = setting(False, "torch.compile the models for the training benchmark")
+    gen_tokens: int = setting(256, "new tokens per generation", at_least=1)
+    gen_iters: int = setting(3, "timed generations per row, interleaved", at_least=1)
+    gen_warmup: int = setting(0, "untimed full-length generations per row", at_least=0)
+    threads: int | None = setting(None, "CPU threads for torch (default: torch's choice)", at_least=1)
+    skip_train: bool = setting(False, "skip the training benchmark (a)")
+    skip_generate: bool = setting(False, "skip the generation benchmark (b)")
+    variants: bool = setting(False, "run the architecture-variant benchmark instead (MoE, GQA, checkpointing, "
+                                    "speculative decoding, int8; its own flags: python -m bench.benchmarks.model_train "
+                                    "--variants --help)")
+    distributed: bool = setting(False, "run the data-parallel benchmark instead (DDP/ZeRO/FSDP memory and step time; "
+                                       "its own flags: python -m bench.benchmarks.model_train --distributed --help)")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if "--distributed" in argv:
-        return distributed_main([a for a in argv if a != "--distributed"])
-    if "--variants" in argv:
-        return variants_main([a for a in argv if a != "--variants"])
-    args = build_parser().parse_args(argv)
-    if args.device == "auto":
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(args.device)
+    for flag, delegate in (("--distributed", distributed_main), ("--variants", variants_main)):
+        if flag in argv:  # the other benchmark's own flags; its usage names the command as typed
+            token = invoked_as.set(f"python -m bench.benchmarks.model_train {flag}")
+            try:
+                return delegate([a for a in argv if a != flag])
+            finally:
+                invoked_as.reset(token)
+    args = parse_bench(ModelTrainBench, argv)
+    auto = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(auto if args.device == "auto" else args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        print("error: --device cuda but CUDA is not available", file=sys.stderr)
-        return 2
+        usage_error("--device cuda but CUDA is not available")
     cuda = device.type == "cuda"
     if args.threads:
         torch.set_num_threads(args.threads)
-    args.preset = args.preset or ("small" if cuda else "micro")
-    args.context = args.context or (1024 if cuda else 256)
-    args.steps = args.steps or (20 if cuda else 5)
-    args.warmup = args.warmup if args.warmup is not None else (5 if cuda else 2)
+    args = replace(args, preset=args.preset or ("small" if cuda else "micro"),
+                   context=args.context or (1024 if cuda else 256), steps=args.steps or (20 if cuda else 5),
+                   warmup=(5 if cuda else 2) if args.warmup is None else args.warmup)
     try:
         cfg = ModelConfig.from_preset(args.preset, vocab_size=args.vocab, context_length=args.context)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        usage_error(str(exc))
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
     name = torch.cuda.get_device_name(device) if cuda else f"CPU ({torch.get_num_threads()} threads)"

@@ -18,12 +18,13 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
-from bench.benchmarks.extract import DEFAULT_WEB
-from bench.tools.real_pages import add_real_pages_flags, real_documents, real_warcs
-from bench.tools.results import ROOT, Result, bench_parser, finish
+from bench.tools.real_pages import RealPagesSettings, real_documents, real_warcs
+from bench.tools.results import ROOT, Result, finish, parse_bench
 from pipeline.filters.pii import mask_phone_numbers, phone_number_spans
+from workbench.params import setting, usage_error
 
 
 def phone_masks(docs: list[dict], context: int = 30) -> list[tuple[str, str, str]]:
@@ -46,27 +47,28 @@ def load_masker(path: Path):
     return module.mask_phone_numbers
 
 
+@dataclass(frozen=True)
+class PiiBench(RealPagesSettings):
+    baseline: Path | None = setting(None, "another pii.py whose phone masks to count on the same pages", exists=True)
+    baseline_rev: str | None = setting(None, "the same for pipeline/filters/pii.py at this git revision "
+                                             "(git show REV:...)")
+    show: int = setting(1000, "list at most this many masks", at_least=0)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser("bench.benchmarks.pii", __doc__, "pii")
-    add_real_pages_flags(ap, DEFAULT_WEB)
-    ap.add_argument("--baseline", type=Path, help="another pii.py whose phone masks to count on the same pages")
-    ap.add_argument("--baseline-rev",
-                    help="the same for pipeline/filters/pii.py at this git revision (git show REV:...)")
-    ap.add_argument("--show", type=int, default=1000, help="list at most this many masks (default: %(default)s)")
-    args = ap.parse_args(argv)
-    warcs = real_warcs(ap, args)
-    if args.baseline and not args.baseline.is_file():
-        ap.error(f"--baseline: no such file {args.baseline}")
+    args = parse_bench(PiiBench, argv)
+    warcs = real_warcs(args)
+    baseline = args.baseline
     with tempfile.TemporaryDirectory() as tmp:
         if args.baseline_rev:
             shown = subprocess.run(["git", "show", f"{args.baseline_rev}:pipeline/filters/pii.py"], cwd=ROOT,
                                    capture_output=True, text=True)
             if shown.returncode:
-                ap.error(f"--baseline-rev {args.baseline_rev}: {shown.stderr.strip()}")
-            args.baseline = Path(tmp) / "pii_baseline.py"
-            args.baseline.write_text(shown.stdout, encoding="utf-8")
+                usage_error(f"--baseline-rev {args.baseline_rev}: {shown.stderr.strip()}")
+            baseline = Path(tmp) / "pii_baseline.py"
+            baseline.write_text(shown.stdout, encoding="utf-8")
         docs = real_documents(warcs, args.cache or Path(tmp), args.workers)
-        before = load_masker(args.baseline) if args.baseline else None
+        before = load_masker(baseline) if baseline else None
     masks = phone_masks(docs)
     assert len(masks) == sum(mask_phone_numbers(d["text"])[1] for d in docs)
     pages = Counter(url for url, _, _ in masks)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -37,12 +38,13 @@ import pandas as pd
 import yaml
 from scipy.optimize import minimize_scalar
 
-from bench.tools.results import ROOT, Result, bench_parser, finish
+from bench.tools.results import ROOT, BenchSettings, Result, finish, parse_bench
 from scaling.compare import compare_recipes, read_recipes
 from scaling.recipes.run import restart_if_tokens_changed
 from scaling.recipes.spec import load_spec
 from scaling.sweep import main as sweep_main
 from workbench.files import read_json, write_text
+from workbench.params import setting, usage_error
 
 AREA = "recipes_validation"
 PLOT = ROOT / "docs" / "benchmarks" / "recipes_validation.png"
@@ -181,25 +183,28 @@ def plot(pairs: pd.DataFrame, path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+@dataclass(frozen=True)
+class RecipesBench(BenchSettings):
+    recipes: Path = setting(ROOT / "recipes" / "default.yaml", "the recipes file", exists=True)
+    target_distance: float = setting(8.0, "the target runs' compute, in multiples of the ladder's largest budget",
+                                     above=0)
+    shape: tuple[int, ...] = setting((64, 4, 2), "d_model n_layers n_heads of the target runs", at_least=1)
+    seeds: int = setting(2, "seeds per target run", at_least=1)
+    bootstrap: int = setting(200, "the comparison's paired bootstrap resamples", at_least=0)
+    plot: Path = setting(PLOT, "the predicted-vs-measured PNG")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = bench_parser("bench.benchmarks.recipes_validation", __doc__, AREA)
-    parser.add_argument("--recipes", type=Path, default=ROOT / "recipes" / "default.yaml", help="the recipes file")
-    parser.add_argument("--target-distance", type=float, default=8.0,
-                        help="the target runs' compute, in multiples of the ladder's largest budget")
-    parser.add_argument("--shape", type=int, nargs=3, default=[64, 4, 2], help="d_model n_layers n_heads of the "
-                                                                                "target runs")
-    parser.add_argument("--seeds", type=int, default=2, help="seeds per target run")
-    parser.add_argument("--bootstrap", type=int, default=200, help="the comparison's paired bootstrap resamples")
-    parser.add_argument("--plot", type=Path, default=PLOT, help="the predicted-vs-measured PNG")
-    args = parser.parse_args(argv)
+    args = parse_bench(RecipesBench, argv)
+    if len(args.shape) != 3:
+        usage_error(f"--shape needs three values (d_model n_layers n_heads), got {len(args.shape)}")
     spec = load_spec(args.recipes)
     runs_csv = spec.out_dir / "runs.csv"
     if not runs_csv.is_file():
-        print(f"error: {runs_csv}: no ladders (run make recipes first)", file=sys.stderr)
-        return 2
+        usage_error(f"{runs_csv}: no ladders (run make recipes first)")
     recipes = read_recipes([runs_csv], "recipe")
     flops = args.target_distance * max(float(f["flops"].max()) for f in recipes.values())
-    targets = {name: train_targets(spec.out_dir, name, flops, args.shape, args.seeds) for name in recipes}
+    targets = {name: train_targets(spec.out_dir, name, flops, list(args.shape), args.seeds) for name in recipes}
     first = next(iter(targets.values()))
     point = first[["params", "tokens", "flops"]].iloc[0].to_numpy(dtype=float)
     comparisons = {share: compare_recipes(recipes, bootstrap=args.bootstrap, runs_at=point[None, :], share=share)

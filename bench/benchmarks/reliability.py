@@ -22,14 +22,16 @@ import shutil
 import sys
 import tempfile
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from bench.tools.faults import Job, Reference, counted, temps, trial, write_params
 from bench.tools.report import generate
-from bench.tools.results import ROOT, Result, bench_parser, finish, read_rows
+from bench.tools.results import ROOT, BenchSettings, Result, finish, parse_bench, read_rows
 from workbench.files import write_text
+from workbench.params import setting
 
 AREA = "reliability"
 DOC = ROOT / "docs" / "benchmarks" / "reliability.md"
@@ -195,19 +197,22 @@ def rows_of(frame: pd.DataFrame, command: str) -> list[Result]:
     return out
 
 
+@dataclass(frozen=True)
+class ReliabilityBench(BenchSettings):
+    jobs: tuple[str, ...] | None = setting(None, "job names (default: all)", metavar="JOB")
+    faults: tuple[str, ...] = setting(FAULTS, "faults (default: all)", metavar="FAULT")
+    seed: int = setting(0, "seed of the fault instants")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = bench_parser("bench.benchmarks.reliability", __doc__, AREA)
-    parser.add_argument("--jobs", nargs="*", default=None, help="job names (default: all)")
-    parser.add_argument("--faults", nargs="*", default=list(FAULTS), help="faults (default: all)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the fault instants")
-    args = parser.parse_args(argv)
+    args = parse_bench(ReliabilityBench, argv)
     jobs = [j for j in JOBS if args.jobs is None or j.name in args.jobs]
     frame = run_matrix(jobs, tuple(args.faults), args.seed)
     command = "python -m bench.benchmarks.reliability" + (f" --jobs {' '.join(args.jobs)}" if args.jobs else "")
     page = markdown(frame, command)
     print(page)
     finish(AREA, rows_of(frame, command), args, command, show=False)
-    if args.jobs is None and tuple(args.faults) == FAULTS and not args.no_record:
+    if args.jobs is None and tuple(args.faults) == FAULTS and args.record:
         write_text(DOC, generate(page, read_rows(args.results_dir)))  # the rows' section filled in
     return 0 if frame["passed"].all() else 1
 

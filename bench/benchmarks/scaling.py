@@ -17,13 +17,14 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from bench.tools.results import Result, bench_parser, finish
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
 from workbench.files import read_json
-from workbench.params import read_params
+from workbench.params import read_params, setting, usage_error
 
 FIT_DIR = Path("data/sweep/fit")
 STAGES = ("train", "sweep", "fit")
@@ -165,17 +166,19 @@ def run_seed_sweep(params: dict, seed: int, python: str = sys.executable) -> dic
     return read_json(folder / "fit" / "fit.json")
 
 
+@dataclass(frozen=True)
+class ScalingBench(BenchSettings):
+    params: str = setting("params.yaml", "params file of the sweep and the fit")
+    fit_dir: Path = setting(FIT_DIR, "folder of the fit stage's fit.json")
+    stage_times: Path = setting(Path("reports/stage_times.csv"), "the stage-time table make repro wrote")
+    seed_check: bool = setting(False, "repeat the sweep with seed 1 (minutes)")
+    published: Path | None = setting(None, "instead: fit published IsoFLOP runs (../shared/data/scaling/"
+                                           "isoflops_curves.json) and record them as area scaling_published",
+                                     exists=True, metavar="RESULTS")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser("bench.benchmarks.scaling", __doc__, "scaling")
-    ap.add_argument("--params", default="params.yaml", help="params file of the sweep and the fit")
-    ap.add_argument("--fit-dir", type=Path, default=FIT_DIR, help="folder of the fit stage's fit.json")
-    ap.add_argument("--stage-times", type=Path, default=Path("reports/stage_times.csv"),
-                    help="the stage-time table make repro wrote")
-    ap.add_argument("--seed-check", action="store_true", help="repeat the sweep with seed 1 (minutes)")
-    ap.add_argument("--published", type=Path, metavar="RESULTS",
-                    help="instead: fit published IsoFLOP runs (../shared/data/scaling/isoflops_curves.json) and record "
-                         "them as area scaling_published")
-    args = ap.parse_args(argv)
+    args = parse_bench(ScalingBench, argv)
     if args.published:
         rows = published_fit_rows(run_published_fit(args.published))
         command = f"python -m bench.benchmarks.scaling --published {args.published}"
@@ -183,8 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     params = read_params(args.params)  # a profile merged onto its base
     fit_path = args.fit_dir / "fit.json"
     if not fit_path.is_file():
-        print(f"error: {fit_path} not found: run `make repro` (or `dvc repro fit`) first", file=sys.stderr)
-        return 2
+        usage_error(f"{fit_path} not found: run `make repro` (or `dvc repro fit`) first")
     fit = read_json(fit_path)
     with open(params["sweep"]["results"], newline="") as fh:
         results = list(csv.DictReader(fh))

@@ -25,6 +25,7 @@ import itertools
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,10 +33,11 @@ import pandas as pd
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
-from bench.tools.results import ROOT, Result, bench_parser, finish
+from bench.tools.results import ROOT, BenchSettings, Result, finish, parse_bench
 from scaling.data import canonicalize
 from scaling.laws import LAWS
 from scaling.predict import fit_and_predict, table_runs
+from workbench.params import setting, usage_error
 
 AREA = "scaling_backtest"
 DATA = ROOT.parent / "shared" / "data" / "scaling"
@@ -248,22 +250,23 @@ def result_rows(results: list[dict]) -> list[Result]:
     return rows
 
 
+@dataclass(frozen=True)
+class BacktestBench(BenchSettings):
+    data: Path = setting(DATA, "folder of the published sweeps")
+    bootstrap: int = setting(200, "bootstrap resamples of our fits", at_least=0)
+    epoch_bootstrap: int = setting(100, "bootstrap resamples of Epoch's fit", at_least=0)
+    seed: int = setting(0, "bootstrap seed")
+    epoch_starts: int = setting(0, "Epoch's fit from only this many of its grid starts, the lowest objective first "
+                                   "(0: all)", at_least=0)
+    only: tuple[str, ...] = setting((), "sweep names to run (default: all)")
+    plot: Path = setting(PLOT, "the predicted-vs-measured PNG")
+    timing_runs: int = setting(1000, "also time a fit of this many synthetic runs (0: skip)", at_least=0)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = bench_parser("bench.benchmarks.scaling_backtest", __doc__, AREA)
-    parser.add_argument("--data", type=Path, default=DATA, help="folder of the published sweeps")
-    parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples of our fits")
-    parser.add_argument("--epoch-bootstrap", type=int, default=100, help="bootstrap resamples of Epoch's fit")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    parser.add_argument("--epoch-starts", type=int, default=0, help="Epoch's fit from only this many of its grid "
-                                                                    "starts, the lowest objective first (0: all)")
-    parser.add_argument("--only", nargs="*", help="sweep names to run (default: all)")
-    parser.add_argument("--plot", type=Path, default=PLOT, help="the predicted-vs-measured PNG")
-    parser.add_argument("--timing-runs", type=int, default=1000, help="also time a fit of this many synthetic "
-                                                                       "runs (0: skip)")
-    args = parser.parse_args(argv)
+    args = parse_bench(BacktestBench, argv)
     if not (args.data / "porian2024_runs.csv").is_file():
-        print(f"error: {args.data}: no published sweeps (porian2024_runs.csv)", file=sys.stderr)
-        return 2
+        usage_error(f"{args.data}: no published sweeps (porian2024_runs.csv)")
     results = []
     for name, frame in sweeps(args.data).items():
         if args.only and name not in args.only:

@@ -25,13 +25,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from bench.tools.results import RESULTS_DIR, Result, bench_parser, finish, interleaved, timing_result
+from bench.tools.results import RESULTS_DIR, BenchSettings, Result, finish, interleaved, parse_bench, timing_result
 from tokenizer.bpe import GPT2_PAT, train_bpe
 from tokenizer.encoder import Tokenizer, unicode_to_token
 from workbench.files import write_text
 from workbench.memory import peak_rss_mb
+from workbench.params import override, setting, usage_error
 
 EOT = "<|endoftext|>"
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -245,25 +247,25 @@ def rows_table(rows: list[Result]) -> str:
                           "min": r.min or 0.0, "max": r.max or 0.0} for r in rows])
 
 
+@dataclass(frozen=True, kw_only=True)
+class TokenizerBench(BenchSettings):
+    record: bool = override(BenchSettings, "record", False, f"append the rows to {RESULTS_DIR.name}/tokenizer.jsonl "
+                                                            "(then: python -m bench.tools.report)")
+    tinystories: Path = setting(DEFAULT_CORPUS, "TinyStories text")
+    docs: Path = setting(Path("data/documents"), "generated-crawl documents (make repro's; skipped when absent)")
+    cache_dir: Path = setting(Path(tempfile.gettempdir()) / "lmw-bench-tokenizer",
+                              "where the real pages' text is extracted once")
+    vocab_size: int = setting(10000, "BPE training vocabulary size")
+    repeats: int = setting(3, "timed runs of each, in turns", at_least=1)
+    skip_train: bool = setting(False, "skip the BPE training benchmark")
+    skip_encode: bool = setting(False, "skip the encoding benchmark")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = bench_parser("bench.benchmarks.tokenizer", __doc__, "tokenizer")
-    parser.add_argument("--tinystories", type=Path, default=DEFAULT_CORPUS, help="TinyStories text")
-    parser.add_argument("--docs", type=Path, default=Path("data/documents"),
-                        help="generated-crawl documents (make repro's; skipped when absent)")
-    parser.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "lmw-bench-tokenizer",
-                        help="where the real pages' text is extracted once (default: %(default)s)")
-    parser.add_argument("--vocab-size", type=int, default=10000, help="BPE training vocabulary size (default 10000)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs of each, in turns (default 3)")
-    parser.add_argument("--skip-train", action="store_true", help="skip the BPE training benchmark")
-    parser.add_argument("--skip-encode", action="store_true", help="skip the encoding benchmark")
-    parser.add_argument("--record", action="store_true",
-                        help=f"append the rows to {RESULTS_DIR.name}/tokenizer.jsonl "
-                             "(then: python -m bench.tools.report)")
-    args = parser.parse_args(argv)
+    args = parse_bench(TokenizerBench, argv)
     for path in (args.tinystories, *DEFAULT_GPT2):
         if not path.is_file():
-            print(f"error: {path} is not a file", file=sys.stderr)
-            return 2
+            usage_error(f"{path} is not a file")
     args.cache_dir.mkdir(parents=True, exist_ok=True)
     corpora = {"TinyStories": args.tinystories, "generated crawl": crawl_text(args.docs, args.cache_dir),
                "real pages": real_page_text(args.cache_dir)}
@@ -279,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench.benchmarks.tokenizer --record" + " --skip-train" * args.skip_train + \
         " --skip-encode" * args.skip_encode
     print(rows_table(rows))
-    return finish("tokenizer", rows, args, command, show=False, record_rows=args.record and not args.no_record)
+    return finish("tokenizer", rows, args, command, show=False)
 
 
 def _load_row() -> dict:

@@ -15,17 +15,17 @@ Every row is measured in this run; ratios are against the first row of its table
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from bench.tools.results import Result, bench_parser, finish
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
 from bench.tools.timing import format_table
 from model.core.config import ModelConfig
 from model.core.loss import cross_entropy
@@ -37,6 +37,7 @@ from model.train import train
 from model.training.checkpoint import load_model
 from model.training.data import batch_rng, get_batch, load_tokens
 from model.training.train_config import TrainConfig
+from workbench.params import setting, usage_error
 
 
 def interleaved_times(fns: dict, rounds: int, device: torch.device) -> dict[str, list[float]]:
@@ -64,9 +65,9 @@ def spread(name: str, metric: str, values: list[float], unit: str, baseline: str
                   max=max(values))
 
 
-def _train_run(data: str, out: Path, steps: int, model: dict, **overrides) -> dict:
+def _train_run(data: Path, out: Path, steps: int, model: dict, **overrides) -> dict:
     """A short run of TrainConfig ``overrides`` whose ``model`` holds the ModelConfig fields."""
-    cfg = TrainConfig(data=data, out_dir=str(out), max_steps=steps, warmup_steps=max(1, steps // 10),
+    cfg = TrainConfig(data=str(data), out_dir=str(out), max_steps=steps, warmup_steps=max(1, steps // 10),
                       eval_interval=steps, eval_batches=8, log_interval=max(1, steps // 5), ckpt_interval=steps,
                       device="cpu" if not torch.cuda.is_available() else "cuda", model=model, **overrides)
     return train(cfg)
@@ -229,44 +230,42 @@ def bench_int8(args, device: torch.device) -> list[Result]:
 PARTS = ("moe", "gqa", "checkpointing", "speculative", "int8")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = bench_parser("bench.benchmarks.model_train --variants", __doc__, "variants")
-    p.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS), help="which parts to run (default all)")
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto")
-    p.add_argument("--data", default="data/shards", help="token shards (make repro's default)")
-    p.add_argument("--target", default="data/runs/default", help="trained run for (d) and (e)")
-    p.add_argument("--preset", default="micro", help="model preset for (a)-(c) (default micro)")
-    p.add_argument("--context", type=int, default=128, help="context length for (a) and (c)")
-    p.add_argument("--batch", type=int, default=16, help="sequences per step for (a) and (c)")
-    p.add_argument("--train-steps", type=int, default=100, help="training steps per model in (a)")
-    p.add_argument("--rounds", type=int, default=5, help="timed rounds in (b) and (c), the variants taking turns")
-    p.add_argument("--gen-batch", type=int, default=8, help="decode batch in (b)")
-    p.add_argument("--gen-tokens", type=int, default=128, help="new tokens in (b)")
-    p.add_argument("--draft-steps", type=int, default=150, help="training steps of the draft model in (d)")
-    p.add_argument("--spec-prompts", type=int, default=4, help="prompts in (d)")
-    p.add_argument("--spec-tokens", type=int, default=64, help="new tokens per prompt in (d)")
-    p.add_argument("--ppl-batches", type=int, default=8, help="validation batches of 16 windows in (e)")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    return p
+@dataclass(frozen=True)
+class VariantsBench(BenchSettings):
+    only: tuple[str, ...] = setting(PARTS, "which parts to run", choices=PARTS)
+    device: str = setting("auto", "cpu, cuda or auto")
+    data: Path = setting(Path("data/shards"), "token shards (make repro's default)")
+    target: Path = setting(Path("data/runs/default"), "trained run for (d) and (e)")
+    preset: str = setting("micro", "model preset for (a)-(c)")
+    context: int = setting(128, "context length for (a) and (c)", at_least=1)
+    batch: int = setting(16, "sequences per step for (a) and (c)", at_least=1)
+    train_steps: int = setting(100, "training steps per model in (a)", at_least=1)
+    rounds: int = setting(5, "timed rounds in (b) and (c), the variants taking turns", at_least=1)
+    gen_batch: int = setting(8, "decode batch in (b)", at_least=1)
+    gen_tokens: int = setting(128, "new tokens in (b)", at_least=1)
+    draft_steps: int = setting(150, "training steps of the draft model in (d)", at_least=1)
+    spec_prompts: int = setting(4, "prompts in (d)", at_least=1)
+    spec_tokens: int = setting(64, "new tokens per prompt in (d)", at_least=1)
+    ppl_batches: int = setting(8, "validation batches of 16 windows in (e)", at_least=1)
+    threads: int | None = setting(None, "torch CPU threads", at_least=1)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_bench(VariantsBench, argv)
+    if not args.only:
+        usage_error("--only needs at least one part")
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
     if device.type == "cuda" and not torch.cuda.is_available():
-        print("error: --device cuda but CUDA is not available", file=sys.stderr)
-        return 2
+        usage_error("--device cuda but CUDA is not available")
     if args.threads:
         torch.set_num_threads(args.threads)
     needs_data = {"moe", "speculative", "int8"} & set(args.only)
-    if needs_data and not (Path(args.data) / "meta.json").exists():
-        print(f"error: {args.data}/meta.json not found (run `make repro` or pass --data); needed by "
-              f"{', '.join(sorted(needs_data))}", file=sys.stderr)
-        return 2
-    if {"speculative", "int8"} & set(args.only) and not Path(args.target).exists():
-        print(f"error: --target {args.target} not found (run `make repro` or pass a trained run)", file=sys.stderr)
-        return 2
+    if needs_data and not (args.data / "meta.json").exists():
+        usage_error(f"{args.data}/meta.json not found (run `make repro` or pass --data); needed by "
+                    f"{', '.join(sorted(needs_data))}")
+    if {"speculative", "int8"} & set(args.only) and not args.target.exists():
+        usage_error(f"--target {args.target} not found (run `make repro` or pass a trained run)")
     print(f"device: {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'} "
           f"({torch.get_num_threads()} threads); torch {torch.__version__}")
     started, results = time.perf_counter(), []

@@ -25,12 +25,14 @@ import json
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from alignment import dpo, grpo, report, rft, sft
 from alignment.evaluation.stats import mean_sd, standard_error
 from bench.experiments.alignment_seeds import seeds_command, task_rows
-from bench.tools.results import ROOT, Result, bench_parser, finish
+from bench.tools.results import ROOT, BenchSettings, Result, finish, parse_bench
+from workbench.params import setting, usage_error
 
 AREA = "alignment_ablations"
 # every loss setting spelled out per variant (GRPOConfig's flags)
@@ -162,14 +164,18 @@ def plot(scores: dict[int, dict], path: Path) -> None:
     plt.close(fig)
 
 
+@dataclass(frozen=True)
+class AlignmentAblationsBench(BenchSettings):
+    seeds: tuple[int, ...] = setting((0, 1, 2), "seeds (each: its own SFT model)")
+    out_dir: Path = setting(Path("/tmp/align/ablations"), "folder for every run")
+    params: str = setting("params.yaml", "params file whose stage sections the runs use")
+    plot: Path = setting(ROOT / "docs" / "benchmarks" / "alignment_ablations.png", "test accuracy per variant and seed")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser("bench.experiments.alignment_ablations", __doc__, AREA)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (each: its own SFT model)")
-    ap.add_argument("--out-dir", type=Path, default=Path("/tmp/align/ablations"), help="folder for every run")
-    ap.add_argument("--params", default="params.yaml", help="params file whose stage sections the runs use")
-    ap.add_argument("--plot", type=Path, default=ROOT / "docs" / "benchmarks" / "alignment_ablations.png",
-                    help="test accuracy per variant and seed")
-    args = ap.parse_args(argv)
+    args = parse_bench(AlignmentAblationsBench, argv)
+    if not args.seeds:
+        usage_error("--seeds needs at least one value")
     scores, budgets = {}, {}
     for seed in args.seeds:
         out = args.out_dir / f"seed{seed}"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -23,8 +24,8 @@ import pandas as pd
 from alignment import dpo, grpo, report, rft, sft
 from alignment.evaluation.stats import mean_sd, standard_error
 from alignment.tasks import digits
-from bench.tools.results import Result, bench_parser, finish
-from workbench.params import load_section
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
+from workbench.params import load_section, setting, usage_error
 
 STAGES = ("sft", "dpo", "rft", "grpo")
 
@@ -120,13 +121,18 @@ def seeds_command(module: str, args) -> str:
     return command + (f" --params {args.params}" if args.params != "params.yaml" else "")
 
 
+@dataclass(frozen=True)
+class AlignmentSeedsBench(BenchSettings):
+    seeds: tuple[int, ...] = setting((0, 1, 2), "seeds of the SFT -> DPO/RFT/GRPO chain")
+    out_dir: Path = setting(Path("/tmp/align/seeds"), "folder for the runs of each seed")
+    params: str = setting("params.yaml", "params file whose stage sections the runs use")
+    area: str = setting("alignment", "results file (and doc section) the rows go to")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser("bench.experiments.alignment_seeds", __doc__, "alignment")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the SFT -> DPO/RFT/GRPO chain")
-    ap.add_argument("--out-dir", type=Path, default=Path("/tmp/align/seeds"), help="folder for the runs of each seed")
-    ap.add_argument("--params", default="params.yaml", help="params file whose stage sections the runs use")
-    ap.add_argument("--area", default="alignment", help="results file (and doc section) the rows go to")
-    args = ap.parse_args(argv)
+    args = parse_bench(AlignmentSeedsBench, argv)
+    if not args.seeds:
+        usage_error("--seeds needs at least one value")
     frames, gains = {}, {}
     for seed in args.seeds:
         out = args.out_dir / f"seed{seed}"

@@ -21,11 +21,13 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch  # also at the top so that the results rows' machine (bench.tools.results.machine) names the GPU
 
-from bench.tools.results import Result, bench_parser, finish
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
+from workbench.params import REQUIRED, setting, usage_error
 
 STAGES = ("sft", "dpo", "grpo", "rft")
 
@@ -36,7 +38,7 @@ def parse_grid(items: list[str]) -> list[dict[str, str]]:
     for item in items:
         key, sep, values = item.partition("=")
         if not sep or not key or not values:
-            raise SystemExit(f"--grid: expected NAME=V1,V2,... (got {item!r})")
+            usage_error(f"--grid: expected NAME=V1,V2,... (got {item!r})")
         axes.append([(key, v) for v in values.split(",")])
     return [dict(point) for point in itertools.product(*axes)]
 
@@ -117,21 +119,25 @@ def choose(points: list[dict[str, str]], seeds: list[int], found) -> tuple[str, 
     return best, rows
 
 
+@dataclass(frozen=True, kw_only=True)
+class AlignmentTuneBench(BenchSettings):
+    stage: str = setting(REQUIRED, "the alignment stage whose settings are tuned", choices=STAGES)
+    grid: tuple[str, ...] = setting((), "the stage's flags to vary (e.g. steps=800,1600 lr=2e-3,4e-3); one value: a "
+                                        "fixed flag (e.g. tokenizer=DIR)", metavar="FLAG=V1,V2")
+    set: tuple[str, ...] = setting((), "fixed flags for every run, commas kept ({seed} substituted)",
+                                   metavar="FLAG=VALUE")
+    seeds: tuple[int, ...] = setting((0, 1, 2), "seeds per grid point")
+    params: str = setting("params.yaml", "params file whose stage section is the base")
+    model_template: str | None = setting(None, "each seed's starting model, {seed} substituted")
+    workers: int = setting(max(1, (os.cpu_count() or 2) - 1),
+                           "runs in parallel processes (default: the cores but one)", at_least=1)
+    out_dir: Path = setting(Path("/tmp/align/tune"), "folder for the runs")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser("bench.experiments.alignment_tune", __doc__, "alignment_tune")
-    ap.add_argument("--stage", choices=STAGES, required=True, help="the alignment stage whose settings are tuned")
-    ap.add_argument("--grid", nargs="*", default=[], metavar="FLAG=V1,V2",
-                    help="the stage's flags to vary (e.g. steps=800,1600 lr=2e-3,4e-3); one value: a fixed flag "
-                         "(e.g. tokenizer=DIR)")
-    ap.add_argument("--set", nargs="*", default=[], metavar="FLAG=VALUE",
-                    help="fixed flags for every run, commas kept ({seed} substituted)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds per grid point")
-    ap.add_argument("--params", default="params.yaml", help="params file whose stage section is the base")
-    ap.add_argument("--model-template", help="each seed's starting model, {seed} substituted")
-    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1),
-                    help="runs in parallel processes")
-    ap.add_argument("--out-dir", type=Path, default=Path("/tmp/align/tune"), help="folder for the runs")
-    args = ap.parse_args(argv)
+    args = parse_bench(AlignmentTuneBench, argv)
+    if not args.seeds:
+        usage_error("--seeds needs at least one value")
     points = [{**p, **dict(kv.split("=", 1) for kv in args.set)} for p in parse_grid(args.grid)]
     found = run_grid(args.stage, points, args.seeds, args.out_dir, args.params, args.model_template, args.workers)
     best, rows = choose(points, args.seeds, found)

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.benchmarks.extract import DEFAULT_WEB, HALVES, _trafilatura, eval_half, load_eval_pages
-from bench.tools.results import Result, bench_parser, finish
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
 from pipeline.web.extract import decode_html, extract_text, main_text
 from pipeline.web.extract_cascade import MIN_CHARS, MIN_PAGE_SHARE, prune_html
+from workbench.params import setting, usage_error
 
 AREA = "extract_explore"
 KEPT_BAR = 0.933  # the quality bar for kept content (and dropped >= 0.900)
@@ -211,16 +212,17 @@ def tried_rows(runs: list[PageRun]) -> list[Result]:
     return rows
 
 
+@dataclass(frozen=True)
+class ExtractExploreSettings(BenchSettings):
+    web_dir: Path = setting(DEFAULT_WEB, "folder with trafilatura-pages-*.warc.gz and trafilatura-evaldata.json")
+    only: tuple[str, ...] = setting((), "run only these parts (default: all)", choices=PARTS)
+    limit: int | None = setting(None, "only the first N pages (a smoke run; not recorded)", at_least=1)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = bench_parser("bench.experiments.extract_explore", __doc__, AREA)
-    parser.add_argument("--web-dir", type=Path, default=DEFAULT_WEB,
-                        help="folder with trafilatura-pages-*.warc.gz and trafilatura-evaldata.json")
-    parser.add_argument("--only", nargs="*", choices=PARTS, help="run only these parts (default: all)")
-    parser.add_argument("--limit", type=int, help="only the first N pages (a smoke run; not recorded)")
-    args = parser.parse_args(argv)
+    args = parse_bench(ExtractExploreSettings, argv)
     if not (args.web_dir / "trafilatura-evaldata.json").is_file():
-        print(f"error: {args.web_dir}/trafilatura-evaldata.json not found")
-        return 2
+        usage_error(f"{args.web_dir}/trafilatura-evaldata.json not found")
     logging.getLogger("trafilatura").setLevel(logging.CRITICAL)
     pages, read = load_eval_pages(args.web_dir)
     pages = pages[:args.limit]
@@ -237,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r.name:<66}{r.metric:<20}{r.value:>10}  {r.unit}" + (f"  (vs {r.baseline_value})" if r.baseline
                                                                      else ""))
     command = "python -m bench.experiments.extract_explore" + (f" --only {' '.join(parts)}" if args.only else "")
-    return finish(AREA, rows, args, command, show=False, record_rows=not args.no_record and args.limit is None)
+    return finish(AREA, rows, args, command, show=False, record_rows=args.record and args.limit is None)
 
 
 if __name__ == "__main__":

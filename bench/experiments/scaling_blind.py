@@ -15,18 +15,18 @@ check at another shape and budget, chosen before any of its numbers existed.
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from bench.tools.results import Result, bench_parser, finish, read_rows
+from bench.tools.results import BenchSettings, Result, finish, parse_bench, read_rows
 from scaling.data import load_many, sweep_counting
 from scaling.fit import FitConfig
 from scaling.predict import fit_and_predict
 from scaling.sweep import Run, SweepConfig, plan_runs, read_results, result_row, run_one, sweep_section, write_results
-from workbench.params import load_section
+from workbench.params import REQUIRED, load_section, setting
 
 AREA = "scaling_blind"
 FOLDER = Path("data/scaling_blind")
@@ -70,7 +70,7 @@ def measured_loss(run: Run) -> float | None:
     return float(row["loss"]) if row else None
 
 
-def predict(args: argparse.Namespace) -> list[Result]:
+def predict(args: BlindSettings) -> list[Result]:
     run, _ = planned_run(args.params, shape_of(args.shape), args.flops)
     if measured_loss(run) is not None or (Path(run.train.out_dir) / "summary.json").exists():
         raise SystemExit(f"{run.run_id} has already been trained: a prediction now would not be blind")
@@ -81,7 +81,7 @@ def predict(args: argparse.Namespace) -> list[Result]:
             for m, v in values.items()]
 
 
-def measure(args: argparse.Namespace) -> list[Result]:
+def measure(args: BlindSettings) -> list[Result]:
     run, _ = planned_run(args.params, shape_of(args.shape), args.flops)
     rows = [r for r in read_rows(args.results_dir) if r["area"] == AREA and r["name"] == run.run_id
             and r["metric"].startswith("predicted_loss_")]
@@ -100,14 +100,18 @@ def measure(args: argparse.Namespace) -> list[Result]:
     return out
 
 
+@dataclass(frozen=True)
+class BlindSettings(BenchSettings):
+    step: str = setting(REQUIRED, "predict: record the predictions before the run exists; measure: train it and score "
+                                  "them", choices=("predict", "measure"), positional=True, kw_only=True)
+    shape: str = setting("48,4,2", "D_MODEL,N_LAYERS,N_HEADS of the blind run")
+    flops: float = setting(1.05e13, "its compute budget C", above=0)
+    params: str = setting("params.yaml", "params file of the sweep, fit and train sections")
+    results: Path = setting(Path("data/sweep/results.csv"), "the sweep to fit")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser("bench.experiments.scaling_blind", __doc__, AREA)
-    ap.add_argument("step", choices=("predict", "measure"))
-    ap.add_argument("--shape", default="48,4,2", help="D_MODEL,N_LAYERS,N_HEADS of the blind run")
-    ap.add_argument("--flops", type=float, default=1.05e13, help="its compute budget C")
-    ap.add_argument("--params", default="params.yaml", help="params file of the sweep, fit and train sections")
-    ap.add_argument("--results", type=Path, default=Path("data/sweep/results.csv"), help="the sweep to fit")
-    args = ap.parse_args(argv)
+    args = parse_bench(BlindSettings, argv)
     rows = predict(args) if args.step == "predict" else measure(args)
     for r in rows:
         print(f"{r.name}  {r.metric:<28} {r.value:.4f}")

@@ -24,13 +24,14 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from bench.benchmarks.scaling import seed_sweep_results
-from bench.tools.results import Result, bench_parser, finish
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
 from model.train import evaluate
 from model.training.checkpoint import load_model
 from model.training.data import load_tokens
@@ -39,7 +40,7 @@ from scaling.data import load_many, load_results, load_summary_holdout, sweep_co
 from scaling.fit import FitConfig
 from scaling.predict import fit_and_predict
 from scaling.sweep import sweep_section
-from workbench.params import read_params
+from workbench.params import read_params, setting, usage_error
 
 AREA = "scaling_seeds"
 
@@ -179,25 +180,23 @@ def noise_rows(paths: dict[int, Path], summaries: dict[int, Path], data: str, co
                    f"nats, {len(whole)} seeds")]
 
 
+@dataclass(frozen=True)
+class SeedsSettings(BenchSettings):
+    params: str = setting("params.yaml", "params file of the sweep, fit and train sections")
+    seeds: tuple[int, ...] = setting((0, 1, 2), "sweep and train seeds (first: the pipeline's own)")
+    bootstrap: int = setting(200, "bootstrap resamples per fit", at_least=0)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser("bench.experiments.scaling_seeds", __doc__, AREA)
-    ap.add_argument("--params", default="params.yaml", help="params file of the sweep, fit and train sections")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="sweep and train seeds (first: the "
-                                                                             "pipeline's own)")
-    ap.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples per fit")
-    args = ap.parse_args(argv)
+    args = parse_bench(SeedsSettings, argv)
     params = read_params(args.params)  # a profile merged onto its base
     own = sweep_section(args.params)["train"].get("seed", 0)
     if params["train"].get("seed", 0) != own:
-        print("error: the train and sweep sections must share one seed (the pipeline's own)", file=sys.stderr)
-        return 2
-    if args.seeds[0] != own or len(set(args.seeds)) != len(args.seeds) or len(args.seeds) < 2:
-        print(f"error: --seeds must start with the pipeline's own seed {own} and name >= 2 distinct seeds",
-              file=sys.stderr)
-        return 2
+        usage_error("the train and sweep sections must share one seed (the pipeline's own)")
+    if len(args.seeds) < 2 or len(set(args.seeds)) != len(args.seeds) or args.seeds[0] != own:
+        usage_error(f"--seeds must start with the pipeline's own seed {own} and name >= 2 distinct seeds")
     if not Path(params["sweep"]["results"]).is_file():
-        print(f"error: {params['sweep']['results']} not found: run `make repro` first", file=sys.stderr)
-        return 2
+        usage_error(f"{params['sweep']['results']} not found: run `make repro` first")
     paths = {s: Path(params["sweep"]["results"]) if s == own else seed_sweep_results(params, s) for s in args.seeds}
     summaries = {s: train_summary(params, args.params, s) for s in args.seeds}
     cfg = FitConfig(target_flops=tuple(params["scaling_fit"]["target_flops"]), bootstrap=args.bootstrap)

@@ -15,15 +15,16 @@ Rows go to benchmarks/results/scaling_variants.jsonl.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from bench.tools.results import Result, bench_parser, finish
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
 from scaling.data import load_results
 from scaling.predict import fit_and_predict
 from scaling.sweep import main as sweep_main
-from workbench.params import read_params
+from workbench.params import read_params, setting, usage_error
 
 AREA = "scaling_variants"
 FOLDER = Path("data/scaling_variants")
@@ -90,12 +91,17 @@ def measure(name: str, sweep_path: Path, check_path: Path, check_flops: float) -
     return out
 
 
+@dataclass(frozen=True)
+class VariantsSettings(BenchSettings):
+    variants: tuple[str, ...] = setting(tuple(VARIANTS), "which variants to sweep and score (VARIANTS)",
+                                        choices=tuple(VARIANTS))
+    params: str = setting("params.yaml", "the params file the variants change")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser("bench.experiments.scaling_variants", __doc__, AREA)
-    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS),
-                    help="which variants to sweep and score (VARIANTS)")
-    ap.add_argument("--params", default="params.yaml", help="the params file the variants change")
-    args = ap.parse_args(argv)
+    args = parse_bench(VariantsSettings, argv)
+    if not args.variants:
+        usage_error("--variants needs at least one value")
     params = read_params(args.params)
     rows = []
     for name in args.variants:

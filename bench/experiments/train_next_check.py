@@ -14,17 +14,19 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import yaml
 
-from bench.tools.results import ROOT, Result, bench_parser, finish
+from bench.tools.results import ROOT, BenchSettings, Result, finish, parse_bench
 from scaling.fit import FitConfig, fit_files, train_next
 from scaling.recipes.spec import load_spec
 from scaling.sweep import main as sweep_main
 from workbench.files import write_text
+from workbench.params import setting, usage_error
 
 AREA = "train_next_check"
 
@@ -50,18 +52,20 @@ def halfwidth(results: list[Path], cfg: FitConfig, target: float) -> tuple[float
     return math.log(row["loss_hi"] / row["loss_lo"]) / 2, row
 
 
+@dataclass(frozen=True)
+class TrainNextCheckSettings(BenchSettings):
+    recipes: Path = setting(ROOT / "recipes" / "default.yaml", "the recipes file", exists=True)
+    recipe: str = setting("default", "the recipe whose ladder is extended")
+    bootstrap: int = setting(200, "bootstrap resamples of each fit", at_least=0)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = bench_parser("bench.experiments.train_next_check", __doc__, AREA)
-    parser.add_argument("--recipes", type=Path, default=ROOT / "recipes" / "default.yaml", help="the recipes file")
-    parser.add_argument("--recipe", default="default", help="the recipe whose ladder is extended")
-    parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples of each fit")
-    args = parser.parse_args(argv)
+    args = parse_bench(TrainNextCheckSettings, argv)
     spec = load_spec(args.recipes)
     folder = spec.out_dir / args.recipe
     ladder = folder / "sweep" / "results.csv"
     if not ladder.is_file():
-        print(f"error: {ladder}: no ladder (run make recipes first)", file=sys.stderr)
-        return 2
+        usage_error(f"{ladder}: no ladder (run make recipes first)")
     runs = pd.read_csv(ladder)
     budgets = np.sort(runs["flops"].unique())
     targets = (10 * budgets[-1], 100 * budgets[-1])

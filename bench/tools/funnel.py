@@ -9,16 +9,16 @@ of) and records one row per step and measure under benchmarks/results/funnel.jso
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.tools.results import RESULTS_DIR, Result, record
 from pipeline.report import funnel_rows
 from workbench.files import details_path
-from workbench.params import OneDefaultFormatter
+from workbench.params import parse_flags, setting
 
 
 def funnel_results(rows: list[dict]) -> list[Result]:
@@ -35,13 +35,14 @@ def funnel_results(rows: list[dict]) -> list[Result]:
     return out
 
 
+@dataclass(frozen=True)
+class FunnelSettings:
+    metrics_dir: Path = setting(Path("metrics"), "make repro's metrics folder")
+    results_dir: Path = setting(RESULTS_DIR, "where funnel.jsonl goes")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        formatter_class=OneDefaultFormatter,
-        prog="python -m bench.tools.funnel", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--metrics-dir", type=Path, default=Path("metrics"), help="make repro's metrics folder")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where funnel.jsonl goes")
-    args = ap.parse_args(argv)
+    args = parse_flags(FunnelSettings, argv, prog="python -m bench.tools.funnel", description=__doc__.split("\n\n")[0])
     try:
         rows = funnel_rows(args.metrics_dir)
         written = details_path(args.metrics_dir / "filter.json").stat().st_mtime

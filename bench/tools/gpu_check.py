@@ -31,7 +31,6 @@ and runs nothing (also on a machine without CUDA). Exit status 0 when every part
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -49,7 +48,7 @@ import numpy as np
 import torch
 import triton
 
-from workbench.params import OneDefaultFormatter
+from workbench.params import parse_flags, setting, usage_error
 
 try:  # optional: the GPU image may lack PyYAML; params-gpu.yaml's train section is parsed by hand then
     import yaml
@@ -330,21 +329,6 @@ def environment() -> dict:
             "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version()}
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        formatter_class=OneDefaultFormatter,
-        prog="python -m bench.tools.gpu_check", description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="data/gpu_check", help="folder for logs, shards and the summary (%(default)s)")
-    p.add_argument("--only", default="", help="comma-separated parts to run, in this order (default: all)")
-    p.add_argument("--skip", default="", help="comma-separated parts to leave out")
-    p.add_argument("--budget-s", type=float, default=480.0,
-                   help="total time; each part's timeout is capped by what is left (default %(default)s)")
-    p.add_argument("--part-args", action="append", default=[], metavar="PART=ARGS",
-                   help="extra arguments for one part, e.g. pytest=\"-k flash\" (repeatable)")
-    p.add_argument("--dry-run", action="store_true", help="print the commands and timeouts; run nothing")
-    return p.parse_args(argv)
-
-
 def select(parts: list[Part], only: str, skip: str) -> list[Part]:
     """The parts named by --only, in that order (default: all, in the built order), less those in --skip."""
     by_name = {p.name: p for p in parts}
@@ -356,7 +340,7 @@ def select(parts: list[Part], only: str, skip: str) -> list[Part]:
     return [by_name[name] for name in dict.fromkeys(wanted) if name not in dropped]
 
 
-def add_part_args(parts: list[Part], specs: list[str]) -> None:
+def add_part_args(parts: list[Part], specs: tuple[str, ...]) -> None:
     by_name = {p.name: p for p in parts}
     for spec in specs:
         name, sep, extra = spec.partition("=")
@@ -365,13 +349,27 @@ def add_part_args(parts: list[Part], specs: list[str]) -> None:
         by_name[name].command += shlex.split(extra)
 
 
+@dataclass(frozen=True)
+class GpuCheckSettings:
+    out: Path = setting(Path("data/gpu_check"), "folder for logs, shards and the summary")
+    only: str = setting("", "comma-separated parts to run, in this order (default: all)")
+    skip: str = setting("", "comma-separated parts to leave out")
+    budget_s: float = setting(480.0, "total time; each part's timeout is capped by what is left", above=0)
+    part_args: tuple[str, ...] = setting((), "extra arguments for one part, PART=ARGS, e.g. pytest=\"-k flash\"; "
+                                             "repeatable (default: none)", repeatable=True)
+    dry_run: bool = setting(False, "print the commands and timeouts; run nothing")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    out = Path(args.out).resolve()
+    args = parse_flags(GpuCheckSettings, argv, prog="python -m bench.tools.gpu_check",
+                       description=__doc__.splitlines()[0])
+    out = args.out.resolve()
     try:
         parts = select(build_parts(out), args.only, args.skip)
         add_part_args(parts, args.part_args)
-    except (ValueError, OSError) as exc:
+    except ValueError as exc:
+        usage_error(str(exc))
+    except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.dry_run:

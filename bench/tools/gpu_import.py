@@ -15,15 +15,15 @@ Every imported area file is rewritten whole, so importing twice gives the same f
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.tools.results import RESULTS_DIR, ROOT, Result, record
-from workbench.params import OneDefaultFormatter
+from workbench.params import parse_flags, setting
 
 GPU_CHECK = ROOT / "docs" / "gpu-check"
 KERNEL_AREAS = {"1": "gpu_attention", "2": "gpu_rmsnorm", "3": "gpu_swiglu", "4": "gpu_cross_entropy", "5": "gpu_e2e"}
@@ -130,13 +130,15 @@ def import_summary(path: Path) -> dict[str, tuple[list[Result], str, dict]]:
     return areas
 
 
+@dataclass(frozen=True)
+class GpuImportSettings:
+    summaries: tuple[Path, ...] = setting((), f"summary JSON files (default: {GPU_CHECK}/*.json)", positional=True)
+    results_dir: Path = setting(RESULTS_DIR, "where the gpu_*.jsonl files go")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        formatter_class=OneDefaultFormatter,
-        prog="python -m bench.tools.gpu_import", description=__doc__.split("\n\n")[0])
-    ap.add_argument("summaries", nargs="*", type=Path, help=f"summary JSON files (default: {GPU_CHECK}/*.json)")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the gpu_*.jsonl files go")
-    args = ap.parse_args(argv)
+    args = parse_flags(GpuImportSettings, argv, prog="python -m bench.tools.gpu_import",
+                       description=__doc__.split("\n\n")[0])
     paths = args.summaries or sorted(GPU_CHECK.glob("*.json"))
     try:
         imported = [(area, rows, command, meta) for p in paths for area, (rows, command, meta)

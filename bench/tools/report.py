@@ -23,17 +23,17 @@ the run made at that commit instead of the newest rows overall (an earlier run q
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.tools.figures import SECTION, by_section, exempted, offenders
 from bench.tools.results import RESULTS_DIR, latest, read_rows
 from workbench.files import write_text
-from workbench.params import OneDefaultFormatter
+from workbench.params import parse_flags, setting
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "benchmarks"  # one page per area, README.md the index
@@ -152,22 +152,22 @@ def list_figures(typed: dict[Path, dict]) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class ReportSettings:
+    doc: tuple[Path, ...] = setting((), "a markdown page with results markers, or a folder of them (its *.md); "
+                                        f"repeatable (default: every page of {DOCS.relative_to(ROOT)}/)",
+                                    repeatable=True, metavar="PATH")
+    results_dir: Path = setting(RESULTS_DIR, "folder of *.jsonl results")
+    check: bool = setting(False, "change nothing; exit 1 when a page is out of date or holds a hand-typed figure")
+    list: bool = setting(False, "print the hand-typed figures per section; change nothing")
+    allow_section: tuple[str, ...] = setting((), "with --check: ignore hand-typed figures in this section (an h2 "
+                                                 "title, or 'h2 / h3'); repeatable", repeatable=True, metavar="TITLE")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        formatter_class=OneDefaultFormatter,
-        prog="python -m bench.tools.report", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--doc", type=Path, action="append", metavar="PATH", default=argparse.SUPPRESS,
-                    help="a markdown page with results markers, or a folder of them (its *.md); repeatable "
-                    f"(default: every page of {DOCS.relative_to(ROOT)}/)")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="folder of *.jsonl results")
-    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 when a page is out of date or "
-                    "holds a hand-typed figure")
-    ap.add_argument("--list", action="store_true", help="print the hand-typed figures per section; change nothing")
-    ap.add_argument("--allow-section", action="append", default=[], metavar="TITLE",
-                    help="with --check: ignore hand-typed figures in this section (an h2 title, or 'h2 / h3')")
-    args = ap.parse_args(argv)
+    args = parse_flags(ReportSettings, argv, prog="python -m bench.tools.report", description=__doc__.split("\n\n")[0])
     try:
-        docs = pages(getattr(args, "doc", None))
+        docs = pages(list(args.doc))
         texts = {doc: doc.read_text(encoding="utf-8") for doc in docs}
         typed = {doc: by_section(offenders(text)) for doc, text in texts.items()}
         if args.list:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import csv
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from bench.tools.results import Result, bench_parser, finish
+from bench.tools.results import BenchSettings, Result, finish, parse_bench
+from workbench.params import setting, usage_error
 
 ALIGNMENT = ("sft", "dpo", "grpo", "rft", "evaluate")
 GOALS_S = {"alignment_stages": 360.0, "sweep+fit": 300.0, "all_stages": 720.0}
@@ -45,12 +47,16 @@ def rows_of(times: dict[str, float], wall_s: float | None) -> list[Result]:
     return rows
 
 
+@dataclass(frozen=True)
+class ReproTimesSettings(BenchSettings):
+    times: Path = setting(Path("reports/stage_times.csv"), "the stage-time table make repro wrote")
+    wall_s: float | None = setting(None, "clone-to-finish wall seconds, install included", above=0)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser("bench.tools.repro_times", __doc__, "repro")
-    ap.add_argument("--times", type=Path, default=Path("reports/stage_times.csv"),
-                    help="the stage-time table make repro wrote")
-    ap.add_argument("--wall-s", type=float, help="clone-to-finish wall seconds, install included")
-    args = ap.parse_args(argv)
+    args = parse_bench(ReproTimesSettings, argv)
+    if not args.times.is_file():
+        usage_error(f"{args.times} not found: run make repro first")
     rows = rows_of(read_times(args.times), args.wall_s)
     for r in rows:
         goal = f"  (goal {r.baseline_value:.0f} s)" if r.baseline_value else ""

@@ -57,7 +57,7 @@ class Result:
     max: float | None = None
     extra: dict = field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self):  # derives the ratio when a row gives none; validates nothing
         if self.ratio is None and self.baseline_value:
             self.ratio = self.value / self.baseline_value
 

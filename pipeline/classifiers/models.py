@@ -40,39 +40,35 @@ import numpy as np
 
 from pipeline.runtime.steps import Step, as_text
 from workbench.files import atomic_path, read_json
+from workbench.params import Checked, setting
 
 PREFIX = "__label__"
 GENERATED = "generated"  # a sidecar's ``trained_on`` for the sample crawl's generated labelled text
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(Checked):
     """fastText supervised hyperparameters (``fasttext.train_supervised`` names in brackets)."""
 
-    lr: float = 0.5
-    epoch: int = 10
-    word_ngrams: int = 2  # [wordNgrams] word n-grams, hashed into ``bucket`` rows
-    dim: int = 32
-    minn: int = 0  # character n-grams (0 = none), hashed likewise
-    maxn: int = 0
-    bucket: int = 200_000  # fastText's 2M x dim floats would make an 800 MB model at dim 100
-    min_count: int = 1  # [minCount]
-    loss: str = "softmax"
-    thread: int = 1  # 1 = reproducible
-    seed: int = 0
+    lr: float = setting(0.5, "learning rate", above=0, at_most=10)
+    epoch: int = setting(10, "passes over the training file", at_least=1)
+    word_ngrams: int = setting(2, "[wordNgrams] word n-grams, hashed into bucket rows", at_least=1)
+    dim: int = setting(32, "embedding width", at_least=1)
+    minn: int = setting(0, "shortest character n-gram (0: none), hashed likewise", at_least=0)
+    maxn: int = setting(0, "longest character n-gram (0: none)", at_least=0)
+    bucket: int = setting(200_000, "hash rows of the n-grams (fastText's 2M x dim floats would make an 800 MB model "
+                                   "at dim 100)", at_least=0)
+    min_count: int = setting(1, "[minCount] rarest word kept", at_least=1)
+    loss: str = setting("softmax", "the output layer's loss", choices=("softmax", "hs", "ns", "ova"))
+    thread: int = setting(1, "fastText threads (1: reproducible)", at_least=1)
+    seed: int = setting(0, "fastText's seed")
 
     def __post_init__(self):
-        for name in ("epoch", "dim", "min_count", "thread", "word_ngrams"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"TrainConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 < self.lr <= 10.0:
-            raise ValueError(f"TrainConfig.lr must be in (0, 10], got {self.lr}")
-        if self.minn < 0 or self.maxn < self.minn or (self.maxn > 0) != (self.minn > 0):
+        super().__post_init__()
+        if self.maxn < self.minn or (self.maxn > 0) != (self.minn > 0):  # rules across two or three settings
             raise ValueError(f"TrainConfig.minn/maxn must be 0/0 or 1 <= minn <= maxn, got {self.minn}/{self.maxn}")
         if self.bucket < 1 and (self.word_ngrams > 1 or self.maxn > 0):
             raise ValueError(f"TrainConfig.bucket must be >= 1 with n-grams, got {self.bucket}")
-        if self.loss not in ("softmax", "hs", "ns", "ova"):
-            raise ValueError(f"TrainConfig.loss must be softmax, hs, ns or ova, got {self.loss!r}")
 
     def fasttext_args(self) -> dict:
         return dict(lr=self.lr, epoch=self.epoch, wordNgrams=self.word_ngrams, dim=self.dim, minn=self.minn,

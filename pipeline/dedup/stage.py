@@ -49,14 +49,14 @@ from pipeline.dedup.minhash import (
 )
 from pipeline.dedup.records import DedupConfig, drop_seen_lines, sketch_all, stage_metrics, write_decided
 from pipeline.dedup.sharded import run_sharded
-from workbench.bad_input import InputIssues, require_readable, summary_note
+from workbench.bad_input import InputIssues, summary_note
 from workbench.documents import input_files, output_name, read_lines
 from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
 from workbench.files import atomic_open, atomic_path, check_unique_outputs
-from workbench.ledger import Ledger
+from workbench.ledger import Ledger, Record
 from workbench.params import config_from_args, override
-from workbench.stage import remove_leftovers, write_stage_metrics
-from workbench.stage_cli import RejectingStageFiles, funnel_headline, need, optional_path, paths, run_step, stage_parser
+from workbench.stage import CorpusStage
+from workbench.stage_cli import RejectingStageFiles, need, optional_path, paths, run_step, stage_parser
 
 log = logging.getLogger(__name__)
 DEFAULT_CONFIG = DedupConfig()
@@ -142,8 +142,6 @@ def near_duplicate_clusters(docs: Sequence[dict], cfg: DedupConfig = DEFAULT_CON
 
 
 # -- the stage ----------------------------------------------------------------------------------------------
-TIMINGS = ("seconds", "docs_per_s", "task_peak_rss_mb", "tasks")  # measured or how this run went (tasks run and
-# resumed), not decided: kept out of the record, which must be the same bytes however the outputs were reached
 
 
 @dataclass
@@ -205,6 +203,38 @@ def _run_single(files: list[Path], out_dir: Path, rejected_dir: Path | None, nam
                          candidate_docs=stats.get("candidate_texts", 0), comparisons=stats.get("comparisons", 0))
 
 
+class DedupStage(CorpusStage):
+    """The dedup stage over ``files``: one record for all of them, their kept documents in ``out_dir`` and the dropped
+    ones in ``rejected_dir``; ``cfg.engine`` picks how (``run_dedup``)."""
+
+    name = "dedup"
+    # measured, or how this run went (tasks run and resumed): not part of the record
+    timings = ("seconds", "docs_per_s", "task_peak_rss_mb", "tasks")
+    nothing_ran = {"seconds": 0.0, "docs_per_s": None}
+
+    def __init__(self, files: list[Path], out_dir: Path, rejected_dir: Path | None, cfg: DedupConfig,
+                 force: bool = False, executor=None):
+        super().__init__(files, out_dir, force)
+        self.rejected_dir = Path(rejected_dir) if rejected_dir is not None else None
+        self.cfg, self.executor = cfg, executor
+        self.names = [output_name(f) for f in self.files]
+
+    def settings(self) -> dict:
+        return {**self.cfg.settings(), "rejected_dir": str(self.rejected_dir) if self.rejected_dir else None}
+
+    def output_dirs(self) -> list[Path]:
+        return [self.out_dir] + ([self.rejected_dir] if self.rejected_dir else [])
+
+    def outputs(self) -> list[Path]:
+        return [folder / name for folder in self.output_dirs() for name in self.names]
+
+    def compute(self, ledger: Ledger, record: Record) -> dict:
+        if self.cfg.engine == "sharded":
+            work = ledger.work(fresh=self.force, inputs=record.identities, outputs=self.names, shards=self.cfg.shards)
+            return run_sharded(self.files, self.out_dir, self.rejected_dir, self.names, self.cfg, work, self.executor)
+        return _run_single(self.files, self.out_dir, self.rejected_dir, self.names, self.cfg)
+
+
 def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_path: Path | None,
               cfg: DedupConfig = DEFAULT_CONFIG, rejected_dir: Path | None = None, force: bool = False,
               executor=None) -> dict:
@@ -222,31 +252,7 @@ def run_dedup(inputs: Path | str | Sequence[Path | str], out_dir: Path, metrics_
     """
     check_engine(cfg.engine, executor is not None and not isinstance(executor, LocalExecutor))
     files = input_files([inputs] if isinstance(inputs, (str, Path)) else list(inputs))
-    out_dir = Path(out_dir)
-    rejected_dir = Path(rejected_dir) if rejected_dir is not None else None
-    names = [output_name(f) for f in files]
-    ledger = Ledger("dedup", out_dir, {**cfg.settings(), "rejected_dir": str(rejected_dir) if rejected_dir else None})
-    record = ledger.record("dedup", files)
-    outputs = [out_dir / n for n in names] + ([rejected_dir / n for n in names] if rejected_dir else [])
-    done = record.done(*outputs) if not force else None
-    if done is not None:
-        ledger.remove_work()  # left by a kill after the record was written
-        metrics = {**done["metrics"], "seconds": 0.0, "docs_per_s": None}  # nothing ran
-        write_stage_metrics(metrics_path, metrics, funnel_headline(metrics))
-        require_readable(metrics, len(files))
-        return metrics
-    record.path.unlink(missing_ok=True)
-    remove_leftovers(out_dir, rejected_dir)
-    if cfg.engine == "sharded":
-        work = ledger.work(fresh=force, inputs=record.identities, outputs=names, shards=cfg.shards)
-        metrics = run_sharded(files, out_dir, rejected_dir, names, cfg, work, executor)
-    else:
-        metrics = _run_single(files, out_dir, rejected_dir, names, cfg)
-    write_stage_metrics(metrics_path, metrics, funnel_headline(metrics))
-    record.write(metrics={k: v for k, v in metrics.items() if k not in TIMINGS})
-    ledger.remove_work()  # the sharded engine's tasks, once the record holds
-    require_readable(metrics, len(files))
-    return metrics
+    return DedupStage(files, out_dir, rejected_dir, cfg, force, executor).run(metrics_path)
 
 
 def check_engine(engine: str, on_a_cluster: bool) -> None:

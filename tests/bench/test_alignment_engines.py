@@ -69,5 +69,8 @@ def test_greedy_check_compares_up_to_the_first_eos():
 
 @pytest.mark.parametrize("argv", [["--parts", "nope"], ["--engines", "vllm"],
                                   ["--quick", "--rollout-batch", "3", "--group", "2"]])
-def test_bad_usage_exits_2(argv):
-    assert main(argv) == 2
+def test_bad_usage_exits_2(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.startswith("error: ")

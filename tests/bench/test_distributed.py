@@ -12,7 +12,7 @@ import json
 import pytest
 
 import bench.benchmarks.model_train as bench
-from bench.benchmarks.distributed import MEMORY_MODES, TIME_MODES, DistBenchConfig, main, ring_fraction
+from bench.benchmarks.distributed import MEMORY_MODES, TIME_MODES, DistributedBench, main, ring_fraction
 
 TINY = ["--world", "2", "--preset", "nano", "--vocab", "64", "--depth", "2", "--width", "16",
         "--time-vocab", "32", "--context", "8", "--batch", "2", "--steps", "1", "--warmup", "0", "--no-record"]
@@ -50,7 +50,7 @@ def test_tables_list_every_mode(tiny_run):
 
 def test_zero1_optimizer_state_is_adam_moments_of_owned_params(tiny_run):
     _, _, results = tiny_run
-    cfg = DistBenchConfig(preset="nano", vocab=64, context=8).memory_model()
+    cfg = DistributedBench(preset="nano", vocab=64, context=8).memory_model()
     n, tensors = cfg.param_count(), 2 + 9 * cfg.n_layers + 1  # embeddings + head, 9 per block, final norm
     for r in results:
         ddp = r["memory"]["ddp"]
@@ -68,7 +68,7 @@ def test_zero1_optimizer_state_is_adam_moments_of_owned_params(tiny_run):
 
 def test_ddp_payload_is_4_bytes_per_parameter_per_step(tiny_run):
     _, _, results = tiny_run
-    n = DistBenchConfig(depth=2, width=16, time_vocab=32, context=8).time_model().param_count()
+    n = DistributedBench(depth=2, width=16, time_vocab=32, context=8).time_model().param_count()
     tensors = 2 + 9 * 2 + 1
     for r in results:
         t = r["time"]
@@ -94,6 +94,8 @@ def test_ring_fraction_matches_hand_values():
 @pytest.mark.parametrize("argv", [["--world", "1"], ["--preset", "nope"], ["--bucket-mb", "0"],
                                   ["--steps", "0"], ["--width", "12"], ["--device", "tpu"]])
 def test_bad_input_exits_2(argv, capsys):
-    assert main(argv) == 2
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:")

@@ -25,7 +25,9 @@ def test_only_skip_and_unknown_parts(capsys, tmp_path):
     assert gpu_check.main(["--dry-run", "--out", str(tmp_path), "--only", "ddp,fsdp", "--skip", "fsdp"]) == 0
     out = capsys.readouterr().out
     assert "--parallel ddp" in out and "--parallel fsdp" not in out and "-m pytest" not in out
-    assert gpu_check.main(["--dry-run", "--only", "nope"]) == 2
+    with pytest.raises(SystemExit) as exit_:
+        gpu_check.main(["--dry-run", "--only", "nope"])
+    assert exit_.value.code == 2
     assert "unknown part(s) nope" in capsys.readouterr().err
 
 
@@ -75,7 +77,9 @@ def test_part_args_extend_one_command(capsys, tmp_path):
                            "--part-args", "pytest=-k 'flash or tied'", "--part-args", "kernel_ops=--only e2e"]) == 0
     out = capsys.readouterr().out
     assert "-k 'flash or tied'" in out and "--only attention,rmsnorm,ce --only e2e" in out  # the later --only wins
-    assert gpu_check.main(["--dry-run", "--part-args", "nope=-x"]) == 2
+    with pytest.raises(SystemExit) as exit_:
+        gpu_check.main(["--dry-run", "--part-args", "nope=-x"])
+    assert exit_.value.code == 2
     assert "--part-args 'nope=-x'" in capsys.readouterr().err
 
 

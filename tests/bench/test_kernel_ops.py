@@ -1,5 +1,6 @@
 """`python -m bench.benchmarks.kernel_ops --smoke` runs every section on tiny shapes (CPU: the Triton interpreter)."""
 
+import pytest
 import torch
 
 from bench.benchmarks.kernel_ops import main
@@ -15,7 +16,9 @@ def test_smoke_run_prints_every_section(capsys):
 
 
 def test_bad_section_and_missing_gpu_are_clear_errors(capsys):
-    assert main(["--smoke", "--only", "attention,nope"]) == 2
+    with pytest.raises(SystemExit) as exit_:
+        main(["--smoke", "--only", "attention,nope"])
+    assert exit_.value.code == 2
     assert "unknown section(s) nope" in capsys.readouterr().err
     if not torch.cuda.is_available():
         assert main([]) == 2

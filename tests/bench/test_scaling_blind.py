@@ -1,8 +1,6 @@
 """bench.experiments.scaling_blind: the shape flag, and the order it enforces (predict before the run exists, measure
 after)."""
 
-import argparse
-
 import pytest
 
 from bench.experiments import scaling_blind
@@ -23,8 +21,8 @@ class FakeRun:
 
 
 def _args(tmp_path, step):
-    return argparse.Namespace(step=step, shape="48,4,2", flops=1e13, params="params.yaml", results=tmp_path / "r.csv",
-                              results_dir=tmp_path, no_record=True)
+    return scaling_blind.BlindSettings(step=step, shape="48,4,2", flops=1e13, params="params.yaml",
+                                       results=tmp_path / "r.csv", results_dir=tmp_path, record=False)
 
 
 def test_predict_refuses_a_run_already_measured(tmp_path, monkeypatch):

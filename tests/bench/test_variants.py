@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from bench.benchmarks.model_train import main as bench_main
 from model.train import main as train_main
@@ -34,5 +35,6 @@ def test_variants_bench_runs_every_part(tmp_path, capsys):
 
 
 def test_variants_bench_needs_data(tmp_path, capsys):
-    code = bench_main(["--variants", "--only", "int8", "--data", str(tmp_path / "missing")])
-    assert code == 2 and "meta.json not found" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        bench_main(["--variants", "--only", "int8", "--data", str(tmp_path / "missing")])
+    assert exit_.value.code == 2 and "meta.json not found" in capsys.readouterr().err
