@@ -209,7 +209,8 @@ def parse_bench(settings_cls: type, argv: list[str] | None = None):
     module = sys.modules[settings_cls.__module__]
     name = module.__spec__.name if module.__spec__ else settings_cls.__module__
     commit_at_start()  # pinned now, at the bench's start
-    return parse_flags(settings_cls, argv, prog=f"python -m {name}", description=(module.__doc__ or "").split("\n\n")[0])
+    description = (module.__doc__ or "").split("\n\n")[0]
+    return parse_flags(settings_cls, argv, prog=f"python -m {name}", description=description)
 
 
 def format_result(r: Result) -> str:
