@@ -339,7 +339,7 @@ class DistributedBench(BenchSettings, Checked):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.device == "cuda" and torch.cuda.device_count() < self.world:
+        if self.device == "cuda" and torch.cuda.device_count() < self.world:  # the machine, and rules across settings
             raise ValueError(f"--device cuda with --world {self.world} needs {self.world} GPUs, "
                              f"found {torch.cuda.device_count()}")
         if self.width % 4 or (self.width // 4) % 2:

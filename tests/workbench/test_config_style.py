@@ -6,7 +6,10 @@ flag (or a positional input) by ``workbench.params.add_config_flags``, with help
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
+import re
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +66,72 @@ def test_a_choice_from_a_params_file_is_checked_like_a_flag(tmp_path):
     params = tmp_path / "params.yaml"
     params.write_text("extract:\n  extractor: no-such-extractor\n")
     assert main(["--params", str(params), str(tmp_path / "missing.warc.gz")]) == 2
+
+
+# -- the whole tree: no setting declared, and no argument added, outside the one parser ------------------------------
+ROOT = Path(__file__).resolve().parents[2]
+ONE_PARSER = ROOT / "workbench" / "params.py"
+OUTSIDE = {
+    "a hand-written argument": re.compile(r"\.add_argument\("),
+    "a field declared with its own help metadata": re.compile(r"\bfield\([^)]*metadata=\{\s*['\"]help"),
+    "an alias of setting()": re.compile(r"^\s*\w+\s*=\s*setting\s*(#.*)?$"),
+}
+
+
+def source_files() -> list[Path]:
+    return sorted(p for package in ALL_PACKAGES for p in (ROOT / package).rglob("*.py") if p != ONE_PARSER)
+
+
+def declared_outside(text: str) -> list[str]:
+    """``line: what`` for each line of ``text`` that declares a setting or adds an argument outside the one parser."""
+    return [f"{n}: {what}" for n, line in enumerate(text.splitlines(), 1)
+            for what, pattern in OUTSIDE.items() if pattern.search(line)]
+
+
+def test_no_package_declares_a_setting_or_adds_an_argument_outside_the_one_parser():
+    found = [f"{path.relative_to(ROOT)}:{hit}" for path in source_files()
+             for hit in declared_outside(path.read_text(encoding="utf-8"))]
+    assert found == []
+
+
+def test_each_way_around_the_one_parser_is_caught():
+    planted = ('    p.add_argument("--x", type=int)\n'
+               '    size: int = field(default=1, metadata={"help": "a size"})\n'
+               "_f = setting  # short\n"
+               '    fine: int = setting(1, "declared once")\n')
+    assert declared_outside(planted) == ["1: a hand-written argument", "2: a field declared with its own help metadata",
+                                         "3: an alias of setting()"]
+
+
+def post_inits_without_a_reason(text: str) -> list[int]:
+    """The lines of the ``__post_init__`` methods in ``text`` that neither say why they stay (a comment on the def
+    line or on the first statement after ``super().__post_init__()``) nor only call the base's."""
+    lines = text.splitlines()
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if not (isinstance(node, ast.FunctionDef) and node.name == "__post_init__"):
+            continue
+        body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        own = [s for s in body if ast.unparse(s) != "super().__post_init__()"]
+        if own and "#" not in lines[node.lineno - 1] and "#" not in lines[own[0].lineno - 1]:
+            found.append(node.lineno)
+    return found
+
+
+def test_each_hand_written_post_init_left_says_why_a_declaration_cannot_state_it():
+    found = [f"{path.relative_to(ROOT)}:{n}" for path in source_files()
+             for n in post_inits_without_a_reason(path.read_text(encoding="utf-8"))]
+    assert found == []
+
+
+def test_a_post_init_without_its_reason_is_caught():
+    planted = ("class A:\n"
+               "    def __post_init__(self):\n"
+               "        if self.n < 1:\n"
+               "            raise ValueError('n')\n"
+               "class B:\n"
+               "    def __post_init__(self):\n"
+               "        super().__post_init__()\n"
+               "        if self.a > self.b:  # a rule across two settings\n"
+               "            raise ValueError('a <= b')\n")
+    assert post_inits_without_a_reason(planted) == [2]
