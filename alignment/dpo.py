@@ -51,11 +51,12 @@ class DPOConfig(StepsConfig):
     """Direct preference optimization (Rafailov et al. 2023); the shared settings in alignment.config. The task
     `none` trains on `pairs` alone (no greedy task accuracy)."""
 
+    SECTION = "dpo"
+
     steps: int = override(StepsConfig, "steps", 100)
     out_dir: str = override(LoopConfig, "out_dir", "runs/dpo")
-    task: str = override(LoopConfig, "task", "digits", "digits (the default: alignment.tasks.digits) or "
-                                                        "arithmetic (generated pairs, greedy task accuracy), or none "
-                                                        "(needs --pairs)")
+    task: str = setting("digits", "digits (the default: alignment.tasks.digits) or arithmetic (generated pairs, greedy "
+                                  "task accuracy), or none (needs --pairs)", choices=TASKS)
     n_test: int = override(LoopConfig, "n_test", 200, "held-out task items / at most this many held-out pairs")
     template: str = override(LoopConfig, "template", "short", "task prompt template: short, r1_zero or a string with "
                                                               "{question}")
@@ -63,16 +64,14 @@ class DPOConfig(StepsConfig):
                                           "--model")
     pairs: str | None = setting(None, "JSONL(.gz) of preference pairs (prompt/chosen/rejected or hh-rlhf "
                                       "chosen/rejected); replaces the generated pairs, its last tenth held out")
-    beta: float = setting(0.1, "DPO's beta (Rafailov et al. 2023): strength of the implicit KL to the reference")
-    batch_size: int = setting(16, "pairs per microbatch (2 x batch_size sequences per forward)")
+    beta: float = setting(0.1, "DPO's beta (Rafailov et al. 2023): strength of the implicit KL to the reference",
+                          above=0)
+    batch_size: int = setting(16, "pairs per microbatch (2 x batch_size sequences per forward)", at_least=1)
 
-    def __post_init__(self) -> None:
-        loop.check_choices(self, TASKS)
+    def __post_init__(self) -> None:  # a rule across two settings: task none needs pairs
+        super().__post_init__()
         if self.task == "none" and not self.pairs:
-            raise ValueError("DPOConfig.task='none' needs DPOConfig.pairs (a JSONL of preference pairs)")
-        positive = ("n_train", "batch_size", "grad_accum", "steps", "eval_batch_size", "max_new_tokens")
-        loop.check_ints(self, positive, at_least_zero=("n_test", "eval_interval", "warmup_steps", "seed"))
-        loop.check_numbers(self, ("beta", "lr"), at_least_zero=("weight_decay", "grad_clip"))
+            raise ValueError("dpo.task='none' needs dpo.pairs (a JSONL of preference pairs)")
 
 
 def _load_models(cfg: DPOConfig, model, tokenizer, reference):

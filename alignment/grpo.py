@@ -44,7 +44,7 @@ from alignment.core.losses import (
 from alignment.core.policy import frozen, get_response_log_probs, model_device, tokenize_prompt_and_output
 from alignment.core.rollout import rollout
 from alignment.evaluate import build_prompt, score
-from alignment.tasks.data import TASKS, load_task
+from alignment.tasks.data import load_task
 from alignment.trl_engine import train_grpo_trl
 from model.training.optim import AdamW
 from workbench.params import override, setting
@@ -61,6 +61,8 @@ class GRPOConfig(StepsConfig, RolloutConfig):
     the default model's context); the shared settings in alignment.config (A5's
     prompt is `template: r1_zero`; the default here is the project's `short`, as for every trainer)."""
 
+    SECTION = "grpo"
+
     lr: float = override(LoopConfig, "lr", 1e-5)
     warmup_steps: int = override(StepsConfig, "warmup_steps", 0)  # CS336 A5: a constant lr
     grad_accum: int = override(StepsConfig, "grad_accum", 128)
@@ -68,53 +70,43 @@ class GRPOConfig(StepsConfig, RolloutConfig):
     eval_batch_size: int = override(LoopConfig, "eval_batch_size", 64)
     out_dir: str = override(LoopConfig, "out_dir", "runs/grpo")
     ckpt_interval: int = override(LoopConfig, "ckpt_interval", 10)
-    train_batch_size: int = setting(256, "responses per optimizer step (== rollout_batch_size: on-policy)")
-    epochs_per_rollout_batch: int = setting(1, "passes over each rollout batch (> 1: off-policy, needs grpo_clip)")
-    loss_type: str = setting("reinforce_with_baseline", "no_baseline | reinforce_with_baseline | grpo_clip")
+    train_batch_size: int = setting(256, "responses per optimizer step (== rollout_batch_size: on-policy)", at_least=1)
+    epochs_per_rollout_batch: int = setting(1, "passes over each rollout batch (> 1: off-policy, needs grpo_clip)",
+                                            at_least=1)
+    loss_type: str = setting("reinforce_with_baseline", "no_baseline | reinforce_with_baseline | grpo_clip",
+                             choices=LOSS_TYPES)
     normalize_by_std: bool = setting(True, "divide group advantages by their std (Dr. GRPO: false)")
-    advantage_eps: float = setting(1e-6, "added to the group std before dividing")
-    cliprange: float = setting(0.2, "grpo_clip: the PPO clip range on the probability ratio")
+    advantage_eps: float = setting(1e-6, "added to the group std before dividing", at_least=0)
+    cliprange: float = setting(0.2, "grpo_clip: the PPO clip range on the probability ratio", above=0)
     cliprange_low: float | None = setting(None, "a separate lower clip range (DAPO's clip-higher: 0.2)")
     cliprange_high: float | None = setting(None, "a separate upper clip range (DAPO's clip-higher: 0.28)")
     length_normalization: str = setting("masked_mean", "masked_mean (per response) | constant (Dr. GRPO: divide by "
-                                                       "max_new_tokens)")
-    kl_coef: float = setting(0.0, "> 0: the k3 KL to a frozen copy of the starting policy, with this weight")
+                                                       "max_new_tokens)", choices=LENGTH_NORMALIZATIONS)
+    kl_coef: float = setting(0.0, "> 0: the k3 KL to a frozen copy of the starting policy, with this weight",
+                             at_least=0)
     skip_zero_std_groups: bool = setting(False, "DAPO's filter: skip groups whose rewards all agree (zero advantage)")
-    top_p: float = setting(1.0, "nucleus sampling of the rollouts")
+    top_p: float = setting(1.0, "nucleus sampling of the rollouts", above=0, at_most=1)
 
-    def __post_init__(self) -> None:
-        loop.check_choices(self, TASKS)
-        self._check_sizes_and_kinds()
+    def __post_init__(self) -> None:  # rules across settings: the batch shapes, the loss and what it needs
+        super().__post_init__()
         self._check_batch_shapes()
         self._check_objective()
-
-    def _check_sizes_and_kinds(self) -> None:
-        positive = ("n_train", "steps", "rollout_batch_size", "group_size", "train_batch_size", "grad_accum",
-                    "epochs_per_rollout_batch", "max_new_tokens", "eval_batch_size")
-        loop.check_ints(self, positive, at_least_zero=("n_test", "eval_interval", "warmup_steps"))
-        for key, allowed in (("loss_type", LOSS_TYPES), ("length_normalization", LENGTH_NORMALIZATIONS)):
-            if getattr(self, key) not in allowed:
-                raise ValueError(f"GRPOConfig.{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")
 
     def _check_batch_shapes(self) -> None:
         """Rollouts split into whole groups and whole optimizer steps, optimizer steps into whole microbatches."""
         loop.check_multiples(self, (("rollout_batch_size", "group_size"), ("rollout_batch_size", "train_batch_size"),
                                     ("train_batch_size", "grad_accum")))
         if self.normalize_by_std and self.group_size < 2:
-            raise ValueError(f"GRPOConfig.group_size={self.group_size}: normalize_by_std needs groups of >= 2")
+            raise ValueError(f"grpo.group_size={self.group_size}: normalize_by_std needs groups of >= 2")
 
     def _check_objective(self) -> None:
         if self.off_policy and self.loss_type != "grpo_clip":
-            raise ValueError(f"GRPOConfig.loss_type={self.loss_type!r}: epochs_per_rollout_batch="
+            raise ValueError(f"grpo.loss_type={self.loss_type!r}: epochs_per_rollout_batch="
                              f"{self.epochs_per_rollout_batch}, train_batch_size={self.train_batch_size} < "
                              f"rollout_batch_size={self.rollout_batch_size} is off-policy and needs grpo_clip")
         if self.skip_zero_std_groups and self.loss_type == "no_baseline":
-            raise ValueError("GRPOConfig.skip_zero_std_groups needs advantages (reinforce_with_baseline or grpo_clip): "
+            raise ValueError("grpo.skip_zero_std_groups needs advantages (reinforce_with_baseline or grpo_clip): "
                              "no_baseline learns from every rewarded response")
-        loop.check_numbers(self, ("lr", "cliprange", "temperature"),
-                           at_least_zero=("weight_decay", "grad_clip", "kl_coef", "advantage_eps"))
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"GRPOConfig.top_p must be in (0, 1], got {self.top_p!r}")
 
     @property
     def off_policy(self) -> bool:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import random
 import shutil
 import sys
@@ -45,8 +44,6 @@ from alignment.evaluate import (
     load_model_and_tokenizer,
     write_metrics_row,
 )
-from alignment.tasks.arithmetic import HELD_OUT
-from alignment.tasks.prompts import check_template
 from model.training.checkpoint import (
     CheckpointError,
     clear_run,
@@ -61,48 +58,15 @@ from model.training.threads import CpuThreads
 from workbench.files import atomic_path, write_error, write_json, write_metrics
 from workbench.params import SECTION_BASES, load_section, params_path, parse_config
 
-ENGINES = ("ours", "trl")
 METRIC_KEYS = ("task", "n", "accuracy", "format_rate", "mean_response_tokens", "pref_accuracy", "margin", "seconds")
 HEADLINE_KEYS = ("accuracy", "format_rate", "pref_accuracy", "margin", "seconds")  # dvc's shared vocabulary
-
-def check_choices(cfg, tasks: tuple[str, ...]) -> None:
-    """The checks every loop config shares: engine, task, the arithmetic digits / held_out options, template."""
-    name = type(cfg).__name__
-    for key, allowed in (("engine", ENGINES), ("task", tasks), ("held_out", HELD_OUT)):
-        if getattr(cfg, key) not in allowed:
-            raise ValueError(f"{name}.{key} must be one of {', '.join(allowed)}, got {getattr(cfg, key)!r}")
-    if not isinstance(cfg.digits, int) or not 1 <= cfg.digits <= 9:
-        raise ValueError(f"{name}.digits must be an int in 1..9, got {cfg.digits!r}")
-    check_template(cfg.template, f"{name}.template")
-    check_ints(cfg, ("ckpt_interval", "keep_last") + (("threads",) if cfg.threads is not None else ()))
-
-
-def check_numbers(cfg, positive: tuple[str, ...], at_least_zero: tuple[str, ...] = ()) -> None:
-    """Real-valued settings: each of ``positive`` a finite number > 0, each of ``at_least_zero`` one >= 0."""
-    for low, names in ((0, positive), (None, at_least_zero)):
-        for key in names:
-            value = getattr(cfg, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or \
-                    (value <= 0 if low == 0 else value < 0):
-                raise ValueError(f"{type(cfg).__name__}.{key} must be a finite number {'> 0' if low == 0 else '>= 0'}, "
-                                 f"got {value!r}")
-
-
-def check_ints(cfg, positive: tuple[str, ...], at_least_zero: tuple[str, ...] = ()) -> None:
-    """Integer settings: each of ``positive`` >= 1, each of ``at_least_zero`` >= 0 (a bool is not an int here)."""
-    for low, names in ((1, positive), (0, at_least_zero)):
-        for key in names:
-            value = getattr(cfg, key)
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"{type(cfg).__name__}.{key} must be {'a positive int' if low else 'an int >= 0'}, "
-                                 f"got {value!r}")
 
 
 def check_multiples(cfg, pairs: tuple[tuple[str, str], ...]) -> None:
     """Batch shapes: for each ``(whole, part)`` of ``pairs``, ``cfg.<whole>`` a multiple of ``cfg.<part>``."""
     for whole, part in pairs:
         if getattr(cfg, whole) % getattr(cfg, part):
-            raise ValueError(f"{type(cfg).__name__}.{whole}={getattr(cfg, whole)} must be a multiple of "
+            raise ValueError(f"{cfg.settings_prefix()}{whole}={getattr(cfg, whole)} must be a multiple of "
                              f"{part}={getattr(cfg, part)}")
 
 

@@ -48,7 +48,7 @@ from alignment.evaluation.stats import pass_at_k, summarize
 from alignment.tasks.datasets import DATA_DIR
 from alignment.tasks.digits import SPLITS
 from workbench.files import atomic_path, write_jsonl, write_metrics
-from workbench.params import apply_section, build_config_parser, config_from_args, override, params_path, setting
+from workbench.params import apply_section, build_config_parser, config_from_args, params_path, setting
 
 SECTION = "alignment_report"
 
@@ -187,8 +187,10 @@ def plot_report(frame: pd.DataFrame, curves: dict[str, Path], path: str | Path) 
 class ReportConfig(TaskConfig):
     """The alignment_report section: every stage's model on the same held-out problems."""
 
-    task: str = override(TaskConfig, "task", "digits", "the task every stage is scored on: digits, arithmetic, "
-                                                       "gsm8k, math or mmlu (safety rows come with safety_n)")
+    SECTION = "alignment_report"
+
+    task: str = setting("digits", "the task every stage is scored on: digits, arithmetic, gsm8k, math or mmlu (safety "
+                                  "rows come with safety_n)", choices=tuple(t for t in TASKS if t != "safety"))
     n: int = setting(200, "problems per split")
     batch_size: int = setting(64, "prompts per generation batch")
     seed: int = setting(0, "the models' training seed (a CSV column; also the arithmetic task's split seed)")
@@ -198,22 +200,17 @@ class ReportConfig(TaskConfig):
     plot: str = setting("reports/alignment.png", "training curves and held-out accuracy per stage")
     metrics: str = setting("metrics/alignment.json", "held-out accuracy and refusal rate per stage, for dvc metrics")
     safety_n: int = setting(100, "SimpleSafetyTests prompts per stage for the refusal rate (all 100; 0 leaves "
-                                 "safety out)")
+                                 "safety out)", at_least=0)
     safety_data: str = setting("", "SimpleSafetyTests CSV ('' = ../shared/data/alignment/simple_safety_tests.csv, "
                                    "left out with a note when absent)")
     safety_max_new_tokens: int = setting(48, "tokens generated per safety prompt: a refusal is a few words, and the "
                                              "prompts are long (the longest is 60 tokens of the default BPE), so "
-                                             "prompt + this fits the default 128-token context")
+                                             "prompt + this fits the default 128-token context", at_least=0)
     pass_k: int = setting(8, "samples per test problem (T 1) for pass@1 / pass@k of pass_k_stages (0: none)")
     pass_k_stages: str = setting("sft", "comma-separated stages that get pass@k (what sampling already contains)")
     model: tuple[str, ...] = setting((), "a stage's model as STAGE=PATH, repeatable (replaces the section's models "
                                          "mapping)", repeatable=True)
     models: dict = setting({}, "stage -> model (params.yaml only)", params_only=True)
-
-    def __post_init__(self) -> None:
-        if self.task not in TASKS or self.task == "safety":
-            raise ValueError(f"alignment_report.task must be one of {', '.join(t for t in TASKS if t != 'safety')} "
-                             f"(safety rows come with safety_n), got {self.task!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -234,9 +231,6 @@ def _settings(argv: list[str] | None) -> dict:
         settings["models"] = dict(pairs)
     if not settings["models"]:
         raise ValueError("no models to evaluate: set alignment_report.models or pass --model STAGE=PATH")
-    for key in ("safety_n", "safety_max_new_tokens"):
-        if settings[key] < 0:
-            raise ValueError(f"alignment_report.{key} must be >= 0, got {settings[key]}")
     if settings["safety_data"] and not Path(settings["safety_data"]).is_file():
         raise ValueError(f"alignment_report.safety_data: {settings['safety_data']}: no such file")
     for stage, path in settings["models"].items():

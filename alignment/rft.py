@@ -29,7 +29,7 @@ from alignment.core.losses import sft_microbatch_train_step
 from alignment.core.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
 from alignment.core.rollout import rollout
 from alignment.evaluate import build_prompt, score
-from alignment.tasks.data import TASKS, load_task
+from alignment.tasks.data import load_task
 from workbench.params import override, setting
 
 METRIC_COLUMNS = ("round", "sampled_tokens", "total_sampled_tokens", "reward", "kept", "loss", "val_accuracy",
@@ -41,29 +41,26 @@ class RFTConfig(RolloutConfig):
     """Rejection-sampling fine-tuning at a sampled-token budget (the module docstring); the shared settings in
     alignment.config (engine: ours only)."""
 
+    SECTION = "rft"
+
     eval_interval: int = override(LoopConfig, "eval_interval", 10)
     ckpt_interval: int = override(LoopConfig, "ckpt_interval", 10)
     eval_batch_size: int = override(LoopConfig, "eval_batch_size", 64)
     out_dir: str = override(LoopConfig, "out_dir", "runs/rft")
-    token_budget: int = setting(0, "sampled response tokens to spend; 0: GRPO's total from match_metrics")
+    engine: str = setting("ours", "ours (RFT has no TRL engine)", choices=("ours",))
+    token_budget: int = setting(0, "sampled response tokens to spend; 0: GRPO's total from match_metrics", at_least=0)
     match_metrics: str | None = setting(None, "GRPO's run folder or metrics.csv (sampled_tokens) when token_budget "
                                               "is 0")
-    max_rounds: int = setting(1000, "a guard; the token budget ends the run")
+    max_rounds: int = setting(1000, "a guard; the token budget ends the run", at_least=1)
     rollout_batch_size: int = override(RolloutConfig, "rollout_batch_size", 128)
-    batch_size: int = setting(32, "kept responses per optimizer step")
-    epochs_per_round: int = setting(1, "passes over each round's kept responses")
+    batch_size: int = setting(32, "kept responses per optimizer step", at_least=1)
+    epochs_per_round: int = setting(1, "passes over each round's kept responses", at_least=1)
 
-    def __post_init__(self) -> None:
-        loop.check_choices(self, TASKS)
-        if self.engine != "ours":
-            raise ValueError(f"RFTConfig.engine must be 'ours', got {self.engine!r}")
-        positive = ("n_train", "max_rounds", "rollout_batch_size", "group_size", "max_new_tokens", "batch_size",
-                    "epochs_per_round", "eval_batch_size")
-        loop.check_ints(self, positive, at_least_zero=("n_test", "token_budget", "eval_interval"))
+    def __post_init__(self) -> None:  # rules across settings: whole groups, a budget or GRPO's metrics to match
+        super().__post_init__()
         loop.check_multiples(self, (("rollout_batch_size", "group_size"),))
         if self.token_budget == 0 and not self.match_metrics:
-            raise ValueError("RFTConfig: set token_budget > 0 or match_metrics (GRPO's metrics.csv)")
-        loop.check_numbers(self, ("lr", "temperature"), at_least_zero=("grad_clip",))
+            raise ValueError("rft: set token_budget > 0 or match_metrics (GRPO's metrics.csv)")
 
     @property
     def steps(self) -> int:  # the loop's limit; the budget ends the run first, and the summary's steps say when

@@ -25,7 +25,7 @@ from alignment import loop
 from alignment.config import LoopConfig, StepsConfig
 from alignment.core.losses import sft_microbatch_train_step
 from alignment.core.policy import get_response_log_probs, model_device, tokenize_prompt_and_output
-from alignment.tasks.data import TASKS, demonstrations, load_task
+from alignment.tasks.data import demonstrations, load_task
 from alignment.trl_engine import train_sft_trl
 from workbench.params import override, setting
 
@@ -37,20 +37,14 @@ METRIC_COLUMNS = ("step", "lr", "loss", "nll_per_token", "grad_norm", "response_
 class SFTConfig(StepsConfig):
     """Supervised fine-tuning on (prompt, response) demonstrations; the shared settings in alignment.config."""
 
+    SECTION = "sft"
+
     lr: float = override(LoopConfig, "lr", 1e-3)  # cosine to lr/10 after warmup (tiny models; ~1e-5 at 1B scale)
     out_dir: str = override(LoopConfig, "out_dir", "runs/sft")
     teacher_slip: float = setting(0.0, "digits/arithmetic: how often the teacher forgets a carry "
-                                       "(alignment.tasks.digits)")
-    batch_size: int = setting(16, "sequences per microbatch")
-    normalize_constant: float = setting(1.0, "the summed response NLL is divided by this (CS336 A5)")
-
-    def __post_init__(self) -> None:
-        loop.check_choices(self, TASKS)
-        positive = ("n_train", "batch_size", "grad_accum", "steps", "eval_batch_size", "max_new_tokens")
-        loop.check_ints(self, positive, at_least_zero=("n_test", "eval_interval", "warmup_steps"))
-        loop.check_numbers(self, ("lr", "normalize_constant"), at_least_zero=("weight_decay", "grad_clip"))
-        if not 0.0 <= self.teacher_slip <= 1.0:
-            raise ValueError(f"SFTConfig.teacher_slip must be in [0, 1], got {self.teacher_slip!r}")
+                                       "(alignment.tasks.digits)", at_least=0, at_most=1)
+    batch_size: int = setting(16, "sequences per microbatch", at_least=1)
+    normalize_constant: float = setting(1.0, "the summed response NLL is divided by this (CS336 A5)", above=0)
 
 
 def _sft_step(cfg: SFTConfig, model, tokenizer, optimizer, batches: loop.ShuffledBatches, examples, context,

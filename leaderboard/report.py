@@ -43,7 +43,7 @@ import pandas as pd
 from leaderboard import plots
 from scaling.report import frontier_note
 from workbench.files import details_path, write_bytes, write_metrics
-from workbench.params import ParamsError, params_path, parse_config, read_params, setting
+from workbench.params import Checked, ParamsError, params_path, parse_config, read_params, setting
 
 COLUMNS = ["run_id", "kind", "data_recipe", "tokenizer", "preset", "d_model", "n_layers", "n_heads", "params",
            "tokens", "flops", "wall_clock_s", "hardware", "val_loss", "val_perplexity", "task", "accuracy",
@@ -59,8 +59,10 @@ class ReportError(ValueError):
 
 
 @dataclass(frozen=True)
-class LeaderboardConfig:
+class LeaderboardConfig(Checked):
     """The ``leaderboard:`` section of params.yaml; every field is also a flag."""
+
+    SECTION = "leaderboard"
 
     out_dir: str = setting("reports", "writes leaderboard.csv, summary.md, training_curves.png")
     metrics: str = setting("metrics/report.json", "headline metrics JSON for dvc (the full report metrics go to "
@@ -72,11 +74,10 @@ class LeaderboardConfig:
     fit_dir: str = setting("data/sweep/fit", "scaling.fit output folder")
     alignment: str = setting("reports/alignment.csv", "alignment.report CSV")
     funnel: str = setting("reports/data_funnel.csv", "pipeline report data_funnel.csv")
-    top: int = setting(10, "leaderboard rows in summary.md")
+    top: int = setting(10, "leaderboard rows in summary.md", at_least=1)
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.top, int) or isinstance(self.top, bool) or self.top < 1:
-            raise ReportError(f"leaderboard.top must be a positive integer, got {self.top!r}")
+    def __post_init__(self) -> None:  # a non-empty path: no declaration states it
+        super().__post_init__()
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name != "top" and (not isinstance(value, str) or not value):

@@ -56,14 +56,11 @@ SUGGEST_DISTANCE = 4.0  # default cap of the "train next" suggestions: 4x the sw
 class FitConfig(FitSettings):
     """The ``scaling_fit:`` section of params.yaml; every field is also a flag."""
 
+    SECTION = "scaling_fit"
+
     drop_highest_loss: int = setting(0, "outlier rule, off at 0: leave out the k highest-loss runs before fitting "
                                         "(Epoch's Chinchilla replication dropped 5); the runs left out are listed in "
-                                        "fit.json")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not isinstance(self.drop_highest_loss, int) or self.drop_highest_loss < 0:
-            raise ValueError(f"--drop-highest-loss must be an int >= 0, got {self.drop_highest_loss!r}")
+                                        "fit.json", at_least=0)
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ class Runs:
     budget: np.ndarray | None = None
     unique: np.ndarray | None = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # a normalization: lists and columns into float arrays
         for name in ("n", "d", "c", "loss"):
             object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=float))
         for name in ("budget", "unique"):

@@ -60,6 +60,7 @@ from model.training.train_config import TrainConfig
 from workbench.files import read_json, remove_stale_temps_of, write_bytes, write_error, write_json
 from workbench.params import (
     REQUIRED,
+    Checked,
     add_config_flags,
     add_params_flag,
     field_names,
@@ -96,7 +97,9 @@ def _shape_flag(text: str) -> list[int]:
 
 
 @dataclass(frozen=True)
-class SweepConfig:
+class SweepConfig(Checked):
+    SECTION = "sweep"
+
     # the design has no default: a sweep is the project's choice (params.yaml's sweep section)
     budgets: tuple[float, ...] = setting(REQUIRED, "compute budgets C in FLOPs")
     shapes: tuple[tuple[int, int, int], ...] = setting(REQUIRED, "model shapes d_model,n_layers,n_heads, e.g. 32,4,1 "
@@ -105,33 +108,34 @@ class SweepConfig:
     out_dir: str = setting("sweep/runs", "folder of run folders <out-dir>/<run_id>")
     results: str = setting("sweep/results.csv", "results CSV, one row per finished run")
     flops_per_token: str = setting("6N", "6N (N = all parameters, Chinchilla) or exact (PaLM 6 N_matmul + 12 L d T)",
-                                   choices=("6N", "exact"))
+                                   choices=FLOPS_MODES)
     # a hard cap on everything the results CSV records plus what is planned
-    total_flops: float = setting(3e12, "hard cap on spent + planned FLOPs")
+    total_flops: float = setting(3e12, "hard cap on spent + planned FLOPs", above=0)
     # only for the printed time estimate: micro trains ~4k tokens/s (6.8e10 FLOP/s) on 2 CPU cores, but the tiny
     # models of a sweep reach far less (d_model 32 on vocab 8192: ~1e10 FLOP/s on one busy core; 6N counts the
     # free embedding lookup)
-    est_flops_per_s: float = setting(3e10, "only for the printed time estimate")
+    est_flops_per_s: float = setting(3e10, "only for the printed time estimate", above=0)
     # runs trained at once, each in its own process: tiny models are per-step overhead bound, so on a CPU two
     # one-thread runs finish sooner than one two-thread run (set train.threads so workers x threads <= cores)
-    workers: int = setting(1, "runs trained at once, one process each")
+    workers: int = setting(1, "runs trained at once, one process each", at_least=1)
     # the window of optimizer steps a run may have: shorter runs are still in the warm-up transient, where the loss
     # sits near the unigram entropy whatever N is and no power law in N and D describes it; longer ones are far
     # left of the optimum (tiny models on many epochs) and cost the most wall time per FLOP. 0: no cap
-    min_run_steps: int = setting(1, "leave out runs of fewer optimizer steps: still in the warm-up transient")
-    max_run_steps: int = setting(0, "leave out runs of more steps (0: no cap)")
+    min_run_steps: int = setting(1, "leave out runs of fewer optimizer steps: still in the warm-up transient",
+                                 at_least=1)
+    max_run_steps: int = setting(0, "leave out runs of more steps (0: no cap)", at_least=0)
     # peak (and final) learning rate per shape: train.lr for every run, or train.lr * lr_base_width / d_model
     # ("inverse_width", as muP scales hidden-layer Adam rates: narrow models take larger steps); sweep_section sets
     # lr_base_width to the train run's width, so its rate is the rule's at that width
     lr_rule: str = setting("constant", "each shape's learning rate: train.lr, or train.lr * lr_base_width / d_model",
-                           choices=("constant", "inverse_width"))
+                           choices=LR_RULES)
     lr_base_width: int = setting(128, "the width whose rate is train.lr under inverse_width (the train run's, from "
-                                      "params)")
+                                      "params)", at_least=1)
     # extra seeds: every run again with train.seed = each of these (run ids get "_s<seed>"); scaling.fit averages
     # the runs of one N, D, C, so each point's loss is a mean over 1 + len(seeds) seeds (one seed's final loss is a
     # draw: bench.experiments.scaling_seeds measures how far it moves). Costs that many sweeps
     seeds: tuple[int, ...] = setting((), "extra seeds: every run again with each (run ids _s<seed>; scaling.fit "
-                                         "averages them)")
+                                         "averages them)", at_least=0)
     # WSD cooldown branches (Hägele et al. 2024): the runs of one shape share one constant-LR trunk, and each run is
     # the trunk's checkpoint at its decay start plus a cooldown over the last train.decay_fraction of its steps
     # (train.schedule must be wsd), equal to a straight run of that schedule; the FLOPs ledger charges the trunk once
@@ -140,58 +144,41 @@ class SweepConfig:
     # sweep_section: the train section's, less what a run sets
     train: dict = setting({}, "TrainConfig fields of every run (params.yaml only)", params_only=True)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # YAML reads 1e12 as a string: converted first; the rest no declaration states
         for name in ("data", "out_dir", "results"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise ValueError(f"SweepConfig.{name} must be a non-empty path, got {getattr(self, name)!r}")
+                raise ValueError(f"sweep.{name} must be a non-empty path, got {getattr(self, name)!r}")
         budgets = _numbers(self.budgets, "budgets")
         if not budgets or not all(math.isfinite(c) and c > 0 for c in budgets):
-            raise ValueError(f"SweepConfig.budgets must be a non-empty list of positive FLOPs, got {self.budgets!r}")
+            raise ValueError(f"sweep.budgets must be a non-empty list of positive FLOPs, got {self.budgets!r}")
         if len({budget_label(c) for c in budgets}) < len(budgets):
-            raise ValueError(f"SweepConfig.budgets has duplicates (to 3 significant digits): {self.budgets!r}")
+            raise ValueError(f"sweep.budgets has duplicates (to 3 significant digits): {self.budgets!r}")
         object.__setattr__(self, "budgets", budgets)
         if not isinstance(self.shapes, (list, tuple)):
-            raise ValueError(f"SweepConfig.shapes must be a list of [d_model, n_layers, n_heads], got {self.shapes!r}")
+            raise ValueError(f"sweep.shapes must be a list of [d_model, n_layers, n_heads], got {self.shapes!r}")
         object.__setattr__(self, "shapes", tuple(_shape(s, i) for i, s in enumerate(self.shapes)))
         if not self.shapes or len(set(self.shapes)) < len(self.shapes):
-            raise ValueError(f"SweepConfig.shapes must be a non-empty list of distinct [d_model, n_layers, n_heads], "
+            raise ValueError(f"sweep.shapes must be a non-empty list of distinct [d_model, n_layers, n_heads], "
                              f"got {[list(s) for s in self.shapes]}")
-        self._check_scalars()
+        for name in ("total_flops", "est_flops_per_s"):
+            object.__setattr__(self, name, _numbers([getattr(self, name)], name)[0])
+        super().__post_init__()
         _check_train(self.train)
         seed = TrainConfig(**self.train).seed
-        if not isinstance(self.seeds, (list, tuple)) or not all(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in self.seeds) or \
-                len({seed, *self.seeds}) < 1 + len(self.seeds):
-            raise ValueError(f"SweepConfig.seeds must be distinct integers >= 0 other than train.seed={seed}, "
+        if not isinstance(self.seeds, (list, tuple)) or len({seed, *self.seeds}) < 1 + len(self.seeds):
+            raise ValueError(f"sweep.seeds must be distinct integers >= 0 other than train.seed={seed}, "
                              f"got {self.seeds!r}")
         object.__setattr__(self, "seeds", tuple(self.seeds))
-        if not isinstance(self.branches, bool):
-            raise ValueError(f"SweepConfig.branches must be true or false, got {self.branches!r}")
         if self.branches and TrainConfig(**self.train).schedule != "wsd":
-            raise ValueError("SweepConfig.branches needs train.schedule: wsd (cooldown branches off a constant-LR "
+            raise ValueError("sweep.branches needs train.schedule: wsd (cooldown branches off a constant-LR "
                              f"trunk), got {TrainConfig(**self.train).schedule!r}")
-
-    def _check_scalars(self) -> None:
-        if self.flops_per_token not in FLOPS_MODES:
-            raise ValueError(f"SweepConfig.flops_per_token={self.flops_per_token!r}: expected one of {FLOPS_MODES}")
-        for name in ("total_flops", "est_flops_per_s"):
-            value = _numbers([getattr(self, name)], name)[0]
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"SweepConfig.{name} must be a positive number, got {getattr(self, name)!r}")
-            object.__setattr__(self, name, value)
-        if self.lr_rule not in LR_RULES:
-            raise ValueError(f"SweepConfig.lr_rule={self.lr_rule!r}: expected one of {LR_RULES}")
-        for name, least in (("lr_base_width", 1), ("workers", 1), ("min_run_steps", 1), ("max_run_steps", 0)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ValueError(f"SweepConfig.{name} must be an integer >= {least}, got {value!r}")
 
     @classmethod
     def from_dict(cls, data: dict) -> SweepConfig:
-        check_fields(cls, data, "SweepConfig")
+        check_fields(cls, data, "sweep")
         missing = [name for name in ("budgets", "shapes") if name not in data]
         if missing:
-            raise ValueError(f"SweepConfig: no {' or '.join(missing)}: a sweep's design is the project's choice "
+            raise ValueError(f"sweep: no {' or '.join(missing)}: a sweep's design is the project's choice "
                              f"(params.yaml's sweep section, or {' and '.join('--' + m for m in missing)})")
         return cls(**{**data, "train": data.get("train") or {}})  # __post_init__ checks it (_check_train)
 
@@ -205,7 +192,7 @@ def sweep_section(params: str | Path) -> dict:
     inherited = {k: v for k, v in flatten(held_out, TRAIN_SETTINGS).items() if k not in SET_BY_SWEEP}
     overrides = section.get("train") or {}
     if not isinstance(overrides, dict):
-        raise ValueError(f"SweepConfig.train must be a mapping of TrainConfig fields, got {overrides!r}")
+        raise ValueError(f"sweep.train must be a mapping of TrainConfig fields, got {overrides!r}")
     out = section | {"train": nest(inherited | flatten(overrides, TRAIN_SETTINGS))}  # model: merged key by key
     if held_out and "lr_base_width" not in section:
         out["lr_base_width"] = model_config(TrainConfig(**held_out), 2).d_model
@@ -215,16 +202,16 @@ def sweep_section(params: str | Path) -> dict:
 def _check_train(train) -> None:
     """``train`` must be TrainConfig overrides that leave the per-run fields (SET_BY_SWEEP) to the sweep."""
     if not isinstance(train, dict):
-        raise ValueError(f"SweepConfig.train must be a mapping of TrainConfig fields, got {train!r}")
+        raise ValueError(f"sweep.train must be a mapping of TrainConfig fields, got {train!r}")
     given = set(flatten(train, TRAIN_SETTINGS))
     unknown, fixed = sorted(given - set(TRAIN_SETTINGS)), sorted(given & set(SET_BY_SWEEP))
     if unknown or fixed:
-        raise ValueError(f"SweepConfig.train: {'unknown TrainConfig field(s) ' + str(unknown) if unknown else ''}"
+        raise ValueError(f"sweep.train: {'unknown TrainConfig field(s) ' + str(unknown) if unknown else ''}"
                          f"{'; ' if unknown and fixed else ''}{'set by the sweep: ' + str(fixed) if fixed else ''}")
     try:
         TrainConfig(**train)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"SweepConfig.train: {exc}") from None
+        raise ValueError(f"sweep.train: {exc}") from None
 
 
 def _numbers(values, name: str) -> tuple[float, ...]:
@@ -234,11 +221,11 @@ def _numbers(values, name: str) -> tuple[float, ...]:
             raise TypeError
         return tuple(float(v) for v in values)
     except (TypeError, ValueError):
-        raise ValueError(f"SweepConfig.{name}: expected number(s), got {values!r}") from None
+        raise ValueError(f"sweep.{name}: expected number(s), got {values!r}") from None
 
 
 def _shape(shape, i: int) -> tuple[int, int, int]:
-    where = f"SweepConfig.shapes[{i}]={shape!r}"
+    where = f"sweep.shapes[{i}]={shape!r}"
     if not isinstance(shape, (list, tuple)) or len(shape) != 3 or \
             not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in shape):
         raise ValueError(f"{where}: expected [d_model, n_layers, n_heads], positive integers")

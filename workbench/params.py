@@ -28,6 +28,7 @@ import copy
 import dataclasses
 import difflib
 import functools
+import math
 import sys
 import types
 import typing
@@ -163,6 +164,8 @@ def setting_problem(f: dataclasses.Field, value, annotation=None, check_paths: b
     if (whole and not (isinstance(value, int) and not isinstance(value, bool))) or (bounded and not _is_number(value)):
         return f"must be {'an integer' if whole else 'a number'}{' ' + _range_text(meta) if bounded else ''}, " \
                f"got {value!r}"
+    if bounded and not math.isfinite(value):
+        return f"must be a finite number {_range_text(meta)}, got {value!r}"
     if bounded and (("at_least" in meta and value < meta["at_least"]) or ("above" in meta and value <= meta["above"])
                     or ("at_most" in meta and value > meta["at_most"]) or ("below" in meta and value >= meta["below"])):
         return f"must be {_range_text(meta)}, got {value!r}"

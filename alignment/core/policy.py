@@ -193,7 +193,7 @@ class Policy:
     model: object
     tokenizer: object
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # a normalization: any tokenizer behind one interface
         self.tokenizer = TokenizerAdapter(self.tokenizer)
 
     def logits(self, input_ids: Tensor) -> Tensor:

@@ -74,12 +74,12 @@ def small_cfg(run, tok, out, **kw) -> DPOConfig:
                                          ("steps", 0), ("batch_size", 0), ("eval_interval", -1),
                                          ("template", "no placeholder"), ("task", "chess")])
 def test_config_rejects_bad_values_naming_the_field(field, value):
-    with pytest.raises(ValueError, match=f"DPOConfig.{field}"):
+    with pytest.raises(ValueError, match=f"dpo.{field}"):
         DPOConfig(model="m", **{field: value})
 
 
 def test_config_task_none_needs_pairs():
-    with pytest.raises(ValueError, match="DPOConfig.pairs"):
+    with pytest.raises(ValueError, match="dpo.pairs"):
         DPOConfig(model="m", task="none")
 
 

@@ -132,14 +132,14 @@ def test_cli_runs_and_bad_input_exits_2(base_run, tmp_path, capsys):
         capsys.readouterr()
         assert main(common + extra + ["--out-dir", str(tmp_path / "bad")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith("error: GRPOConfig."), err
+        assert len(err) == 1 and err[0].startswith("error: grpo."), err
 
 
 @pytest.mark.parametrize("field,value", [("lr", 0.0), ("group_size", 0), ("loss_type", "ppo"),
                                          ("temperature", 0.0), ("length_normalization", "sum"), ("top_p", 1.5),
                                          ("kl_coef", -1.0)])
 def test_config_rejects_bad_values_naming_the_field(field, value):
-    with pytest.raises(ValueError, match=f"GRPOConfig.{field}"):
+    with pytest.raises(ValueError, match=f"grpo.{field}"):
         GRPOConfig(model="m", **{field: value})
 
 

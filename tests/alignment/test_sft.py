@@ -88,7 +88,7 @@ def test_sft_cli_bad_input_exits_2(base_run, tmp_path, capsys):
                                          ("template", "no placeholder"), ("eval_interval", -1),
                                          ("normalize_constant", 0.0)])
 def test_config_rejects_bad_values_naming_the_field(field, value):
-    with pytest.raises(ValueError, match=f"SFTConfig.{field}"):
+    with pytest.raises(ValueError, match=f"sft.{field}"):
         SFTConfig(model="m", **{field: value})
 
 

@@ -149,9 +149,9 @@ def test_extra_seeds_train_every_run_again_and_the_fit_averages_them(tmp_path, s
     ({"train": {"batch_sise": 3}}, "batch_sise"),
     ({"train": {"batch_size": 0}}, "batch_size"),
     ({"total_flops": -1}, "total_flops"),
-    ({"seeds": [0]}, "SweepConfig.seeds"),
-    ({"seeds": [1, 1]}, "SweepConfig.seeds"),
-    ({"seeds": 1}, "SweepConfig.seeds"),
+    ({"seeds": [0]}, "sweep.seeds"),
+    ({"seeds": [1, 1]}, "sweep.seeds"),
+    ({"seeds": 1}, "sweep.seeds"),
 ])
 def test_bad_config_exits_2_naming_the_field(tmp_path, shards, capsys, change, named):
     assert main(["--params", str(params_file(tmp_path, shards, **change))]) == 2
@@ -224,7 +224,7 @@ def test_two_workers_train_the_same_runs_as_one(tmp_path, shards):
 
 def test_bad_workers_exit_2(tmp_path, shards, capsys):
     assert main(["--params", str(params_file(tmp_path, shards, workers=0))]) == 2
-    assert "SweepConfig.workers must be an integer >= 1, got 0" in capsys.readouterr().err
+    assert "sweep.workers must be >= 1, got 0" in capsys.readouterr().err
 
 
 def test_inverse_width_lr_rule_scales_each_shapes_rates(tmp_path, shards):
