@@ -36,6 +36,8 @@ class Planted(Checked):
     ({"rate": 0}, "planted.rate must be > 0 and < 1, got 0"),
     ({"rate": 1}, "planted.rate must be > 0 and < 1, got 1"),
     ({"rate": "0.5"}, "planted.rate must be a number > 0 and < 1, got '0.5'"),
+    ({"rate": float("nan")}, "planted.rate must be a finite number > 0 and < 1, got nan"),
+    ({"share": float("inf")}, "planted.share must be a finite number >= 0 and <= 1, got inf"),
     ({"share": 1.01}, "planted.share must be >= 0 and <= 1, got 1.01"),
     ({"mode": "c"}, "planted.mode must be one of a, b, got 'c'"),
     ({"modes": ("a", "c")}, "planted.modes must be one of a, b, got 'c'"),
