@@ -89,7 +89,7 @@ class ModelConfig(Checked):
     n_experts: int = setting(0, "mixture of experts: experts per FFN layer (0 = dense SwiGLU)", at_least=0)
     moe_top_k: int = setting(2, "MoE: experts per token")
     moe_capacity_factor: float | None = setting(1.25, "MoE: expert capacity = factor · tokens · top_k / experts "
-                                                      "(none or 0: no limit)", above=0)
+                                                      "(none or 0: no limit)", at_least=0)
     moe_aux_loss_coef: float = setting(0.01, "MoE: load-balancing loss weight (Switch Transformer)", at_least=0)
     moe_z_loss_coef: float = setting(0.001, "MoE: router z-loss weight (ST-MoE)", at_least=0)
     checkpoint_every: int = setting(0, "activation checkpointing: recompute every k-th block in backward (0 = off)",
