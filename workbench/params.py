@@ -103,15 +103,16 @@ class ParamsError(ValueError):
 
 
 def setting(default, help: str, *, choices: Sequence[Any] | None = None, at_least: float | None = None,
-            above: float | None = None, at_most: float | None = None, below: float | None = None, exists: bool = False,
-            positional: bool = False, repeatable: bool = False, parse: Callable[[str], Any] | None = None,
-            metavar: str | None = None, params_only: bool = False, factory: Callable[[], Any] | None = None,
-            kw_only: bool = False):
+            above: float | None = None, at_most: float | None = None, below: float | None = None,
+            nonempty: bool = False, exists: bool = False, positional: bool = False, repeatable: bool = False,
+            parse: Callable[[str], Any] | None = None, metavar: str | None = None, params_only: bool = False,
+            factory: Callable[[], Any] | None = None, kw_only: bool = False):
     """A dataclass field with its default, the help text its `--help` flag shows (``add_config_flags``) and its
     constraints; the only way a setting is declared (tests/workbench/test_config_style.py). Constraints, checked by
     the parser (``config_from_args``) and, for a ``Checked`` dataclass, whenever one is made (``check_settings``):
     ``choices``: the values it takes; ``at_least`` / ``above`` / ``at_most`` / ``below``: a number (an ``int`` where the
-    annotation says so; ``None`` passes where the annotation allows it) in that range; ``exists``: a path that must
+    annotation says so; ``None`` passes where the annotation allows it) in that range; ``nonempty``: a tuple
+    setting given at least one value; ``exists``: a path that must
     exist (checked by the parser only: a config made in Python may name a file still to be written). Shape:
     ``positional``: a positional argument (a stage's inputs) instead of a ``--flag``; ``repeatable``: a tuple
     setting whose flag may be given several times, each adding values (``--model a=x --model b=y``); ``parse``: how
@@ -121,7 +122,7 @@ def setting(default, help: str, *, choices: Sequence[Any] | None = None, at_leas
     setting after ones with defaults. A mapping or list default is copied for each instance; ``factory`` makes the
     default instead (``factory=ModelConfig``)."""
     metadata = {"help": help, "choices": tuple(choices) if choices else None, "at_least": at_least, "above": above,
-                "at_most": at_most, "below": below, "exists": exists, "positional": positional,
+                "at_most": at_most, "below": below, "nonempty": nonempty, "exists": exists, "positional": positional,
                 "repeatable": repeatable, "parse": parse, "metavar": metavar}
     metadata = {k: v for k, v in metadata.items() if v is not None and v is not False}
     if params_only:
@@ -151,14 +152,15 @@ def setting_problem(f: dataclasses.Field, value, annotation=None, check_paths: b
     if value is None:
         return None
     if isinstance(value, tuple | list):  # each value of a tuple setting (--presets xl 2.7B)
+        if meta.get("nonempty") and not value:
+            return "needs at least one value"
         return next((why for item in value if (why := setting_problem(f, item, _element_type(annotation),
                                                                       check_paths))), None)
     if annotation is bool and not isinstance(value, bool):
         return f"must be true or false, got {value!r}"
     if (choices := meta.get("choices")) and value not in choices:
         return f"must be one of {', '.join(map(str, choices))}, got {value!r}"
-    kinds = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
-        else (annotation,)
+    kinds = _kinds(annotation)
     bounded = any(k in meta for k in ("at_least", "above", "at_most", "below"))
     whole = int in kinds and float not in kinds
     if (whole and not (isinstance(value, int) and not isinstance(value, bool))) or (bounded and not _is_number(value)):
@@ -174,10 +176,15 @@ def setting_problem(f: dataclasses.Field, value, annotation=None, check_paths: b
     return None
 
 
+def _kinds(annotation) -> tuple:
+    """The types an annotation allows: ``int | None`` -> (int, NoneType); ``int`` -> (int,)."""
+    return typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
+        else (annotation,)
+
+
 def _element_type(annotation):
     """X of a ``tuple[X, ...]`` / ``list[X]`` annotation (also ``| None``), else None (a fixed tuple's items differ)."""
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        annotation = next((a for a in typing.get_args(annotation) if a is not type(None)), None)
+    annotation = next((a for a in _kinds(annotation) if a is not type(None)), None)
     args = typing.get_args(annotation)
     if typing.get_origin(annotation) is list or (typing.get_origin(annotation) is tuple and args[1:] == (...,)):
         return args[0] if args else None
@@ -186,9 +193,7 @@ def _element_type(annotation):
 
 def _is_tuple(annotation) -> bool:
     """A ``tuple[...]`` annotation, or one ``| None``."""
-    kinds = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
-        else (annotation,)
-    return any(typing.get_origin(kind) is tuple for kind in kinds)
+    return any(typing.get_origin(kind) is tuple for kind in _kinds(annotation))
 
 
 @functools.cache

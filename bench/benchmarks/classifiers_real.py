@@ -207,13 +207,12 @@ def crawl_results(r: dict) -> list[Result]:
 @dataclass(frozen=True)
 class ClassifiersRealBench(BenchSettings):
     data: Path = setting(SHARED, "the shared data folder")
-    only: tuple[str, ...] = setting(PARTS, "parts to run: labelled sets and/or the real-crawl profile", choices=PARTS)
+    only: tuple[str, ...] = setting(PARTS, "parts to run: labelled sets and/or the real-crawl profile",
+                                    choices=PARTS, nonempty=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_bench(ClassifiersRealBench, argv)
-    if not args.only:
-        usage_error("--only needs at least one value")
     davidson = args.data / "toxicity" / "davidson_labeled_data.csv"
     jigsaw = args.data / "toxicity" / "jigsaw_train_head.csv"
     missing = [p for p in (davidson, jigsaw, args.data / "web") if not p.exists()]

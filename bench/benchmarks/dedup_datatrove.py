@@ -222,7 +222,7 @@ def measure(source: Path, tmp: Path, workers: int, repeats: int, label: str, thr
 class DedupDatatroveBench(BenchSettings):
     source: Path = setting(ROOT / "data" / "filtered", "documents (gzip JSONL) to replicate (from make repro)")
     scales: tuple[int, ...] = setting((1, 10), "replication factors; copies after the first have a few words edited",
-                                      at_least=1)
+                                      at_least=1, nonempty=True)
     label: str = setting("crawl", "row name prefix for this source")
     workers: int = setting(2, "worker processes on both sides", at_least=1)
     repeats: int = setting(3, "runs per side, median reported", at_least=1)
@@ -232,8 +232,6 @@ class DedupDatatroveBench(BenchSettings):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_bench(DedupDatatroveBench, argv)
-    if not args.scales:
-        usage_error("--scales needs at least one value")
     if not any(args.source.glob("*.jsonl*")):
         usage_error(f"no documents (*.jsonl.gz) in {args.source}: run make repro or give --source")
     results = []

@@ -110,20 +110,17 @@ def _tree(folder: Path) -> dict[str, bytes]:
 @dataclass(frozen=True)
 class DedupScaleBench(BenchSettings):
     source: Path = setting(ROOT / "data" / "filtered", "documents to replicate (from make repro)")
-    scales: tuple[int, ...] = setting((1, 10), "replication factors", at_least=1)
+    scales: tuple[int, ...] = setting((1, 10), "replication factors", at_least=1, nonempty=True)
     workers: int = setting(2, "sharded: local pool processes or Ray workers", at_least=1)
     engines: tuple[str, ...] = setting(ENGINES, "single: one process; sharded: tasks on the local pool; sharded-ray: "
                                                 "the same tasks on a local Ray cluster of --workers CPUs",
-                                       choices=ENGINES)
+                                       choices=ENGINES, nonempty=True)
     plot: Path = setting(ROOT / "docs" / "benchmarks" / "dedup_scale.png",
                          "time and peak RSS against documents, per engine")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_bench(DedupScaleBench, argv)
-    for name in ("scales", "engines"):
-        if not getattr(args, name):
-            usage_error(f"--{name} needs at least one value")
     if not args.source.is_dir():
         usage_error(f"no documents at {args.source}: run make repro or give --source")
     results = []

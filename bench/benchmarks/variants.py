@@ -232,7 +232,7 @@ PARTS = ("moe", "gqa", "checkpointing", "speculative", "int8")
 
 @dataclass(frozen=True)
 class VariantsBench(BenchSettings):
-    only: tuple[str, ...] = setting(PARTS, "which parts to run", choices=PARTS)
+    only: tuple[str, ...] = setting(PARTS, "which parts to run", choices=PARTS, nonempty=True)
     device: str = setting("auto", "cpu, cuda or auto")
     data: Path = setting(Path("data/shards"), "token shards (make repro's default)")
     target: Path = setting(Path("data/runs/default"), "trained run for (d) and (e)")
@@ -252,8 +252,6 @@ class VariantsBench(BenchSettings):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_bench(VariantsBench, argv)
-    if not args.only:
-        usage_error("--only needs at least one part")
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
     if device.type == "cuda" and not torch.cuda.is_available():

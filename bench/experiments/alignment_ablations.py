@@ -32,7 +32,7 @@ from alignment import dpo, grpo, report, rft, sft
 from alignment.evaluation.stats import mean_sd, standard_error
 from bench.experiments.alignment_seeds import seeds_command, task_rows
 from bench.tools.results import ROOT, BenchSettings, Result, finish, parse_bench
-from workbench.params import setting, usage_error
+from workbench.params import setting
 
 AREA = "alignment_ablations"
 # every loss setting spelled out per variant (GRPOConfig's flags)
@@ -166,7 +166,7 @@ def plot(scores: dict[int, dict], path: Path) -> None:
 
 @dataclass(frozen=True)
 class AlignmentAblationsBench(BenchSettings):
-    seeds: tuple[int, ...] = setting((0, 1, 2), "seeds (each: its own SFT model)")
+    seeds: tuple[int, ...] = setting((0, 1, 2), "seeds (each: its own SFT model)", nonempty=True)
     out_dir: Path = setting(Path("/tmp/align/ablations"), "folder for every run")
     params: str = setting("params.yaml", "params file whose stage sections the runs use")
     plot: Path = setting(ROOT / "docs" / "benchmarks" / "alignment_ablations.png", "test accuracy per variant and seed")
@@ -174,8 +174,6 @@ class AlignmentAblationsBench(BenchSettings):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_bench(AlignmentAblationsBench, argv)
-    if not args.seeds:
-        usage_error("--seeds needs at least one value")
     scores, budgets = {}, {}
     for seed in args.seeds:
         out = args.out_dir / f"seed{seed}"

@@ -25,7 +25,7 @@ from alignment import dpo, grpo, report, rft, sft
 from alignment.evaluation.stats import mean_sd, standard_error
 from alignment.tasks import digits
 from bench.tools.results import BenchSettings, Result, finish, parse_bench
-from workbench.params import load_section, setting, usage_error
+from workbench.params import load_section, setting
 
 STAGES = ("sft", "dpo", "rft", "grpo")
 
@@ -123,7 +123,7 @@ def seeds_command(module: str, args) -> str:
 
 @dataclass(frozen=True)
 class AlignmentSeedsBench(BenchSettings):
-    seeds: tuple[int, ...] = setting((0, 1, 2), "seeds of the SFT -> DPO/RFT/GRPO chain")
+    seeds: tuple[int, ...] = setting((0, 1, 2), "seeds of the SFT -> DPO/RFT/GRPO chain", nonempty=True)
     out_dir: Path = setting(Path("/tmp/align/seeds"), "folder for the runs of each seed")
     params: str = setting("params.yaml", "params file whose stage sections the runs use")
     area: str = setting("alignment", "results file (and doc section) the rows go to")
@@ -131,8 +131,6 @@ class AlignmentSeedsBench(BenchSettings):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_bench(AlignmentSeedsBench, argv)
-    if not args.seeds:
-        usage_error("--seeds needs at least one value")
     frames, gains = {}, {}
     for seed in args.seeds:
         out = args.out_dir / f"seed{seed}"

@@ -126,7 +126,7 @@ class AlignmentTuneBench(BenchSettings):
                                         "fixed flag (e.g. tokenizer=DIR)", metavar="FLAG=V1,V2")
     set: tuple[str, ...] = setting((), "fixed flags for every run, commas kept ({seed} substituted)",
                                    metavar="FLAG=VALUE")
-    seeds: tuple[int, ...] = setting((0, 1, 2), "seeds per grid point")
+    seeds: tuple[int, ...] = setting((0, 1, 2), "seeds per grid point", nonempty=True)
     params: str = setting("params.yaml", "params file whose stage section is the base")
     model_template: str | None = setting(None, "each seed's starting model, {seed} substituted")
     workers: int = setting(max(1, (os.cpu_count() or 2) - 1),
@@ -136,8 +136,6 @@ class AlignmentTuneBench(BenchSettings):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_bench(AlignmentTuneBench, argv)
-    if not args.seeds:
-        usage_error("--seeds needs at least one value")
     points = [{**p, **dict(kv.split("=", 1) for kv in args.set)} for p in parse_grid(args.grid)]
     found = run_grid(args.stage, points, args.seeds, args.out_dir, args.params, args.model_template, args.workers)
     best, rows = choose(points, args.seeds, found)

@@ -24,7 +24,7 @@ from bench.tools.results import BenchSettings, Result, finish, parse_bench
 from scaling.data import load_results
 from scaling.predict import fit_and_predict
 from scaling.sweep import main as sweep_main
-from workbench.params import read_params, setting, usage_error
+from workbench.params import read_params, setting
 
 AREA = "scaling_variants"
 FOLDER = Path("data/scaling_variants")
@@ -94,14 +94,12 @@ def measure(name: str, sweep_path: Path, check_path: Path, check_flops: float) -
 @dataclass(frozen=True)
 class VariantsSettings(BenchSettings):
     variants: tuple[str, ...] = setting(tuple(VARIANTS), "which variants to sweep and score (VARIANTS)",
-                                        choices=tuple(VARIANTS))
+                                        choices=tuple(VARIANTS), nonempty=True)
     params: str = setting("params.yaml", "the params file the variants change")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_bench(VariantsSettings, argv)
-    if not args.variants:
-        usage_error("--variants needs at least one value")
     params = read_params(args.params)
     rows = []
     for name in args.variants:

@@ -82,6 +82,12 @@ def source_files() -> list[Path]:
     return sorted(p for package in ALL_PACKAGES for p in (ROOT / package).rglob("*.py") if p != ONE_PARSER)
 
 
+def in_sources(find) -> list[str]:
+    """``path:where`` for each place ``find(text)`` names in a source file of any package."""
+    return [f"{path.relative_to(ROOT)}:{where}" for path in source_files()
+            for where in find(path.read_text(encoding="utf-8"))]
+
+
 def declared_outside(text: str) -> list[str]:
     """``line: what`` for each line of ``text`` that declares a setting or adds an argument outside the one parser."""
     return [f"{n}: {what}" for n, line in enumerate(text.splitlines(), 1)
@@ -89,9 +95,7 @@ def declared_outside(text: str) -> list[str]:
 
 
 def test_no_package_declares_a_setting_or_adds_an_argument_outside_the_one_parser():
-    found = [f"{path.relative_to(ROOT)}:{hit}" for path in source_files()
-             for hit in declared_outside(path.read_text(encoding="utf-8"))]
-    assert found == []
+    assert in_sources(declared_outside) == []
 
 
 def test_each_way_around_the_one_parser_is_caught():
@@ -119,9 +123,7 @@ def post_inits_without_a_reason(text: str) -> list[int]:
 
 
 def test_each_hand_written_post_init_left_says_why_a_declaration_cannot_state_it():
-    found = [f"{path.relative_to(ROOT)}:{n}" for path in source_files()
-             for n in post_inits_without_a_reason(path.read_text(encoding="utf-8"))]
-    assert found == []
+    assert in_sources(post_inits_without_a_reason) == []
 
 
 def test_a_post_init_without_its_reason_is_caught():

@@ -25,7 +25,7 @@ class Planted(Checked):
     mode: str = setting("a", "one of a, b", choices=("a", "b"))
     modes: tuple[str, ...] = setting(("a",), "some of a, b", choices=("a", "b"))
     flag: bool = setting(False, "a switch")
-    widths: tuple[int, ...] = setting((8,), "widths", at_least=1)
+    widths: tuple[int, ...] = setting((8,), "widths", at_least=1, nonempty=True)
     source: Path | None = setting(None, "a file that exists", exists=True)
 
 
@@ -43,6 +43,7 @@ class Planted(Checked):
     ({"modes": ("a", "c")}, "planted.modes must be one of a, b, got 'c'"),
     ({"flag": 1}, "planted.flag must be true or false, got 1"),
     ({"widths": (8, 0)}, "planted.widths must be >= 1, got 0"),
+    ({"widths": ()}, "planted.widths needs at least one value"),
 ])
 def test_a_value_its_declaration_rules_out_is_one_error_naming_the_setting(changes, message):
     with pytest.raises(ValueError) as caught:
