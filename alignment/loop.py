@@ -44,18 +44,10 @@ from alignment.evaluate import (
     load_model_and_tokenizer,
     write_metrics_row,
 )
-from model.training.checkpoint import (
-    CheckpointError,
-    clear_run,
-    load_latest,
-    remove_stale_temps,
-    rng_state,
-    save_checkpoint,
-    set_rng_state,
-)
+from model.training import checkpoint
 from model.training.optim import AdamW, clip_grad_norm, cosine_schedule, optimizer_step
 from model.training.threads import CpuThreads
-from workbench.files import atomic_path, write_error, write_json, write_metrics
+from workbench.files import atomic_path, error_line, write_json, write_metrics
 from workbench.params import SECTION_BASES, load_section, params_path, parse_config
 
 METRIC_KEYS = ("task", "n", "accuracy", "format_rate", "mean_response_tokens", "pref_accuracy", "margin", "seconds")
@@ -93,7 +85,7 @@ def open_run_folder(cfg, stage: str, model) -> Path:
     run's training state first."""
     out_dir = Path(cfg.out_dir)
     if getattr(cfg, "restart", False):
-        clear_run(out_dir)
+        checkpoint.clear_run(out_dir)
         for export in ("hf", "trl"):
             shutil.rmtree(out_dir / export, ignore_errors=True)
     held = [p.name for pattern in RUN_FILES for p in sorted(out_dir.glob(pattern))]
@@ -104,7 +96,7 @@ def open_run_folder(cfg, stage: str, model) -> Path:
                              "another --out-dir, or pass --restart to replace it")
         check_same_run(cfg, recorded, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(out_dir)  # a checkpoint a kill left half-written
+    checkpoint.remove_stale_temps(out_dir)  # a checkpoint a kill left half-written
     write_json(out_dir / "config.json", {"model": model.cfg.to_dict() if is_ours(model) else {}, stage: asdict(cfg)},
                sort_keys=False)
     return out_dir
@@ -287,7 +279,7 @@ def _resume(cfg, trainer: Trainer, model, optimizer, out_dir: Path) -> _Progress
     """The progress of the run's newest good checkpoint, with the model, optimizer, RNGs and the trainer's state
     put back as they were when it was written; None when the folder holds none (a fresh start). A bad newest
     checkpoint is named in one line and the one before it used; none loading is a CheckpointError."""
-    found = load_latest(out_dir, map_location=str(next(model.parameters()).device))
+    found = checkpoint.load_latest(out_dir, map_location=str(next(model.parameters()).device))
     if found is None:
         return None
     path, state = found
@@ -297,7 +289,7 @@ def _resume(cfg, trainer: Trainer, model, optimizer, out_dir: Path) -> _Progress
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     trainer.restore(state["trainer"])
-    set_rng_state(state["rng"])
+    checkpoint.set_rng_state(state["rng"])
     print(f"{trainer.stage}: continuing {out_dir} from {path.name} ({trainer.step_column} {state['step']} of "
           f"{cfg.steps})", file=sys.stderr, flush=True)
     return _Progress(state["step"], [dict(row) for row in state["metrics_rows"]], dict(state["summary"]),
@@ -313,11 +305,11 @@ def save_state(cfg, trainer: Trainer, model, optimizer, out_dir: Path, progress:
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": progress.step,
              "model_config": model.cfg.to_dict() if ours else None, f"{trainer.stage}_config": asdict(cfg),
              "tokenizer": getattr(model, "tokenizer_identity", None), "seconds": progress.seconds,
-             "rng": rng_state(), "trainer": trainer.state(), "metrics_rows": progress.rows,
+             "rng": checkpoint.rng_state(), "trainer": trainer.state(), "metrics_rows": progress.rows,
              "summary": progress.summary, "finished": finished}
     if not ours:
         del state["model_config"]
-    return save_checkpoint(out_dir, progress.step, state, keep_last=cfg.keep_last)
+    return checkpoint.save_checkpoint(out_dir, progress.step, state, keep_last=cfg.keep_last)
 
 
 def write_metrics_rows(path: Path, columns: tuple[str, ...], rows: list[dict]) -> None:
@@ -366,7 +358,7 @@ def _finish(cfg, trainer: Trainer, model, tokenizer, optimizer, out_dir: Path, p
     ``publish``. Returns (the summary, the steps taken)."""
     model.eval()
     if already:
-        path = load_latest(out_dir)[0]
+        path = checkpoint.load_latest(out_dir)[0]
         print(f"{trainer.stage}: {out_dir} holds this run finished ({path.name}): nothing to train",
               file=sys.stderr, flush=True)
     else:
@@ -414,10 +406,8 @@ def cli_main(config_cls, train_fn, stage: str, argv: list[str] | None = None, do
         policy = set_threads(cfg)
         model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.tokenizer, cfg.device)
         summary = train_fn(cfg, model, tokenizer, threads=policy)
-    except (ValueError, FileNotFoundError, CheckpointError) as exc:  # bad input, data or run folder
-        return input_error(exc)
-    except OSError as exc:
-        if (line := write_error(exc)) is None:
+    except Exception as exc:  # bad input, data or run folder, a full disk; anything else is a bug
+        if (line := error_line(exc, checkpoint.CheckpointError)) is None:
             raise
         return input_error(ValueError(line))
     finally:  # this run's policy ends with it

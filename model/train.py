@@ -52,7 +52,7 @@ from model.training.optim import AdamW, cosine_schedule, optimizer_step, wsd_sch
 from model.training.progress import Monitor
 from model.training.threads import CpuThreads
 from model.training.train_config import TrainConfig
-from workbench.files import write_error, write_json, write_metrics
+from workbench.files import error_line, exit_on_error, write_json, write_metrics
 from workbench.hardware import peak_flops_of
 from workbench.params import (
     Parser,
@@ -654,18 +654,9 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 train(cfg, resume=args.resume)
             except BaseException as exc:  # noqa: BLE001 — every failure must end this rank non-zero
-                bad_input = isinstance(exc, (ValueError, FileNotFoundError, CheckpointError)) or write_error(exc)
-                _fail_rank(exc, 2 if bad_input else 1)
+                _fail_rank(exc, 1 if error_line(exc, CheckpointError) is None else 2)
         else:
             train(cfg, resume=args.resume)
-    except (ValueError, FileNotFoundError, CheckpointError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        if (line := write_error(exc)) is None:
-            raise
-        print(f"error: {line}", file=sys.stderr)
-        return 2
     except TrainingDiverged as exc:
         try:
             found = load_latest(cfg.out_dir)
@@ -674,6 +665,8 @@ def main(argv: list[str] | None = None) -> int:
         kept = f"last good checkpoint: {found[0]}" if found else "no good checkpoint was written"
         print(f"error: training diverged: {exc}; {kept}", file=sys.stderr)
         return 1
+    except Exception as exc:
+        return exit_on_error(exc, CheckpointError)
     return 0
 
 

@@ -51,18 +51,18 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from model.core.config import check_fields
 from model.train import TrainingDiverged, model_config, train
 from model.training.checkpoint import branch_from, read_latest
 from model.training.data import read_meta
 from model.training.optim import wsd_decay_start
 from model.training.train_config import TrainConfig
-from workbench.files import read_json, remove_stale_temps_of, write_bytes, write_error, write_json
+from workbench.files import error_line, exit_on_error, read_json, remove_stale_temps_of, write_bytes, write_json
 from workbench.params import (
     REQUIRED,
     Checked,
     add_config_flags,
     add_params_flag,
+    check_fields,
     field_names,
     flatten,
     load_section,
@@ -529,10 +529,7 @@ def run_all(todo: list[Run], done: dict[str, dict], spent: float, cfg: SweepConf
     order = {run.run_id: i for i, run in enumerate(todo)}
     bar = tqdm(total=len(todo), desc="sweep", unit="run", dynamic_ncols=True, file=sys.stderr)
     for run, outcome in _results(todo, cfg.workers):
-        if isinstance(outcome, (ValueError, FileNotFoundError)):
-            print(f"error: {run.run_id}: {outcome}", file=sys.stderr)
-            return 2, spent
-        if isinstance(outcome, OSError) and (line := write_error(outcome)):
+        if isinstance(outcome, BaseException) and (line := error_line(outcome)) is not None:
             print(f"error: {run.run_id}: {line}", file=sys.stderr)
             return 2, spent
         if isinstance(outcome, TrainingDiverged):
@@ -582,10 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code, spent = run_all(todo, done, spent, cfg)
     except OSError as exc:
-        if (line := write_error(exc)) is None:
-            raise
-        print(f"error: {line}", file=sys.stderr)
-        return 2
+        return exit_on_error(exc)
     if code:
         return code
     print_results(runs, done)

@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -79,6 +80,23 @@ def write_error(exc: BaseException) -> str | None:
                     "make it writable, then run the same command again to continue")
         exc = exc.__cause__ or exc.__context__
     return None
+
+
+def error_line(exc: BaseException, *bad_input: type[BaseException]) -> str | None:
+    """The one line a CLI prints before it exits 2: bad input (a ValueError, a missing file or one of the
+    ``bad_input`` types) says itself, a disk that cannot take the output says ``write_error``'s line; None for
+    anything else, a bug that should raise."""
+    if isinstance(exc, (ValueError, FileNotFoundError, *bad_input)):
+        return str(exc)
+    return write_error(exc)
+
+
+def exit_on_error(exc: BaseException, *bad_input: type[BaseException]) -> int:
+    """A CLI's ending on ``exc``: ``error_line`` on stderr and the exit status 2, or ``exc`` raised again."""
+    if (line := error_line(exc, *bad_input)) is None:
+        raise exc
+    print(f"error: {line}", file=sys.stderr)
+    return 2
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> Path:

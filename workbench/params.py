@@ -225,6 +225,23 @@ class Checked:
     def settings_prefix(self) -> str:
         return f"{self.SECTION or type(self).__name__}."
 
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        """From ``to_dict``'s form; a key that is not a setting is a ValueError naming it."""
+        check_fields(cls, data, cls.__name__)
+        return cls(**data)
+
+
+def check_fields(cls: type, data: dict, label: str) -> None:
+    """Raise ValueError naming any key of ``data`` that is not a field of dataclass ``cls``."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"{label}: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+
 
 def override(cls: type, name: str, default, help: str | None = None):
     """A subclass's own default (and, given, help text) for a setting ``cls`` declares; the rest of its declaration

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.files import write_error
+from workbench.files import exit_on_error
 from workbench.params import (
     ParamsError,
     Parser,
@@ -102,14 +102,8 @@ def run_step(parser: argparse.ArgumentParser, section: str, argv: Sequence[str] 
     start = time.perf_counter()
     try:
         summary = command(args, values)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     except Exception as e:
-        if (line := write_error(e)) is None:
-            raise
-        print(f"error: {line}", file=sys.stderr)
-        return 2
+        return exit_on_error(e)
     print(f"{summary} [{time.perf_counter() - start:.1f} s]")
     return 0
 

@@ -35,14 +35,6 @@ PRESETS: dict[str, tuple[int, int, int, int | None]] = {
 }
 
 
-def check_fields(cls, data: dict, label: str) -> None:
-    """Raise ValueError naming any key of ``data`` that is not a field of dataclass ``cls``."""
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"{label}: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-
-
 def swiglu_hidden_size(d_model: int, multiple_of: int = 64) -> int:
     """d_ff ≈ 8/3·d_model rounded to the nearest multiple of 64 (keeps FFN params ≈ 8·d²)."""
     return max(multiple_of, int(round(8 * d_model / 3 / multiple_of)) * multiple_of)
@@ -146,14 +138,6 @@ class ModelConfig(Checked):
 
     def replace(self, **changes) -> ModelConfig:
         return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ModelConfig:
-        check_fields(cls, data, "ModelConfig")
-        return cls(**data)
 
     @classmethod
     def from_json(cls, path: str | Path) -> ModelConfig:

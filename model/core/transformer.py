@@ -9,17 +9,9 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from model.core import layers
 from model.core.config import ModelConfig
 from model.core.kernel_choice import resolve_kernels
-from model.core.layers import (
-    CausalSelfAttention,
-    Embedding,
-    Linear,
-    RMSNorm,
-    RotaryEmbedding,
-    SwiGLU,
-    kernel_import,
-)
 from model.core.loss import cross_entropy
 from model.core.moe import MoEFeedForward
 
@@ -27,17 +19,17 @@ from model.core.moe import MoEFeedForward
 class TransformerBlock(nn.Module):
     """Pre-norm block: x + Attn(RMSNorm(x)), then x + FFN(RMSNorm(x))."""
 
-    def __init__(self, cfg, rope: RotaryEmbedding, device=None, dtype=None):
+    def __init__(self, cfg, rope: layers.RotaryEmbedding, device=None, dtype=None):
         super().__init__()
-        self.ln1 = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
-        self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads, rope, cfg.attention, cfg.qk_norm, cfg.norm_eps,
-                                        cfg.n_kv_heads, cfg.sliding_window, cfg.fused_projections, device=device,
-                                        dtype=dtype)
-        self.ln2 = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
+        self.ln1 = layers.RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
+        self.attn = layers.CausalSelfAttention(cfg.d_model, cfg.n_heads, rope, cfg.attention, cfg.qk_norm,
+                                               cfg.norm_eps, cfg.n_kv_heads, cfg.sliding_window,
+                                               cfg.fused_projections, device=device, dtype=dtype)
+        self.ln2 = layers.RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
         if cfg.is_moe:
             self.ffn = MoEFeedForward(cfg, device=device, dtype=dtype)
         else:
-            self.ffn = SwiGLU(cfg.d_model, cfg.d_ff, cfg.ffn, cfg.fused_projections, device=device, dtype=dtype)
+            self.ffn = layers.SwiGLU(cfg.d_model, cfg.d_ff, cfg.ffn, cfg.fused_projections, device=device, dtype=dtype)
 
     def forward(self, x: Tensor, positions: Tensor, cache=None, layer: int = 0,
                 valid: Tensor | None = None) -> Tensor:
@@ -101,17 +93,17 @@ class TransformerLM(nn.Module):
         cfg = resolve_kernels(cfg, device)  # kernels: auto | all | none -> the four switches
         self.cfg = cfg
         self.tokenizer_identity: dict | None = None  # what checkpoints record of the run's tokenizer
-        self.token_embeddings = Embedding(cfg.vocab_size, cfg.d_model, device=device, dtype=dtype)
-        rope = RotaryEmbedding(cfg.rope_theta, cfg.d_head, cfg.context_length, device=device)
+        self.token_embeddings = layers.Embedding(cfg.vocab_size, cfg.d_model, device=device, dtype=dtype)
+        rope = layers.RotaryEmbedding(cfg.rope_theta, cfg.d_head, cfg.context_length, device=device)
         self.layers = nn.ModuleList(TransformerBlock(cfg, rope, device=device, dtype=dtype)
                                     for _ in range(cfg.n_layers))
-        self.ln_final = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
-        self.lm_head = Linear(cfg.d_model, cfg.vocab_size, device=device, dtype=dtype)
+        self.ln_final = layers.RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm, device=device, dtype=dtype)
+        self.lm_head = layers.Linear(cfg.d_model, cfg.vocab_size, device=device, dtype=dtype)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.token_embeddings.weight
         self._fused_loss = None
         if cfg.loss == "fused":
-            with kernel_import("loss='fused'", "lmw_kernels.cross_entropy.fused_linear_cross_entropy"):
+            with layers.kernel_import("loss='fused'", "lmw_kernels.cross_entropy.fused_linear_cross_entropy"):
                 from lmw_kernels.cross_entropy import fused_linear_cross_entropy
             self._fused_loss = fused_linear_cross_entropy
 

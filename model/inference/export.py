@@ -12,7 +12,6 @@ safetensors is imported lazily so ``model`` keeps working with only torch and nu
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -28,7 +27,7 @@ from torch import Tensor, nn
 from model.core.config import ModelConfig
 from model.training.checkpoint import check_tokenizer, load_model
 from workbench.files import tokenizer_identity, write_bytes, write_json
-from workbench.params import REQUIRED, add_config_flags, config_from_args, setting
+from workbench.params import REQUIRED, parse_flags, setting
 
 # our per-layer suffix -> HF per-layer suffix (under "layers.{i}." and "model.layers.{i}." respectively)
 _LAYER_NAMES = {
@@ -264,14 +263,8 @@ class ExportSettings:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m model.inference.export",
-                                     description="Export a run's checkpoint as a Hugging Face LlamaForCausalLM folder.")
-    add_config_flags(parser, ExportSettings)
-    try:
-        args = config_from_args(ExportSettings, parser.parse_args(argv))
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    args = parse_flags(ExportSettings, argv, prog="python -m model.inference.export",
+                       description="Export a run's checkpoint as a Hugging Face LlamaForCausalLM folder.")
     checkpoint, out_dir = Path(args.checkpoint), Path(args.out_dir)
     tokenizer = Path(args.tokenizer) if args.tokenizer else None
     try:

@@ -15,7 +15,6 @@ Every wrapper is a ``torch.nn.Module`` that forwards to ``.module``. Call
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime
 import json
@@ -30,7 +29,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from model.training.checkpoint import save_checkpoint
-from workbench.params import REQUIRED, add_config_flags, config_from_args, setting
+from workbench.params import REQUIRED, parse_flags, setting
 
 # torch.distributed.fsdp / .checkpoint stay imported inside the functions below: they add ~0.6 s to every
 # ``import model.train`` and only FSDP runs use them.
@@ -297,11 +296,9 @@ class ExportShardedSettings:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m model.parallelism.distributed",
-                                     description="Export an FSDP run's sharded checkpoint to a single file.")
-    add_config_flags(parser, ExportShardedSettings)
+    args = parse_flags(ExportShardedSettings, argv, prog="python -m model.parallelism.distributed",
+                       description="Export an FSDP run's sharded checkpoint to a single file.")
     try:
-        args = config_from_args(ExportShardedSettings, parser.parse_args(argv))
         print(export_sharded_checkpoint(args.run_dir, args.step))
     except (FileNotFoundError, KeyError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -10,10 +10,9 @@ Defaults come from the dataclass, then the ``train`` section of params.yaml, the
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
-from model.core.config import ModelConfig, check_fields
+from model.core.config import ModelConfig
 from model.training.run_settings import RunSettings
 from workbench.params import setting
 
@@ -97,11 +96,3 @@ class TrainConfig(RunSettings):
             return self.max_steps
         return -(-self.max_tokens // self.tokens_per_step)
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> TrainConfig:
-        """From ``to_dict``'s form (``model`` a mapping of ModelConfig fields); an unknown key is a ValueError."""
-        check_fields(cls, data, "TrainConfig")
-        return cls(**data)
