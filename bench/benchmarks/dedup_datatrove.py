@@ -243,8 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.jaccard_threshold != 0.8:
                 label += f" J>={args.jaccard_threshold:g}"
             results += measure(d / "in", d, args.workers, args.repeats, label, args.jaccard_threshold)
-    command = "python -m bench.benchmarks.dedup_datatrove " + " ".join(argv if argv is not None else sys.argv[1:])
-    return finish("dedup_datatrove", results, args, command.strip())
+    return finish("dedup_datatrove", results, args)
 
 
 if __name__ == "__main__":

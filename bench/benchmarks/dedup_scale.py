@@ -151,8 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(d)
     plot(results, args.plot)
     print(f"plot: {args.plot}")
-    command = "python -m bench.benchmarks.dedup_scale " + " ".join(argv if argv is not None else sys.argv[1:])
-    return finish("dedup_scale", results, args, command.strip())
+    return finish("dedup_scale", results, args)
 
 
 if __name__ == "__main__":

@@ -173,8 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                                                       "p80_ms": r["p80_ms"], "switches": r["switches"]}))
         if r["mfu"] is not None:
             rows.append(Result(f"{r['shape']}/{r['variant']}", "mfu", 100 * r["mfu"], "%", repeats=r["steps"]))
-    command = "python -m bench.benchmarks.kernel_e2e " + " ".join(argv if argv is not None else sys.argv[1:])
-    finish("gpu_kernel_e2e", rows, args, command)
+    finish("gpu_kernel_e2e", rows, args)
     # the summary last: bench.tools.gpu_check keeps a part's last line
     print(f"median step times: {statistics.median(r['ms'] for r in results):.1f} ms over {len(results)} variants")
     return 0

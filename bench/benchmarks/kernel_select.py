@@ -324,8 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                                   e["best_alternative"], alt["ms"], alt["ms"] / t["ms"], ITERS, t["p20"], t["ms"],
                                   t["p80"], extra={"choice": e["choice"], "ours": best_ours,
                                                    "graph_ms": t["graph_ms"]}))
-    command = "python -m bench.benchmarks.kernel_select " + " ".join(argv or sys.argv[1:])
-    finish("gpu_kernel_select", results, args, command, show=False)  # its table is printed above
+    finish("gpu_kernel_select", results, args, show=False)  # its table is printed above
     print(f"selection table: {path}")  # the summary (or the sweep's) last: bench.tools.gpu_check keeps the last line
     if args.attention_sweep:
         (args.out / "attention_sweep.json").write_text(json.dumps(attention_sweep(device), indent=1))

@@ -239,8 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         results += bench_train(cfg, args, device)
     if not args.skip_generate:
         results += bench_generate(cfg, args, device)
-    command = "python -m bench.benchmarks.model_train" + (" " + " ".join(argv) if argv else "")
-    return finish("model_train", results, args, command, show=False) if results else 0
+    return finish("model_train", results, args, show=False) if results else 0
 
 
 if __name__ == "__main__":

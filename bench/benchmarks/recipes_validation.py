@@ -241,8 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     rows += timing(args.bootstrap)
     if args.plot:
         plot(pairs, args.plot)
-    command = "python -m bench.benchmarks.recipes_validation" + (" " + " ".join(argv) if argv else "")
-    return finish(AREA, rows, args, command)
+    return finish(AREA, rows, args)
 
 
 if __name__ == "__main__":

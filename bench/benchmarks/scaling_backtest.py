@@ -286,8 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(timing_row(args.timing_runs, args.bootstrap, args.seed))
     if args.plot:
         plot(results, args.plot)
-    command = "python -m bench.benchmarks.scaling_backtest" + (" " + " ".join(argv) if argv else "")
-    return finish(AREA, rows, args, command)
+    return finish(AREA, rows, args)
 
 
 if __name__ == "__main__":

@@ -115,8 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = predict(args) if args.step == "predict" else measure(args)
     for r in rows:
         print(f"{r.name}  {r.metric:<28} {r.value:.4f}")
-    command = f"python -m bench.experiments.scaling_blind {args.step} --shape {args.shape} --flops {args.flops:g}"
-    return finish(AREA, rows, args, command, show=False)
+    return finish(AREA, rows, args, show=False)
 
 
 if __name__ == "__main__":

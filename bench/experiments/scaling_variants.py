@@ -106,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += measure(name, *write_params(params, name, VARIANTS[name]))
     for r in rows:
         print(f"{r.name:<12} {r.metric:<40} {r.value:+.4f}")
-    command = f"python -m bench.experiments.scaling_variants --variants {' '.join(args.variants)}"
-    return finish(AREA, rows, args, command, show=False)
+    return finish(AREA, rows, args, show=False)
 
 
 if __name__ == "__main__":

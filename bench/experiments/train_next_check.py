@@ -98,8 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                    baseline=f"next budget C={next_budget:.3g} x {count}", baseline_value=with_b,
                    extra={"expected": pick["halfwidth_log"], "compute_a": pick["flops"],
                           "compute_b": next_budget * count})]
-    command = "python -m bench.experiments.train_next_check" + (" " + " ".join(argv) if argv else "")
-    return finish(AREA, rows, args, command)
+    return finish(AREA, rows, args)
 
 
 if __name__ == "__main__":

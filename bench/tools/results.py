@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -203,6 +204,9 @@ class BenchSettings:
     record: bool = setting(True, "append the rows to the results (--no-record: print only)")
 
 
+_typed_commands: dict[int, tuple[object, str]] = {}  # id(settings) -> (settings, the command parse_bench read)
+
+
 def parse_bench(settings_cls: type, argv: list[str] | None = None):
     """A benchmark's settings from its command line (``workbench.params.parse_flags``): ``python -m <module>``, the
     first paragraph of the module's docstring as the description. Pins the commit the rows will name."""
@@ -210,7 +214,10 @@ def parse_bench(settings_cls: type, argv: list[str] | None = None):
     name = module.__spec__.name if module.__spec__ else settings_cls.__module__
     commit_at_start()  # pinned now, at the bench's start
     description = (module.__doc__ or "").split("\n\n")[0]
-    return parse_flags(settings_cls, argv, prog=f"python -m {name}", description=description)
+    settings = parse_flags(settings_cls, argv, prog=f"python -m {name}", description=description)
+    typed = sys.argv[1:] if argv is None else list(argv)
+    _typed_commands[id(settings)] = (settings, " ".join(["python", "-m", name, *map(shlex.quote, typed)]))
+    return settings
 
 
 def format_result(r: Result) -> str:
@@ -220,13 +227,19 @@ def format_result(r: Result) -> str:
     return f"{r.name:<28} {r.metric:<20} {r.value:>12.5g} {r.unit}{spread}{base}"
 
 
-def finish(area: str, results: list[Result], settings: BenchSettings, command: str, show: bool = True,
+def finish(area: str, results: list[Result], settings: BenchSettings, command: str | None = None, show: bool = True,
            record_rows: bool | None = None) -> int:
     """A benchmark's ending: every row printed (unless ``show`` is False: the benchmark printed its own table), then
-    recorded in ``<settings.results_dir>/<area>.jsonl`` with the ``command`` that reruns it, when ``record_rows``
-    (default: ``settings.record``). Returns the exit status (0)."""
+    recorded in ``<settings.results_dir>/<area>.jsonl`` with the ``command`` that reruns it (default: the command
+    line ``parse_bench`` read ``settings`` from), when ``record_rows`` (default: ``settings.record``). Returns the
+    exit status (0)."""
     for r in results if show else ():
         print(format_result(r))
+    if command is None:
+        parsed, command = _typed_commands.get(id(settings), (None, None))
+        if parsed is not settings:
+            raise TypeError("finish() needs the command that reruns the benchmark: its settings did not come "
+                             "from parse_bench")
     if record_rows if record_rows is not None else settings.record:
         print(f"{len(results)} rows appended to {record(area, results, command, settings.results_dir)}")
     return 0
