@@ -38,8 +38,9 @@ class _Captured(BaseException):  # not an Exception: the CLIs' own `except Excep
 
 
 def cli_modules(packages=ALL_PACKAGES) -> list[str]:
-    """Every module of `packages` that runs as `python -m` (it has a `__main__` guard and a `main`); a package run
-    through its `__main__.py` (which imports its `main`) is listed by the package's name."""
+    """Every module of `packages` that runs as `python -m` (it has a `__main__` guard and a `main`: a function or a
+    data step's `StageCommand`); a package run through its `__main__.py` (which imports its `main`) is listed by the
+    package's name."""
     found = []
     for package in packages:
         for path in sorted((ROOT / package).rglob("*.py")):
@@ -48,7 +49,7 @@ def cli_modules(packages=ALL_PACKAGES) -> list[str]:
             runs = 'if __name__ == "__main__"' in text
             if name in NOT_CLIS or not runs:
                 continue
-            if re.search(r"^def main\(", text, re.M):
+            if re.search(r"^(def main\(|main = StageCommand\()", text, re.M):
                 found.append(name)
             elif path.name == "__main__.py" and re.search(r"^from [\w.]+ import main$", text, re.M):
                 found.append(name.removesuffix(".__main__"))

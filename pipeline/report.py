@@ -18,7 +18,7 @@ from pathlib import Path
 
 from workbench.files import atomic_path, details_path, read_json, write_text
 from workbench.params import setting
-from workbench.stage_cli import need, run_step, stage_parser
+from workbench.stage_cli import StageCommand, need
 
 COLUMNS = ["stage", "step", "docs", "dropped", "kept_share", "chars", "tokens", "tokens_est"]
 
@@ -120,19 +120,15 @@ class FunnelFiles:
     out_dir: str | None = setting(None, "writes data_funnel.csv and data_funnel.png")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    return stage_parser("python -m pipeline.report", "report",
-                        "How many records, documents, characters and tokens survive each data step.", FunnelFiles)
-
-
 def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "metrics_dir", "out_dir")
     frame, paths = write_funnel(Path(args.metrics_dir), Path(args.out_dir))
     return f"report: {len(frame)} funnel rows -> {', '.join(map(str, paths))}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_step(build_parser(), "report", argv, run_command)
+main = StageCommand("python -m pipeline.report", "report",
+                    "How many records, documents, characters and tokens survive each data step.",
+                    (FunnelFiles,), run_command)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from workbench.files import atomic_path, tokenizer_identity, write_json
 from workbench.ledger import Ledger, finished_task, mark_task_done
 from workbench.params import override, setting
 from workbench.stage import TaskWriter, map_tasks, remove_leftovers, write_stage_metrics
-from workbench.stage_cli import StageInput, need, optional_path, run_step, stage_parser
+from workbench.stage_cli import StageCommand, StageInput, need, optional_path
 
 log = logging.getLogger(__name__)
 
@@ -212,12 +212,6 @@ class ShardSettings(StageInput):
     workers: int = setting(1, "encoding processes")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    return stage_parser("python -m tokenizer.shards", "shards",
-                        "Encode documents into uint16/uint32 token shards plus meta.json.", ShardSettings,
-                        ExecutorSettings)
-
-
 def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "input", "tokenizer", "out_dir")
     shards = (Path(args.input), Path(args.tokenizer), Path(args.out_dir), float(args.val_fraction), int(args.seed),
@@ -231,8 +225,9 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
             f"({meta['dtype']}) at {meta['tokens_per_s']:,} tokens/s -> {args.out_dir}{reused}{summary_note(meta)}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_step(build_parser(), "shards", argv, run_command)
+main = StageCommand("python -m tokenizer.shards", "shards",
+                    "Encode documents into uint16/uint32 token shards plus meta.json.",
+                    (ShardSettings, ExecutorSettings), run_command)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from workbench.bad_input import InputIssues, summary_note
 from workbench.documents import EOT, iter_texts
 from workbench.files import write_metrics
 from workbench.params import override, setting
-from workbench.stage_cli import StageInput, need, optional_path, run_step, stage_parser
+from workbench.stage_cli import StageCommand, StageInput, need, optional_path
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +86,6 @@ class TokenizerSettings(StageInput):
     workers: int = setting(1, "pre-tokenization processes")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    return stage_parser("python -m tokenizer.train", "tokenizer",
-                        "Train a byte-level BPE tokenizer (GPT-2 pre-tokenization) on documents.", TokenizerSettings)
-
-
 def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "input", "out_dir", "vocab_size")
     m = train_tokenizer(Path(args.input), Path(args.out_dir), int(args.vocab_size), list(args.special_tokens or [EOT]),
@@ -99,8 +94,9 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
             f"-> {args.out_dir}{summary_note(m)}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_step(build_parser(), "tokenizer", argv, run_command)
+main = StageCommand("python -m tokenizer.train", "tokenizer",
+                    "Train a byte-level BPE tokenizer (GPT-2 pre-tokenization) on documents.",
+                    (TokenizerSettings,), run_command)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ Two ways in:
   dataclass (``TrainConfig.model``) is a nested mapping in the section (``train: {model: {d_model: 64}}``) and one
   flag per field of it (``--model.d-model 64``).
 - ``apply_section(parser, "dedup", params_path)``: a parser built from several such dataclasses
-  (``workbench.stage_cli.stage_parser``) whose flag destinations are the section's keys (plus ``extra_keys`` that
+  (``workbench.stage_cli.StageCommand.parser``) whose flag destinations are the section's keys (plus ``extra_keys`` that
   have no flag, such as ``filter.steps``).
 """
 

@@ -1,10 +1,10 @@
 """What the data steps' command lines share (``python -m pipeline.web.extract`` and the others).
 
 Each step declares its settings as ``setting()`` dataclasses (where it reads and writes: a ``StageFiles``; how it
-runs: its config and ``ExecutorSettings``) and builds its parser with ``stage_parser``, one flag (or positional
-input) per field; the flags' destinations are the keys of its ``params.yaml`` section, which ``run_step`` makes
+runs: its config and ``ExecutorSettings``) and its command line as a ``StageCommand``, one flag (or positional
+input) per field; the flags' destinations are the keys of its ``params.yaml`` section, which the command makes
 their defaults (strictly: a key no flag takes is an error naming the key, the section and the file), so ``--help``
-shows the values a run would use. ``run_step`` then runs the step and prints its one-line summary with the wall
+shows the values a run would use. The command then runs the step and prints its one-line summary with the wall
 time: exit 0, or 2 with a one-line ``error:`` on bad settings or input.
 """
 
@@ -14,7 +14,7 @@ import argparse
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,15 +64,47 @@ class RejectingStageFiles(StageFiles):
     rejected_dir: str = setting("rejected", "dropped documents with their reason, one file per input")
 
 
-def stage_parser(prog: str, section: str, description: str, *settings: type) -> argparse.ArgumentParser:
-    """A stage's parser: ``--params`` (whose ``section`` gives the defaults), ``-v``, and one flag per field of each
-    ``settings`` dataclass (a bool is a ``--x / --no-x`` switch)."""
-    parser = Parser(prog=prog, description=description)
-    add_params_flag(parser, section)
-    add_verbose_flag(parser)
-    for config_cls in settings:
-        add_config_flags(parser, config_cls, bool_switches=True)
-    return parser
+@dataclass(frozen=True)
+class StageCommand:
+    """A data step's ``main``: ``prog`` reads the ``section`` of the params file (and its ``extra_keys``, which no
+    flag takes) under one flag per field of each ``settings`` dataclass, runs ``run`` and prints its summary."""
+
+    prog: str
+    section: str
+    description: str
+    settings: tuple[type, ...]
+    run: Command
+    extra_keys: tuple[str, ...] = ()
+
+    def parser(self) -> argparse.ArgumentParser:
+        """``--params`` (whose section gives the defaults), ``-v``, and the settings' flags (a bool is a
+        ``--x / --no-x`` switch)."""
+        parser = Parser(prog=self.prog, description=self.description)
+        add_params_flag(parser, self.section)
+        add_verbose_flag(parser)
+        for config_cls in self.settings:
+            add_config_flags(parser, config_cls, bool_switches=True)
+        return parser
+
+    def __call__(self, argv: Sequence[str] | None = None) -> int:
+        """Parse ``argv`` over the section's values, run the step, print its summary; the exit status."""
+        argv = list(sys.argv[1:] if argv is None else argv)
+        parser = self.parser()
+        try:
+            values = apply_section(parser, self.section, params_path(argv), self.extra_keys)
+        except ParamsError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        args = parser.parse_args(argv)
+        logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                            format="%(levelname)s %(name)s: %(message)s")
+        start = time.perf_counter()
+        try:
+            summary = self.run(args, values)
+        except Exception as e:
+            return exit_on_error(e)
+        print(f"{summary} [{time.perf_counter() - start:.1f} s]")
+        return 0
 
 
 def optional_path(value) -> Path | None:
@@ -85,27 +117,6 @@ def need(args: argparse.Namespace, *keys: str) -> None:
     missing = [k for k in keys if getattr(args, k, None) in (None, "", [], ())]
     if missing:
         raise ValueError(f"missing setting(s) {', '.join(missing)}: give flags or a params.yaml section")
-
-
-def run_step(parser: argparse.ArgumentParser, section: str, argv: Sequence[str] | None, command: Command,
-             extra_keys: Iterable[str] = ()) -> int:
-    """Parse ``argv`` over the ``section`` defaults, run ``command``, print its summary; the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        values = apply_section(parser, section, params_path(argv), extra_keys)
-    except ParamsError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
-    start = time.perf_counter()
-    try:
-        summary = command(args, values)
-    except Exception as e:
-        return exit_on_error(e)
-    print(f"{summary} [{time.perf_counter() - start:.1f} s]")
-    return 0
 
 
 def paths(value) -> list:

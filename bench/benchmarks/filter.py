@@ -28,7 +28,8 @@ from pathlib import Path
 from bench.benchmarks.extract import DEFAULT_WEB
 from bench.benchmarks.filter_datatrove import datatrove_extractor, datatrove_step, quiet_datatrove
 from bench.tools.results import BenchSettings, Result, finish, interleaved, parse_bench
-from pipeline.filters.stage import CLASSIFIER_STEPS, FilterConfig, build_parser, build_steps
+from pipeline.filters import stage as filter_stage
+from pipeline.filters.stage import CLASSIFIER_STEPS, FilterConfig, build_steps
 from pipeline.runtime.steps import run_steps
 from pipeline.web.extract import decode_html, extract_text
 from pipeline.web.warc import iter_payloads
@@ -143,7 +144,7 @@ def format_rows(rows: list[Result]) -> str:
 def default_steps(params: Path, classifiers: Path, alpha_words: str = "datatrove") -> dict:
     """The chain of params.yaml's ``filter`` section (read as strictly as the filter stage reads it), without
     classifier steps whose model file is missing, and with the Gopher alpha-words rule set to ``alpha_words``."""
-    steps = dict(apply_section(build_parser(), "filter", params, extra_keys=("steps",)).get("steps")
+    steps = dict(apply_section(filter_stage.main.parser(), "filter", params, extra_keys=("steps",)).get("steps")
                  or FilterConfig().steps)
     for task in CLASSIFIER_STEPS:
         chosen = steps.get(task)

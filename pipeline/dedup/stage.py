@@ -56,7 +56,7 @@ from workbench.files import atomic_open, atomic_path, check_unique_outputs
 from workbench.ledger import Ledger, Record
 from workbench.params import config_from_args, override
 from workbench.stage import CorpusStage
-from workbench.stage_cli import RejectingStageFiles, need, optional_path, paths, run_step, stage_parser
+from workbench.stage_cli import RejectingStageFiles, StageCommand, need, optional_path, paths
 
 log = logging.getLogger(__name__)
 DEFAULT_CONFIG = DedupConfig()
@@ -283,12 +283,6 @@ class DedupFiles(RejectingStageFiles):
     force: bool = override(RejectingStageFiles, "force", False, "redo even if the outputs are complete")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    return stage_parser("python -m pipeline.dedup.stage", "dedup",
-                        "Drop exact and near duplicates (pipeline/dedup/stage.py) across every documents file.",
-                        DedupFiles, DedupConfig, ExecutorSettings)
-
-
 def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "inputs", "out_dir", "rejected_dir")
     cfg = config_from_args(DedupConfig, args, "dedup")
@@ -299,8 +293,9 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
     return f"dedup: {m['docs_in']} -> {m['docs_out']} documents in {args.out_dir}; drops {m['drops']}{summary_note(m)}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_step(build_parser(), "dedup", argv, run_command)
+main = StageCommand("python -m pipeline.dedup.stage", "dedup",
+                    "Drop exact and near duplicates (pipeline/dedup/stage.py) across every documents file.",
+                    (DedupFiles, DedupConfig, ExecutorSettings), run_command)
 
 
 if __name__ == "__main__":

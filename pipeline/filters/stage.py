@@ -39,7 +39,7 @@ from workbench.documents import from_generated_crawl, input_files
 from workbench.executor import ExecutorSettings, LocalExecutor, make_executor
 from workbench.ledger import identity
 from workbench.params import Checked, config_from_args, override, setting
-from workbench.stage_cli import RejectingStageFiles, need, optional_path, paths, run_step, stage_parser
+from workbench.stage_cli import RejectingStageFiles, StageCommand, need, optional_path, paths
 
 log = logging.getLogger(__name__)
 
@@ -168,12 +168,6 @@ class FilterFiles(RejectingStageFiles):
     rejected_dir: str = override(RejectingStageFiles, "rejected_dir", "rejected/filter")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    return stage_parser("python -m pipeline.filters.stage", "filter",
-                        "Run the filter chain (pipeline/filters/stage.py) over every documents file; the chain is the "
-                        "`steps` mapping of the params section.", FilterFiles, FilterConfig, ExecutorSettings)
-
-
 def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "inputs", "out_dir", "rejected_dir")
     cfg = config_from_args(FilterConfig, args, params_only=section)
@@ -186,8 +180,10 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
             f"drops {m['drops']}{summary_note(m)}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_step(build_parser(), "filter", argv, run_command, extra_keys=("steps",))
+main = StageCommand("python -m pipeline.filters.stage", "filter",
+                    "Run the filter chain (pipeline/filters/stage.py) over every documents file; the chain is the "
+                    "`steps` mapping of the params section.",
+                    (FilterFiles, FilterConfig, ExecutorSettings), run_command, extra_keys=("steps",))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from workbench.files import check_unique_outputs, expand_inputs
 from workbench.ledger import Ledger
 from workbench.params import Checked, config_from_args, override, setting
 from workbench.stage import FileStage, TaskWriter, sum_counts, sum_stats
-from workbench.stage_cli import StageFiles, funnel_headline, need, optional_path, paths, run_step, stage_parser
+from workbench.stage_cli import StageCommand, StageFiles, funnel_headline, need, optional_path, paths
 
 log = logging.getLogger(__name__)
 
@@ -310,12 +310,6 @@ class ExtractFiles(StageFiles):
     out_dir: str = override(StageFiles, "out_dir", "extract", "folder for <input>.jsonl.gz documents")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    return stage_parser("python -m pipeline.web.extract", "extract",
-                        "Extract main text from WARC response / WET conversion records.",
-                        ExtractFiles, ExtractConfig, ExecutorSettings)
-
-
 def run_command(args: argparse.Namespace, section: dict) -> str:
     need(args, "inputs", "out_dir")
     cfg = config_from_args(ExtractConfig, args)
@@ -327,8 +321,9 @@ def run_command(args: argparse.Namespace, section: dict) -> str:
             f"({m['docs_per_s']} docs/s); drops {m['drops']}{summary_note(m)}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_step(build_parser(), "extract", argv, run_command)
+main = StageCommand("python -m pipeline.web.extract", "extract",
+                    "Extract main text from WARC response / WET conversion records.",
+                    (ExtractFiles, ExtractConfig, ExecutorSettings), run_command)
 
 
 if __name__ == "__main__":

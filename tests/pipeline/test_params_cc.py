@@ -16,7 +16,7 @@ import yaml
 from pipeline import classify, report
 from pipeline.dedup import stage as dedup
 from pipeline.filters import stage as filter_step
-from pipeline.filters.stage import FilterConfig, build_parser
+from pipeline.filters.stage import FilterConfig
 from pipeline.web import extract
 from tokenizer import shards
 from tokenizer import train as train_tokenizer
@@ -46,7 +46,7 @@ def test_same_sections_and_keys_as_params_yaml():
 
 def test_profile_sections_are_accepted_by_the_clis():
     assert classify.read_section(PROFILE)["quality"] is False
-    values = apply_section(build_parser(), "filter", PROFILE, ("steps",))
+    values = apply_section(filter_step.main.parser(), "filter", PROFILE, ("steps",))
     enabled = [name for name, _ in FilterConfig(steps=values["steps"]).enabled()]
     assert enabled == ["langid", "gopher", "gopher_rep", "toxicity", "nsfw", "pii"]
     assert CC["extract"]["inputs"] == ["data/cc"]
