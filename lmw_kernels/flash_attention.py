@@ -95,19 +95,51 @@ def _load_tile(base, offs_rows, stride_row, n_rows, offs_d, HEAD_DIM: tl.constex
 
 
 @triton.jit
+def _query_program(H, N_Q, IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr):
+    """(start_m, bh, b, h): this program's first query and its batch·head, batch and head. Causal: the longest rows
+    (most key tiles) first, for a better load balance at the end."""
+    pid_m = tl.program_id(0)
+    if IS_CAUSAL:
+        pid_m = tl.cdiv(N_Q, BLOCK_M) - 1 - pid_m
+    bh = tl.program_id(1)
+    return pid_m * BLOCK_M, bh, bh // H, bh % H
+
+
+@triton.jit
+def _key_split(start_m, N_K, IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(mid, hi): a query tile's keys [0, mid) need no mask, [mid, hi) are masked; causal: the tiles left of the
+    diagonal, then the diagonal tiles; else: the full tiles, then the ragged tail."""
+    if IS_CAUSAL:
+        mid, hi = start_m, tl.minimum(start_m + BLOCK_M, N_K)
+    else:
+        mid, hi = (N_K // BLOCK_N) * BLOCK_N, N_K
+    return mid, hi
+
+
+@triton.jit
+def _key_tile(q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, start_n, N_K, qk_scale,
+              HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, BOUNDS_MASK: tl.constexpr):
+    """The K and V tiles of the keys from start_n, and the base-2 logits of the query tile q against them
+    (-inf where masked: a key after the query, or past the sequence end)."""
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    k = _load_tile(k_base, offs_n, stride_kn, N_K, offs_d, HEAD_DIM)
+    v = _load_tile(v_base, offs_n, stride_vn, N_K, offs_d, HEAD_DIM)
+    qk = tl.dot(q, tl.trans(k)) * qk_scale
+    if CAUSAL_MASK:
+        qk = tl.where(offs_m[:, None] >= offs_n[None, :], qk, float("-inf"))
+    if BOUNDS_MASK:
+        qk = tl.where(offs_n[None, :] < N_K, qk, float("-inf"))
+    return k, v, qk
+
+
+@triton.jit
 def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, lo, hi, N_K, qk_scale,
                HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr,
                BOUNDS_MASK: tl.constexpr):
     """Online-softmax update of (acc, l_i, m_i) over key tiles [lo, hi)."""
     for start_n in range(lo, hi, BLOCK_N):
-        offs_n = start_n + tl.arange(0, BLOCK_N)
-        k = _load_tile(k_base, offs_n, stride_kn, N_K, offs_d, HEAD_DIM)
-        v = _load_tile(v_base, offs_n, stride_vn, N_K, offs_d, HEAD_DIM)
-        qk = tl.dot(q, tl.trans(k)) * qk_scale  # base-2 logits
-        if CAUSAL_MASK:
-            qk = tl.where(offs_m[:, None] >= offs_n[None, :], qk, float("-inf"))
-        if BOUNDS_MASK:
-            qk = tl.where(offs_n[None, :] < N_K, qk, float("-inf"))
+        _, v, qk = _key_tile(q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, start_n, N_K, qk_scale,
+                             HEAD_DIM, BLOCK_N, CAUSAL_MASK, BOUNDS_MASK)
         m_new = tl.maximum(m_i, tl.max(qk, 1))
         p = tl.math.exp2(qk - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
@@ -124,15 +156,11 @@ def _fwd_kernel(Q, K, V, OUT, LSE, sm_scale,
                 H, N_Q, N_K,
                 HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, IS_CAUSAL: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    pid_m = tl.program_id(0)
-    if IS_CAUSAL:  # the longest rows (most key tiles) first: better load balance at the end
-        pid_m = tl.cdiv(N_Q, BLOCK_M) - 1 - pid_m
-    bh = tl.program_id(1)
-    b, h = bh // H, bh % H
+    start_m, bh, b, h = _query_program(H, N_Q, IS_CAUSAL, BLOCK_M)
     q_base = Q + b.to(tl.int64) * stride_qb + h * stride_qh
     k_base = K + b.to(tl.int64) * stride_kb + h * stride_kh
     v_base = V + b.to(tl.int64) * stride_vb + h * stride_vh
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     q_mask = (offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM)
     q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :], mask=q_mask, other=0.0)
@@ -141,19 +169,11 @@ def _fwd_kernel(Q, K, V, OUT, LSE, sm_scale,
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    start_m = pid_m * BLOCK_M
-    if IS_CAUSAL:  # full tiles left of the diagonal, then the diagonal tiles (masked)
-        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
-                                   0, start_m, N_K, qk_scale, HEAD_DIM, BLOCK_N, False, False)
-        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
-                                   start_m, tl.minimum(start_m + BLOCK_M, N_K), N_K, qk_scale, HEAD_DIM,
-                                   BLOCK_N, True, True)
-    else:  # full tiles, then the ragged tail
-        full = (N_K // BLOCK_N) * BLOCK_N
-        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
-                                   0, full, N_K, qk_scale, HEAD_DIM, BLOCK_N, False, False)
-        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
-                                   full, N_K, N_K, qk_scale, HEAD_DIM, BLOCK_N, False, True)
+    mid, hi = _key_split(start_m, N_K, IS_CAUSAL, BLOCK_M, BLOCK_N)
+    acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
+                               0, mid, N_K, qk_scale, HEAD_DIM, BLOCK_N, False, False)
+    acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
+                               mid, hi, N_K, qk_scale, HEAD_DIM, BLOCK_N, IS_CAUSAL, True)
     acc = acc / l_i[:, None]
     lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # back to natural log
     tl.store(LSE + bh.to(tl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)
@@ -246,14 +266,9 @@ def _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_
               BOUNDS_MASK: tl.constexpr):
     """Accumulate one query tile's dQ over key tiles [lo, hi)."""
     for start_n in range(lo, hi, BLOCK_N):
-        offs_n = start_n + tl.arange(0, BLOCK_N)
-        k = _load_tile(k_base, offs_n, stride_kn, N_K, offs_d, HEAD_DIM)
-        v = _load_tile(v_base, offs_n, stride_vn, N_K, offs_d, HEAD_DIM)
-        p = tl.math.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None])
-        if CAUSAL_MASK:
-            p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
-        if BOUNDS_MASK:
-            p = tl.where(offs_n[None, :] < N_K, p, 0.0)
+        k, v, qk = _key_tile(q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, start_n, N_K, qk_scale,
+                             HEAD_DIM, BLOCK_N, CAUSAL_MASK, BOUNDS_MASK)
+        p = tl.math.exp2(qk - lse[:, None])  # 0 where masked
         dp = tl.dot(do, tl.trans(v))
         ds = p * (dp - delta[:, None])
         dq += tl.dot(ds.to(k.dtype), k)
@@ -268,12 +283,7 @@ def _bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
                    H, N_Q, N_K,
                    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, IS_CAUSAL: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    pid_m = tl.program_id(0)
-    if IS_CAUSAL:
-        pid_m = tl.cdiv(N_Q, BLOCK_M) - 1 - pid_m
-    bh = tl.program_id(1)
-    b, h = bh // H, bh % H
-    start_m = pid_m * BLOCK_M
+    start_m, bh, b, h = _query_program(H, N_Q, IS_CAUSAL, BLOCK_M)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     q_mask = (offs_m[:, None] < N_Q) & (offs_d[None, :] < HEAD_DIM)
@@ -288,17 +298,11 @@ def _bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
     sm_scale = tl.cast(sm_scale, tl.float32)  # torch.compile passes Python floats as fp64
     qk_scale = sm_scale * 1.4426950408889634
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    if IS_CAUSAL:
-        dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
-                       0, start_m, N_K, qk_scale, HEAD_DIM, BLOCK_N, False, False)
-        dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
-                       start_m, tl.minimum(start_m + BLOCK_M, N_K), N_K, qk_scale, HEAD_DIM, BLOCK_N, True, True)
-    else:
-        full = (N_K // BLOCK_N) * BLOCK_N
-        dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
-                       0, full, N_K, qk_scale, HEAD_DIM, BLOCK_N, False, False)
-        dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
-                       full, N_K, N_K, qk_scale, HEAD_DIM, BLOCK_N, False, True)
+    mid, hi = _key_split(start_m, N_K, IS_CAUSAL, BLOCK_M, BLOCK_N)
+    dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
+                   0, mid, N_K, qk_scale, HEAD_DIM, BLOCK_N, False, False)
+    dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
+                   mid, hi, N_K, qk_scale, HEAD_DIM, BLOCK_N, IS_CAUSAL, True)
     dq *= sm_scale
     tl.store(DQ + b.to(tl.int64) * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqm + offs_d[None, :],
              dq.to(DQ.dtype.element_ty), mask=q_mask)

@@ -270,25 +270,20 @@ class EnglishProse:
 
     def pp(self) -> str:
         r = self.rng
-        k = r.random()
-        if k < 0.12:
-            return f"in {r.choice(self.cities)}"
-        if k < 0.2:
-            return f"in {self.year()}"
-        if k < 0.26:
-            return f"on {r.choice(MONTHS)} {r.randint(1, 28)}"
-        return f"{r.choice(PREPS)} {self.np(depth=1)[0]}"
+        return self._tiered((0.12, lambda: f"in {r.choice(self.cities)}"),
+                            (0.2, lambda: f"in {self.year()}"),
+                            (0.26, lambda: f"on {r.choice(MONTHS)} {r.randint(1, 28)}"),
+                            otherwise=lambda: f"{r.choice(PREPS)} {self.np(depth=1)[0]}")
 
     def subject(self) -> tuple[str, str]:
         """A subject and its agreement class: ``1s`` (I), ``3s`` or ``pl``."""
-        r = self.rng
-        k = r.random()
-        if k < 0.28:
-            return r.choice(_SUBJ_PRON)
-        if k < 0.4:
-            return self.name(), "3s"
-        text, plural = self.np()
-        return text, "pl" if plural else "3s"
+        def noun_phrase() -> tuple[str, str]:
+            text, plural = self.np()
+            return text, "pl" if plural else "3s"
+
+        return self._tiered((0.28, lambda: self.rng.choice(_SUBJ_PRON)),
+                            (0.4, lambda: (self.name(), "3s")),
+                            otherwise=noun_phrase)
 
     def be(self, agr: str) -> str:
         if self.past:
@@ -297,22 +292,22 @@ class EnglishProse:
 
     def vp(self, agr: str, depth: int = 0) -> str:
         r, v = self.rng, self.verb()
-        k = r.random()
-        if k < 0.12:
-            return f"{self.be(agr)} {r.choice(ADVERBS) + ' ' if r.random() < 0.4 else ''}{self.adj()}"
-        if k < 0.22:
-            return f"{r.choice(MODALS)} {v.base} {self.np(depth=1)[0]}"
-        if k < 0.3:
-            return f"{self.be(agr)} {v.ing} {self.np(depth=1)[0]}"
-        if k < 0.36 and v.regular and not self.past:
-            return f"{'has' if agr == '3s' else 'have'} {v.past} {self.np(depth=1)[0]}"
-        form = v.past if self.past else (v.s if agr == "3s" else v.base)
-        out = f"{form} {self.np(depth=depth + 1)[0]}"
-        if depth == 0 and r.random() < 0.35:
-            out += " " + self.pp()
-        if depth == 0 and r.random() < 0.12:
-            out += " " + r.choice(ADVERBS)
-        return out
+        tiers = [(0.12, lambda: f"{self.be(agr)} {r.choice(ADVERBS) + ' ' if r.random() < 0.4 else ''}{self.adj()}"),
+                 (0.22, lambda: f"{r.choice(MODALS)} {v.base} {self.np(depth=1)[0]}"),
+                 (0.3, lambda: f"{self.be(agr)} {v.ing} {self.np(depth=1)[0]}")]
+        if v.regular and not self.past:  # present perfect: the past is a sure participle only for regular verbs
+            tiers.append((0.36, lambda: f"{'has' if agr == '3s' else 'have'} {v.past} {self.np(depth=1)[0]}"))
+
+        def simple() -> str:
+            form = v.past if self.past else (v.s if agr == "3s" else v.base)
+            out = f"{form} {self.np(depth=depth + 1)[0]}"
+            if depth == 0 and r.random() < 0.35:
+                out += " " + self.pp()
+            if depth == 0 and r.random() < 0.12:
+                out += " " + r.choice(ADVERBS)
+            return out
+
+        return self._tiered(*tiers, otherwise=simple)
 
     def clause(self) -> str:
         subj, agr = self.subject()
@@ -327,6 +322,12 @@ class EnglishProse:
     def _pick(self, *options):
         """Build only the chosen alternative (each option is a zero-argument callable)."""
         return self.rng.choice(options)()
+
+    def _tiered(self, *tiers, otherwise):
+        """Draw k uniform in [0, 1) and build the first of ``tiers`` ((bound, zero-argument callable), bounds
+        increasing) with k < bound, else ``otherwise`` (only the chosen alternative is built)."""
+        k = self.rng.random()
+        return next((build for bound, build in tiers if k < bound), otherwise)()
 
     def s_intro(self) -> str:
         lead = self.rng.choice(INTROS) if self.rng.random() < 0.6 else self.pp()

@@ -16,14 +16,20 @@
 #include "bpe_train.h"
 #include "pretokenizer.h"
 
+/* Resize the array *data to `cap` elements of `size` bytes; -1 on memory errors, with *data left as it was. */
+static int resize_array(void **data, size_t cap, size_t size) {
+    void *resized = PyMem_RawRealloc(*data, cap * size);
+    if (!resized) return -1;
+    *data = resized;
+    return 0;
+}
+
 typedef struct { uint32_t *data; size_t len, cap; } U32Vec;
 
 static int u32_push(U32Vec *v, uint32_t x) {
     if (v->len == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 4;
-        uint32_t *data = PyMem_RawRealloc(v->data, cap * sizeof(uint32_t));
-        if (!data) return -1;
-        v->data = data;
+        if (resize_array((void **)&v->data, cap, sizeof *v->data) < 0) return -1;
         v->cap = cap;
     }
     v->data[v->len++] = x;
@@ -68,12 +74,9 @@ static int beats(const Trainer *t, int64_t cx, uint32_t p, int64_t cy, uint32_t 
 static int heap_push(Trainer *t, uint32_t p) {
     if (t->heap_len == t->heap_cap) {
         size_t cap = t->heap_cap ? t->heap_cap * 2 : 1024;
-        int64_t *hc = PyMem_RawRealloc(t->heap_count, cap * sizeof(int64_t));
-        if (!hc) return -1;
-        t->heap_count = hc;
-        uint32_t *hp = PyMem_RawRealloc(t->heap_pair, cap * sizeof(uint32_t));
-        if (!hp) return -1;
-        t->heap_pair = hp;
+        if (resize_array((void **)&t->heap_count, cap, sizeof *t->heap_count) < 0 ||
+            resize_array((void **)&t->heap_pair, cap, sizeof *t->heap_pair) < 0)
+            return -1;
         t->heap_cap = cap;
     }
     int64_t c = t->count[p];
@@ -138,12 +141,9 @@ static uint32_t pair_id(Trainer *t, uint32_t a, uint32_t b) {
     if (u32_push(&t->pa, a) < 0 || u32_push(&t->pb, b) < 0 || u32_push(&t->pstamp, UINT32_MAX) < 0) return NO_PAIR;
     if (t->pa.len > t->count_cap) {
         size_t cap = t->count_cap ? t->count_cap * 2 : 1024;
-        int64_t *count = PyMem_RawRealloc(t->count, cap * sizeof(int64_t));
-        if (!count) return NO_PAIR;
-        t->count = count;
-        U32Vec *where = PyMem_RawRealloc(t->where, cap * sizeof(U32Vec));
-        if (!where) return NO_PAIR;
-        t->where = where;
+        if (resize_array((void **)&t->count, cap, sizeof *t->count) < 0 ||
+            resize_array((void **)&t->where, cap, sizeof *t->where) < 0)
+            return NO_PAIR;
         t->count_cap = cap;
     }
     t->count[p] = 0;
