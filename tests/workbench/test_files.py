@@ -70,3 +70,21 @@ def test_write_error_is_one_line_for_a_full_or_read_only_disk_only():
     assert "/ro/a.json: Read-only file system" in write_error(wrapped)
     assert write_error(OSError(errno.ENOENT, "No such file or directory", "x")) is None
     assert write_error(ValueError("bad")) is None
+
+
+def test_exit_on_error_ends_a_cli_on_bad_input_or_a_full_disk_and_raises_a_bug_again(capsys):
+    from workbench.files import error_line, exit_on_error
+
+    class RunFolderError(RuntimeError):
+        pass
+
+    assert error_line(ValueError("extract.workers must be >= 1, got 0")) == "extract.workers must be >= 1, got 0"
+    assert error_line(FileNotFoundError(errno.ENOENT, "No such file or directory", "in.gz")).endswith("'in.gz'")
+    assert error_line(RunFolderError("no checkpoint")) is None
+    assert error_line(RunFolderError("no checkpoint"), RunFolderError) == "no checkpoint"
+    assert exit_on_error(OSError(errno.ENOSPC, "No space left on device", "/data/x.tmp")) == 2
+    assert capsys.readouterr().err.startswith("error: /data/x.tmp: No space left on device:")
+    bug = KeyError("step")
+    with pytest.raises(KeyError) as raised:
+        exit_on_error(bug)
+    assert raised.value is bug and capsys.readouterr().err == ""
