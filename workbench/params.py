@@ -29,6 +29,7 @@ import dataclasses
 import difflib
 import functools
 import math
+import operator
 import sys
 import types
 import typing
@@ -112,8 +113,8 @@ def setting(default, help: str, *, choices: Sequence[Any] | None = None, at_leas
     the parser (``config_from_args``) and, for a ``Checked`` dataclass, whenever one is made (``check_settings``):
     ``choices``: the values it takes; ``at_least`` / ``above`` / ``at_most`` / ``below``: a number (an ``int`` where the
     annotation says so; ``None`` passes where the annotation allows it) in that range; ``nonempty``: a tuple
-    setting given at least one value; ``exists``: a path that must
-    exist (checked by the parser only: a config made in Python may name a file still to be written). Shape:
+    setting given at least one value; ``exists``: a path that must exist (checked by the parser only: a config made
+    in Python may name a file still to be written). Shape:
     ``positional``: a positional argument (a stage's inputs) instead of a ``--flag``; ``repeatable``: a tuple
     setting whose flag may be given several times, each adding values (``--model a=x --model b=y``); ``parse``: how
     one value's text is read when the annotation does not say (``64,4,2`` -> [64, 4, 2]), shown as ``metavar``.
@@ -136,10 +137,18 @@ def setting(default, help: str, *, choices: Sequence[Any] | None = None, at_leas
                              kw_only=kw_only)
 
 
-def _range_text(meta) -> str:
-    low = f"> {meta['above']}" if "above" in meta else f">= {meta['at_least']}" if "at_least" in meta else ""
-    high = f"<= {meta['at_most']}" if "at_most" in meta else f"< {meta['below']}" if "below" in meta else ""
-    return " and ".join(part for part in (low, high) if part)
+# a setting's bounds: the keyword, the comparison its value must pass, and how an error states it
+BOUNDS = (("above", operator.gt, ">"), ("at_least", operator.ge, ">="), ("at_most", operator.le, "<="),
+          ("below", operator.lt, "<"))
+
+
+def _bounds(meta) -> list[tuple]:
+    """(comparison, limit, text) of each bound the setting declares, lower ones first."""
+    return [(compare, meta[key], f"{sign} {meta[key]}") for key, compare, sign in BOUNDS if key in meta]
+
+
+def _range_text(bounds: list[tuple]) -> str:
+    return " and ".join(text for _, _, text in bounds)
 
 
 def _is_number(value) -> bool:
@@ -161,16 +170,15 @@ def setting_problem(f: dataclasses.Field, value, annotation=None, check_paths: b
     if (choices := meta.get("choices")) and value not in choices:
         return f"must be one of {', '.join(map(str, choices))}, got {value!r}"
     kinds = _kinds(annotation)
-    bounded = any(k in meta for k in ("at_least", "above", "at_most", "below"))
+    bounds = _bounds(meta)
     whole = int in kinds and float not in kinds
-    if (whole and not (isinstance(value, int) and not isinstance(value, bool))) or (bounded and not _is_number(value)):
-        return f"must be {'an integer' if whole else 'a number'}{' ' + _range_text(meta) if bounded else ''}, " \
+    if (whole and not (_is_number(value) and isinstance(value, int))) or (bounds and not _is_number(value)):
+        return f"must be {'an integer' if whole else 'a number'}{' ' + _range_text(bounds) if bounds else ''}, " \
                f"got {value!r}"
-    if bounded and not math.isfinite(value):
-        return f"must be a finite number {_range_text(meta)}, got {value!r}"
-    if bounded and (("at_least" in meta and value < meta["at_least"]) or ("above" in meta and value <= meta["above"])
-                    or ("at_most" in meta and value > meta["at_most"]) or ("below" in meta and value >= meta["below"])):
-        return f"must be {_range_text(meta)}, got {value!r}"
+    if bounds and not math.isfinite(value):
+        return f"must be a finite number {_range_text(bounds)}, got {value!r}"
+    if not all(compare(value, limit) for compare, limit, _ in bounds):
+        return f"must be {_range_text(bounds)}, got {value!r}"
     if check_paths and meta.get("exists") and not Path(value).exists():
         return f"{value}: no such file or folder"
     return None

@@ -93,8 +93,7 @@ class StageCommand:
         try:
             values = apply_section(parser, self.section, params_path(argv), self.extra_keys)
         except ParamsError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+            return exit_on_error(e)
         args = parser.parse_args(argv)
         logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                             format="%(levelname)s %(name)s: %(message)s")
